@@ -1,0 +1,41 @@
+#!/bin/sh
+# Sets up a fresh machine if needed, builds, and runs every test:
+#   make check               (normal build, in ./build)
+#   make check               (ASan + UBSan build, in ./build-san; skip with FADSL_NO_SANITIZERS=1)
+# Prints one closing line "tests: N passed, N failed, N skipped" and exits
+# non-zero when any test failed.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+status=0
+pass=0; fail=0; skip=0
+
+count() {  # adds the counts of one test-suite.log summary
+  log="$1"
+  [ -f "$log" ] || return 0
+  p=$(sed -n 's/^# PASS: *\([0-9]*\).*/\1/p' "$log" | head -n1)
+  f=$(sed -n 's/^# FAIL: *\([0-9]*\).*/\1/p' "$log" | head -n1)
+  e=$(sed -n 's/^# ERROR: *\([0-9]*\).*/\1/p' "$log" | head -n1)
+  x=$(sed -n 's/^# XPASS: *\([0-9]*\).*/\1/p' "$log" | head -n1)
+  s=$(sed -n 's/^# SKIP: *\([0-9]*\).*/\1/p' "$log" | head -n1)
+  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0} + ${e:-0} + ${x:-0})); skip=$((skip + ${s:-0}))
+}
+
+run_suite() {  # run_suite BUILD_DIR CONFIGURE_FLAGS
+  dir="$1"; flags="$2"
+  FADSL_BUILD_DIR="$dir" FADSL_CONFIGURE_FLAGS="$flags" sh "$top/scripts/bootstrap.sh" || { status=1; fail=$((fail + 1)); return; }
+  (cd "$dir" && make -j"$jobs" check) || status=1
+  # test logs are named after the tests; the summary is in test-suite.log
+  if [ -f "$dir/test-suite.log" ]; then
+    count "$dir/test-suite.log"
+    grep -q '^# FAIL: *[1-9]\|^# ERROR: *[1-9]' "$dir/test-suite.log" && cat "$dir/test-suite.log"
+  fi
+}
+
+run_suite "$top/build" ""
+if [ "${FADSL_NO_SANITIZERS:-0}" != 1 ]; then
+  run_suite "$top/build-san" "--enable-sanitizers"
+fi
+echo "tests: $pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ] || status=1
+exit $status
