@@ -16,6 +16,13 @@
 
 typedef struct Node Node;
 
+/* Limits that keep every recursive pass over the tree within the stack:
+ * bracket nesting and indentation levels (lexer), and the depth of any
+ * expression or statement tree (parser, computed bottom-up as nodes are
+ * built, so even a left-deep chain a+a+...+a is caught without recursion). */
+#define FA_MAX_NESTING 200
+#define FA_MAX_EXPR_DEPTH 1000
+
 typedef struct NodeList {
   Node **items;
   int len;
@@ -26,7 +33,7 @@ typedef enum NodeKind {
   N_NAME,       /* name */
   N_INT,        /* int_val; text = spelling (e.g. "0x10") */
   N_FLOAT,      /* float_val; text = spelling */
-  N_STR,        /* str (decoded bytes, no NUL inside), str_len; text = spelling */
+  N_STR,        /* str (decoded bytes; a NUL only via a \0 or \x00 escape), str_len; text = spelling */
   N_TRUE,
   N_FALSE,
   N_NONE,
@@ -96,6 +103,7 @@ struct Node {
   NodeList orelse;
   NodeList decorators;
   NodeList params;
+  int depth;            /* height of the subtree (1 for a leaf); set by the parser */
 };
 
 /* ---- the compiler context --------------------------------------------------
