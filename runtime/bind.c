@@ -1,0 +1,220 @@
+/* bind.c - argument sets: binding kernel arguments by name or position,
+ * with the checks a caller needs (unknown name, wrong kind, duplicate,
+ * missing). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_program.h"
+
+FADSL_API int fadsl_kernel_param_count(const fadsl_kernel *k) { return k ? k->info->nparams : 0; }
+
+FADSL_API const char *fadsl_kernel_name(const fadsl_kernel *k) { return k ? k->info->name : NULL; }
+
+FADSL_API fadsl_status fadsl_kernel_param(const fadsl_kernel *k, int i, const char **name,
+                                          fadsl_param_kind *kind) {
+  if (!k || i < 0 || i >= k->info->nparams) return FADSL_ERROR_INVALID_ARGUMENT;
+  const FaParamInfo *p = &k->info->params[i];
+  if (name) *name = p->name;
+  if (kind)
+    *kind = p->kind == PARAM_POINTER  ? FADSL_PARAM_POINTER
+            : p->kind == PARAM_SCALAR ? FADSL_PARAM_SCALAR
+                                      : FADSL_PARAM_CONSTEXPR;
+  return FADSL_SUCCESS;
+}
+
+const char *fa_rt_arg_kind_name(fadsl_arg_kind kind) {
+  switch (kind) {
+    case FADSL_ARG_NONE: return "nothing (FADSL_ARG_NONE)";
+    case FADSL_ARG_PTR: return "a device pointer (FADSL_ARG_PTR)";
+    case FADSL_ARG_I32: return "an i32 (FADSL_ARG_I32)";
+    case FADSL_ARG_I64: return "an i64 (FADSL_ARG_I64)";
+    case FADSL_ARG_F32: return "an f32 (FADSL_ARG_F32)";
+    case FADSL_ARG_F64: return "an f64 (FADSL_ARG_F64)";
+    case FADSL_ARG_INT: return "a constexpr int (FADSL_ARG_INT)";
+    case FADSL_ARG_FLOAT: return "a constexpr float (FADSL_ARG_FLOAT)";
+    case FADSL_ARG_BOOL: return "a constexpr bool (FADSL_ARG_BOOL)";
+    case FADSL_ARG_DTYPE: return "a dtype (FADSL_ARG_DTYPE)";
+  }
+  return "an unknown kind of value";
+}
+
+fadsl_arg_kind fa_rt_scalar_arg_kind(DType dt) {
+  switch (dt) {
+    case DT_I1: case DT_I8: case DT_I16: case DT_I32: case DT_U32: return FADSL_ARG_I32;
+    case DT_I64: return FADSL_ARG_I64;
+    case DT_F16: case DT_BF16: case DT_F32: return FADSL_ARG_F32;
+    case DT_F64: return FADSL_ARG_F64;
+    default: return FADSL_ARG_NONE;
+  }
+}
+
+static fadsl_context *args_ctx(const fadsl_args *a) { return a->kernel->program->ctx; }
+
+FADSL_API fadsl_status fadsl_args_create(fadsl_kernel *k, fadsl_args **out) {
+  if (!k || !out) return FADSL_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  fadsl_args *a = calloc(1, sizeof *a);
+  int n = k->info->nparams;
+  FaRtArg *args = calloc(n > 0 ? (size_t)n : 1, sizeof *args);
+  if (!a || !args) {
+    free(a);
+    free(args);
+    return FADSL_ERROR_OUT_OF_MEMORY;
+  }
+  a->kernel = k;
+  a->args = args;
+  a->nargs = n;
+  *out = a;
+  return FADSL_SUCCESS;
+}
+
+FADSL_API void fadsl_args_destroy(fadsl_args *a) {
+  if (!a) return;
+  free(a->args);
+  free(a);
+}
+
+FADSL_API void fadsl_args_clear(fadsl_args *a) {
+  if (!a) return;
+  memset(a->args, 0, sizeof *a->args * (size_t)(a->nargs > 0 ? a->nargs : 1));
+  a->warps = a->stages = 0;
+}
+
+static bool is_constexpr_kind(fadsl_arg_kind k) {
+  return k == FADSL_ARG_INT || k == FADSL_ARG_FLOAT || k == FADSL_ARG_BOOL || k == FADSL_ARG_DTYPE;
+}
+static bool is_scalar_kind(fadsl_arg_kind k) {
+  return k == FADSL_ARG_I32 || k == FADSL_ARG_I64 || k == FADSL_ARG_F32 || k == FADSL_ARG_F64;
+}
+
+/* Binds parameter i after checking the value's kind against it. */
+static fadsl_status bind(fadsl_args *a, int i, fadsl_value v) {
+  fadsl_context *ctx = args_ctx(a);
+  const FaKernelInfo *k = a->kernel->info;
+  const FaParamInfo *p = &k->params[i];
+  const char *kname = k->name;
+  if (a->args[i].bound)
+    return fa_rt_fail(ctx, FADSL_ERROR_BINDING,
+                      "argument '%s' (position %d) of kernel '%s' is already bound; call "
+                      "fadsl_args_clear to bind a new set",
+                      p->name, i, kname);
+  switch (p->kind) {
+    case PARAM_POINTER:
+      if (v.kind != FADSL_ARG_PTR)
+        return fa_rt_fail(ctx, FADSL_ERROR_BINDING,
+                          "argument '%s' of kernel '%s' is a pointer and takes a device pointer "
+                          "(FADSL_ARG_PTR), not %s",
+                          p->name, kname, fa_rt_arg_kind_name(v.kind));
+      break;
+    case PARAM_SCALAR: {
+      fadsl_arg_kind want = fa_rt_scalar_arg_kind(p->dtype);
+      if (want == FADSL_ARG_NONE ? !is_scalar_kind(v.kind) : v.kind != want)
+        return fa_rt_fail(ctx, FADSL_ERROR_BINDING,
+                          "argument '%s' of kernel '%s' is a runtime scalar and takes %s, not %s",
+                          p->name, kname,
+                          want == FADSL_ARG_NONE ? "a scalar (FADSL_ARG_I32/I64/F32/F64)"
+                                                 : fa_rt_arg_kind_name(want),
+                          fa_rt_arg_kind_name(v.kind));
+      break;
+    }
+    case PARAM_CONSTEXPR:
+      if (!is_constexpr_kind(v.kind))
+        return fa_rt_fail(ctx, FADSL_ERROR_BINDING,
+                          "argument '%s' of kernel '%s' is a constexpr and takes FADSL_ARG_INT, "
+                          "FADSL_ARG_FLOAT, FADSL_ARG_BOOL or FADSL_ARG_DTYPE, not %s",
+                          p->name, kname, fa_rt_arg_kind_name(v.kind));
+      break;
+  }
+  FaRtArg *slot = &a->args[i];
+  if (v.kind == FADSL_ARG_DTYPE) {
+    if (!v.v.dtype || !*v.v.dtype || strlen(v.v.dtype) >= sizeof slot->dtype_name)
+      return fa_rt_fail(ctx, FADSL_ERROR_BINDING, "argument '%s' of kernel '%s': '%s' is not a dtype",
+                        p->name, kname, v.v.dtype ? v.v.dtype : "(null)");
+    strcpy(slot->dtype_name, v.v.dtype);
+    v.v.dtype = slot->dtype_name;
+  }
+  slot->value = v;
+  slot->bound = true;
+  return FADSL_SUCCESS;
+}
+
+FADSL_API fadsl_status fadsl_args_set(fadsl_args *a, const char *name, fadsl_value v) {
+  if (!a || !name) return FADSL_ERROR_INVALID_ARGUMENT;
+  const FaKernelInfo *k = a->kernel->info;
+  for (int i = 0; i < k->nparams; i++)
+    if (strcmp(k->params[i].name, name) == 0) return bind(a, i, v);
+  StrBuf names;
+  fa_sb_init(&names);
+  for (int i = 0; i < k->nparams; i++) fa_sb_printf(&names, "%s%s", i ? ", " : "", k->params[i].name);
+  fadsl_status st = fa_rt_fail(args_ctx(a), FADSL_ERROR_BINDING,
+                               "kernel '%s' has no parameter '%s' (its parameters: %s)", k->name,
+                               name, names.data ? names.data : "none");
+  fa_sb_free(&names);
+  return st;
+}
+
+FADSL_API fadsl_status fadsl_args_set_at(fadsl_args *a, int position, fadsl_value v) {
+  if (!a) return FADSL_ERROR_INVALID_ARGUMENT;
+  const FaKernelInfo *k = a->kernel->info;
+  if (position < 0 || position >= k->nparams)
+    return fa_rt_fail(args_ctx(a), FADSL_ERROR_BINDING,
+                      "kernel '%s' has %d parameters; there is no position %d", k->name,
+                      k->nparams, position);
+  return bind(a, position, v);
+}
+
+FADSL_API fadsl_status fadsl_args_set_ptr(fadsl_args *a, const char *n, uint64_t p) { return fadsl_args_set(a, n, fadsl_ptr(p)); }
+FADSL_API fadsl_status fadsl_args_set_i32(fadsl_args *a, const char *n, int32_t v) { return fadsl_args_set(a, n, fadsl_i32(v)); }
+FADSL_API fadsl_status fadsl_args_set_i64(fadsl_args *a, const char *n, int64_t v) { return fadsl_args_set(a, n, fadsl_i64(v)); }
+FADSL_API fadsl_status fadsl_args_set_f32(fadsl_args *a, const char *n, float v) { return fadsl_args_set(a, n, fadsl_f32(v)); }
+FADSL_API fadsl_status fadsl_args_set_f64(fadsl_args *a, const char *n, double v) { return fadsl_args_set(a, n, fadsl_f64(v)); }
+FADSL_API fadsl_status fadsl_args_set_int(fadsl_args *a, const char *n, int64_t v) { return fadsl_args_set(a, n, fadsl_int(v)); }
+FADSL_API fadsl_status fadsl_args_set_float(fadsl_args *a, const char *n, double v) { return fadsl_args_set(a, n, fadsl_float(v)); }
+FADSL_API fadsl_status fadsl_args_set_bool(fadsl_args *a, const char *n, int v) { return fadsl_args_set(a, n, fadsl_bool(v)); }
+FADSL_API fadsl_status fadsl_args_set_dtype(fadsl_args *a, const char *n, const char *d) { return fadsl_args_set(a, n, fadsl_dtype(d)); }
+
+FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stages) {
+  if (!a) return FADSL_ERROR_INVALID_ARGUMENT;
+  if (warps < 0 || warps > 32 || (warps & (warps - 1)) != 0)
+    return fa_rt_fail(args_ctx(a), FADSL_ERROR_INVALID_ARGUMENT,
+                      "warps must be 0 (not given) or a power of two up to 32, not %d", warps);
+  if (stages < 0 || stages > 16)
+    return fa_rt_fail(args_ctx(a), FADSL_ERROR_INVALID_ARGUMENT,
+                      "stages must be 0 (not given) or 1..16, not %d", stages);
+  a->warps = warps;
+  a->stages = stages;
+  return FADSL_SUCCESS;
+}
+
+/* Whether a constexpr is an axis of the kernel's @autotune space (then the
+ * tuning database or the default fills it). */
+static bool is_tune_axis(const FaKernelInfo *k, const char *name) {
+  for (int i = 0; i < k->ntune; i++)
+    if (strcmp(k->tune[i].name, name) == 0) return true;
+  return false;
+}
+
+fadsl_status fa_rt_args_check_complete(const fadsl_args *a, bool compile_only) {
+  const FaKernelInfo *k = a->kernel->info;
+  StrBuf missing;
+  fa_sb_init(&missing);
+  int n = 0;
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *p = &k->params[i];
+    if (a->args[i].bound) continue;
+    bool needed = p->kind == PARAM_CONSTEXPR ? !p->has_default && !is_tune_axis(k, p->name)
+                                             : !compile_only;
+    if (!needed) continue;
+    fa_sb_printf(&missing, "%s'%s' (%s)", n ? ", " : "", p->name,
+                 p->kind == PARAM_POINTER ? "pointer"
+                 : p->kind == PARAM_SCALAR ? "scalar"
+                                           : "constexpr");
+    n++;
+  }
+  fadsl_status st = FADSL_SUCCESS;
+  if (n)
+    st = fa_rt_fail(args_ctx(a), FADSL_ERROR_BINDING, "kernel '%s': missing argument%s %s",
+                    k->name, n > 1 ? "s" : "", missing.data);
+  fa_sb_free(&missing);
+  return st;
+}

@@ -1,0 +1,752 @@
+/* launch.c - from bound arguments to a running kernel:
+ *   resolve the config (explicit > tuning database > default)
+ *   -> fa_specialize -> fa_emit_cuda -> cubin (cache / NVRTC)
+ *   -> module load -> grid from @kernel(grid=...) -> cuLaunchKernel. */
+#include "config.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interp.h"
+#include "rt_program.h"
+#include "tune_db.h"
+
+/* ---- the plan: constexpr values and config of one call ------------------------- */
+
+typedef struct FaRtPlan {
+  Arena arena;
+  FaBinding *binds;             /* every constexpr with a value, in parameter order */
+  int nbinds;
+  FaLaunchConfig config;
+  const char *source;           /* where the tunable choices came from */
+  char arch[16];
+  int sm;
+  bool arch_specific;
+  unsigned char key[FA_SHA256_BYTES];
+} FaRtPlan;
+
+static const FaParamInfo *find_param(const FaKernelInfo *k, const char *name, int *index) {
+  for (int i = 0; i < k->nparams; i++)
+    if (strcmp(k->params[i].name, name) == 0) {
+      if (index) *index = i;
+      return &k->params[i];
+    }
+  return NULL;
+}
+
+/* A bound constexpr as an FaConst. */
+static fadsl_status const_of(fadsl_context *ctx, const FaKernelInfo *k, int i, const FaRtArg *arg,
+                             FaConst *out) {
+  memset(out, 0, sizeof *out);
+  switch (arg->value.kind) {
+    case FADSL_ARG_INT: out->kind = CK_INT; out->i = arg->value.v.i64; break;
+    case FADSL_ARG_BOOL: out->kind = CK_BOOL; out->i = arg->value.v.i64 != 0; break;
+    case FADSL_ARG_FLOAT: out->kind = CK_FLOAT; out->f = arg->value.v.f64; break;
+    case FADSL_ARG_DTYPE:
+      out->kind = CK_DTYPE;
+      out->dtype = fa_dtype_from_name(arg->dtype_name);
+      if (out->dtype == DT_VOID)
+        return fa_rt_fail(ctx, FADSL_ERROR_BINDING,
+                          "argument '%s' of kernel '%s': '%s' is not a dtype (f16, bf16, f32, "
+                          "f64, i32, i64, ...)",
+                          k->params[i].name, k->name, arg->dtype_name);
+      break;
+    default:
+      return fa_rt_fail(ctx, FADSL_ERROR_BINDING, "argument '%s' of kernel '%s' is not a constexpr",
+                        k->params[i].name, k->name);
+  }
+  return FADSL_SUCCESS;
+}
+
+/* The value of key parameter `name` for the tuning lookup (CK_NONE when
+ * unknown). */
+static FaConst key_value(const fadsl_args *a, const char *name) {
+  FaConst c;
+  memset(&c, 0, sizeof c);
+  int i;
+  const FaParamInfo *p = find_param(a->kernel->info, name, &i);
+  if (!p) return c;
+  const FaRtArg *arg = &a->args[i];
+  if (!arg->bound) {
+    if (p->has_default) c = p->default_value;
+    return c;
+  }
+  switch (arg->value.kind) {
+    case FADSL_ARG_I32: c.kind = CK_INT; c.i = arg->value.v.i32; break;
+    case FADSL_ARG_I64: case FADSL_ARG_INT: c.kind = CK_INT; c.i = arg->value.v.i64; break;
+    case FADSL_ARG_BOOL: c.kind = CK_BOOL; c.i = arg->value.v.i64; break;
+    case FADSL_ARG_F32: c.kind = CK_FLOAT; c.f = arg->value.v.f32; break;
+    case FADSL_ARG_F64: case FADSL_ARG_FLOAT: c.kind = CK_FLOAT; c.f = arg->value.v.f64; break;
+    case FADSL_ARG_DTYPE: c.kind = CK_DTYPE; c.dtype = fa_dtype_from_name(arg->dtype_name); break;
+    default: break;
+  }
+  return c;
+}
+
+static int config_value(const FaConst *c) { return c->kind == CK_INT ? (int)c->i : 0; }
+
+/* Resolves every tunable choice: explicit > tuning database > default. */
+static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPlan *plan) {
+  const FaKernelInfo *k = a->kernel->info;
+  int nt = k->ntune;
+  const FaConst **chosen = fa_arena_alloc(&plan->arena, sizeof *chosen * (size_t)(nt + 1));
+  if (!chosen) return FADSL_ERROR_OUT_OF_MEMORY;
+  bool any_explicit = a->warps > 0 || a->stages > 0, all_explicit = true;
+  int warps = a->warps, stages = a->stages;
+
+  /* 1. explicit: axes the caller bound */
+  for (int t = 0; t < nt; t++) {
+    const char *name = k->tune[t].name;
+    int i;
+    bool given = !strcmp(name, "warps")    ? a->warps > 0
+                 : !strcmp(name, "stages") ? a->stages > 0
+                 : find_param(k, name, &i) && a->args[i].bound;
+    any_explicit |= given;
+    if (!given) all_explicit = false;
+  }
+
+  /* 2. the tuning database, for the axes still open */
+  FaTuneChoice choice;
+  memset(&choice, 0, sizeof choice);
+  if (!all_explicit && ctx->tune_db) {
+    FaBinding *key = fa_arena_alloc(&plan->arena, sizeof *key * (size_t)(k->nkey + 1));
+    if (!key) return FADSL_ERROR_OUT_OF_MEMORY;
+    for (int j = 0; j < k->nkey; j++) {
+      key[j].name = k->key[j];
+      key[j].value = key_value(a, k->key[j]);
+    }
+    FaTuneQuery q = {ctx->tune_db, a->kernel->program->name, k->name, key, k->nkey,
+                     ctx->device_ready ? ctx->info.name : "", plan->arch, PACKAGE_VERSION};
+    fa_tune_lookup(&q, &plan->arena, &choice);
+  }
+  bool from_db = false;
+
+  /* 3. defaults; and assemble the config */
+  for (int t = 0; t < nt; t++) {
+    const FaTuneAxis *ax = &k->tune[t];
+    int i = -1;
+    bool is_warps = !strcmp(ax->name, "warps"), is_stages = !strcmp(ax->name, "stages");
+    if (is_warps ? a->warps > 0 : is_stages ? a->stages > 0 : find_param(k, ax->name, &i) && a->args[i].bound)
+      continue;
+    const FaConst *v = NULL;
+    if (choice.match != FA_TUNE_NOT_FOUND) {
+      if (is_warps && choice.config.warps > 0) {
+        warps = choice.config.warps;
+        from_db = true;
+        continue;
+      }
+      if (is_stages && choice.config.stages > 0) {
+        stages = choice.config.stages;
+        from_db = true;
+        continue;
+      }
+      for (int c = 0; c < choice.nvalues; c++)
+        if (!strcmp(choice.values[c].name, ax->name)) v = &choice.values[c].value;
+      if (v) from_db = true;
+    }
+    if (!v && ax->nvalues > 0) v = &ax->values[0];
+    if (!v) continue;
+    if (is_warps)
+      warps = config_value(v);
+    else if (is_stages)
+      stages = config_value(v);
+    else
+      chosen[t] = v;
+  }
+  if (warps <= 0) warps = 4;
+  if (stages <= 0) stages = 2;
+  plan->config.warps = warps;
+  plan->config.stages = stages;
+  plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest")
+                 : all_explicit && (nt > 0 || any_explicit) ? "explicit"
+                 : any_explicit                             ? "explicit+default"
+                                                            : "default";
+
+  /* the constexpr bindings, in parameter order */
+  plan->binds = fa_arena_alloc(&plan->arena, sizeof *plan->binds * (size_t)(k->nparams + 1));
+  if (!plan->binds) return FADSL_ERROR_OUT_OF_MEMORY;
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *p = &k->params[i];
+    if (p->kind != PARAM_CONSTEXPR) continue;
+    FaBinding *b = &plan->binds[plan->nbinds];
+    b->name = p->name;
+    if (a->args[i].bound) {
+      fadsl_status st = const_of(ctx, k, i, &a->args[i], &b->value);
+      if (st != FADSL_SUCCESS) return st;
+      plan->nbinds++;
+      continue;
+    }
+    const FaConst *v = NULL;
+    for (int t = 0; t < nt; t++)
+      if (!strcmp(k->tune[t].name, p->name)) v = chosen[t];
+    if (!v && p->has_default && p->default_value.kind != CK_NONE) v = &p->default_value;
+    if (!v) continue;   /* fa_rt_args_check_complete has reported real omissions */
+    b->value = *v;
+    plan->nbinds++;
+  }
+  return FADSL_SUCCESS;
+}
+
+/* "BLOCK_Q=64 T=f16" */
+static char *describe_binds(const FaRtPlan *plan) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (int i = 0; i < plan->nbinds; i++) {
+    fa_sb_printf(&sb, "%s%s=", i ? " " : "", plan->binds[i].name);
+    fa_const_print(plan->binds[i].value, &sb);
+  }
+  if (!sb.data) fa_sb_puts(&sb, "");
+  return fa_sb_take(&sb);
+}
+
+static void plan_key(FaRtPlan *plan, const char *constexprs) {
+  FaSha256 h;
+  fa_sha256_init(&h);
+  fa_cache_key_str(&h, plan->arch);
+  fa_cache_key_str(&h, constexprs);
+  int cfg[2] = {plan->config.warps, plan->config.stages};
+  fa_cache_key_field(&h, cfg, sizeof cfg);
+  fa_sha256_final(&h, plan->key);
+}
+
+/* ---- specialisations ---------------------------------------------------------------- */
+
+void fa_rt_variant_free(fadsl_context *ctx, FaRtVariant *v) {
+  if (!v) return;
+  if (v->loaded) fa_rt_module_unload(ctx, &v->module);
+  free(v->cubin);
+  free(v->constexprs);
+  fa_compiler_free(&v->fc);
+  free(v);
+}
+
+static FaRtVariant *find_variant(fadsl_kernel *k, const unsigned char key[FA_SHA256_BYTES]) {
+  for (FaRtVariant *v = k->variants; v; v = v->next)
+    if (memcmp(v->key, key, FA_SHA256_BYTES) == 0) return v;
+  return NULL;
+}
+
+/* Specialises and emits; called with the program lock held. */
+static fadsl_status generate(fadsl_kernel *k, const FaRtPlan *plan, FaRtVariant *v) {
+  fadsl_program *prog = k->program;
+  fadsl_context *ctx = prog->ctx;
+  v->ir = fa_specialize(&v->fc, prog->prog, k->info, plan->binds, plan->nbinds, plan->config);
+  if (!v->ir || v->fc.diag.errors > 0)
+    return fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
+                      "kernel '%s' could not be specialised for %s warps=%d stages=%d:\n%s",
+                      k->info->name, v->constexprs, plan->config.warps, plan->config.stages,
+                      v->fc.diag.text.data ? v->fc.diag.text.data : "");
+  FaCudaTarget target = {plan->sm, plan->arch_specific};
+  if (!fa_emit_cuda(&v->fc, v->ir, target, &v->cuda) || v->fc.diag.errors > 0)
+    return fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
+                      "kernel '%s' (%s warps=%d stages=%d) could not be lowered to CUDA for %s:\n%s",
+                      k->info->name, v->constexprs, plan->config.warps, plan->config.stages,
+                      plan->arch, v->fc.diag.text.data ? v->fc.diag.text.data : "");
+  return FADSL_SUCCESS;
+}
+
+/* Compiles the emitted source (through the cache). */
+static fadsl_status compile_variant(fadsl_context *ctx, fadsl_kernel *k, FaRtVariant *v) {
+  int nh = 0;
+  const FaEmbeddedHeader *hs = fa_device_headers(&nh);
+  const char **names = calloc((size_t)nh + 1, sizeof *names);
+  const char **texts = calloc((size_t)nh + 1, sizeof *texts);
+  if (!names || !texts) {
+    free(names);
+    free(texts);
+    return FADSL_ERROR_OUT_OF_MEMORY;
+  }
+  for (int i = 0; i < nh; i++) {
+    names[i] = hs[i].name;
+    texts[i] = hs[i].text;
+  }
+  char *unit = fa_arena_printf(&v->fc.arena, "%s.cu", k->info->name);
+  FaRtBinary bin;
+  fadsl_status st = fa_rt_build_cubin(ctx, v->cuda.source, unit ? unit : "kernel.cu", names, texts,
+                                      nh, v->arch, &bin);
+  free(names);
+  free(texts);
+  if (st != FADSL_SUCCESS) {
+    /* say which kernel the generated code belongs to */
+    const char *e = fadsl_context_last_error(ctx);
+    char *copy = strdup(e);
+    fa_rt_fail(ctx, st, "kernel '%s' (%s warps=%d stages=%d): %s", k->info->name, v->constexprs,
+               v->warps, v->stages, copy ? copy : e);
+    free(copy);
+    return st;
+  }
+  v->cubin = bin.cubin;
+  v->cubin_size = bin.size;
+  v->hit = bin.hit;
+  fa_parse_resource_usage(bin.log, v->cuda.entry, &v->resources);
+  free(bin.log);
+  return FADSL_SUCCESS;
+}
+
+/* Finds or builds the specialisation for a plan. */
+static fadsl_status get_variant(fadsl_kernel *k, FaRtPlan *plan, FaRtVariant **out,
+                                FaCacheHit *hit) {
+  fadsl_program *prog = k->program;
+  fadsl_context *ctx = prog->ctx;
+  char *constexprs = describe_binds(plan);
+  if (!constexprs) return FADSL_ERROR_OUT_OF_MEMORY;
+  plan_key(plan, constexprs);
+
+  pthread_mutex_lock(&prog->lock);
+  FaRtVariant *found = find_variant(k, plan->key);
+  pthread_mutex_unlock(&prog->lock);
+  if (found) {
+    free(constexprs);
+    *out = found;
+    *hit = FA_CACHE_HIT_MEMORY;
+    return FADSL_SUCCESS;
+  }
+
+  FaRtVariant *v = calloc(1, sizeof *v);
+  if (!v) {
+    free(constexprs);
+    return FADSL_ERROR_OUT_OF_MEMORY;
+  }
+  fa_compiler_init(&v->fc, NULL);
+  memcpy(v->key, plan->key, sizeof v->key);
+  snprintf(v->arch, sizeof v->arch, "%s", plan->arch);
+  v->constexprs = constexprs;
+  v->warps = plan->config.warps;
+  v->stages = plan->config.stages;
+  /* The front end's data is shared by all specialisations: generate one at
+   * a time.  NVRTC, the slow part, runs outside the lock. */
+  pthread_mutex_lock(&prog->lock);
+  fadsl_status st = generate(k, plan, v);
+  pthread_mutex_unlock(&prog->lock);
+  if (st == FADSL_SUCCESS) st = compile_variant(ctx, k, v);
+  if (st != FADSL_SUCCESS) {
+    fa_rt_variant_free(ctx, v);
+    return st;
+  }
+  pthread_mutex_lock(&prog->lock);
+  found = find_variant(k, plan->key);
+  if (!found) {
+    v->next = k->variants;
+    k->variants = v;
+  }
+  pthread_mutex_unlock(&prog->lock);
+  *hit = v->hit;
+  if (found) {   /* another thread finished the same specialisation first */
+    fa_rt_variant_free(ctx, v);
+    v = found;
+  }
+  *out = v;
+  return FADSL_SUCCESS;
+}
+
+/* ---- common front half of launch and compile --------------------------------------- */
+
+static const char *hit_name(FaCacheHit h) {
+  return h == FA_CACHE_HIT_MEMORY ? "memory" : h == FA_CACHE_HIT_DISK ? "disk" : "miss";
+}
+
+static void fill_info(const fadsl_kernel *k, const FaRtVariant *v, const FaRtPlan *plan,
+                      FaCacheHit hit, fadsl_kernel_info *info) {
+  if (!info) return;
+  memset(info, 0, sizeof *info);
+  info->kernel = k->info->name;
+  info->entry = v->cuda.entry;
+  info->arch = v->arch;
+  info->constexprs = v->constexprs;
+  info->warps = v->warps;
+  info->stages = v->stages;
+  info->config_source = plan->source;   /* a string constant */
+  info->cache = hit_name(hit);
+  info->threads = v->cuda.threads;
+  info->shared_bytes = v->cuda.shared_bytes;
+  info->registers = v->resources.registers;
+  info->spill_bytes = v->resources.spill_stores < 0
+                          ? -1
+                          : v->resources.spill_stores + (v->resources.spill_loads > 0 ? v->resources.spill_loads : 0);
+  info->local_bytes = v->resources.stack_frame;
+  if (v->loaded && info->registers < 0) info->registers = v->module.registers;
+  if (v->loaded && info->local_bytes < 0) info->local_bytes = v->module.local_bytes;
+  info->cuda_source = v->cuda.source;
+}
+
+static fadsl_status prepare(fadsl_kernel *k, const fadsl_args *a, const char *arch,
+                            bool compile_only, FaRtPlan *plan, FaRtVariant **v, FaCacheHit *hit) {
+  fadsl_context *ctx = k->program->ctx;
+  if (a->kernel != k)
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                      "the arguments were made for kernel '%s', not '%s'", a->kernel->info->name,
+                      k->info->name);
+  fadsl_status st = fa_rt_args_check_complete(a, compile_only);
+  if (st != FADSL_SUCCESS) return st;
+  if (!arch) {
+    st = fa_rt_device(ctx, NULL);
+    if (st != FADSL_SUCCESS) return st;
+    arch = ctx->info.arch;
+  }
+  if (!fa_arch_parse(arch, &plan->sm, &plan->arch_specific) || strncmp(arch, "sm_", 3) != 0 ||
+      strlen(arch) >= sizeof plan->arch)
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                      "unknown GPU architecture '%s' (expected e.g. sm_80 or sm_90a)", arch);
+  if (plan->arch_specific && plan->sm != 90)
+    return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
+                      "architecture '%s': the only arch-specific target fadsl generates code for "
+                      "is sm_90a", arch);
+  snprintf(plan->arch, sizeof plan->arch, "%s", arch);
+  st = resolve_plan(ctx, a, plan);
+  if (st != FADSL_SUCCESS) return st;
+  return get_variant(k, plan, v, hit);
+}
+
+FADSL_API fadsl_status fadsl_compile(fadsl_kernel *k, const fadsl_args *a, const char *arch,
+                                     fadsl_kernel_info *info) {
+  if (info) memset(info, 0, sizeof *info);
+  if (!k || !a) return FADSL_ERROR_INVALID_ARGUMENT;
+  FaRtPlan plan;
+  memset(&plan, 0, sizeof plan);
+  fa_arena_init(&plan.arena);
+  FaRtVariant *v = NULL;
+  FaCacheHit hit = FA_CACHE_MISS;
+  fadsl_status st = prepare(k, a, arch, true, &plan, &v, &hit);
+  if (st == FADSL_SUCCESS) fill_info(k, v, &plan, hit, info);
+  fa_arena_free(&plan.arena);
+  return st;
+}
+
+/* ---- launching ---------------------------------------------------------------------- */
+
+/* The host value of a bound runtime argument, for the host functions. */
+static FaHostValue host_value(const FaRtArg *arg, DType dt) {
+  switch (arg->value.kind) {
+    case FADSL_ARG_PTR: return fa_host_int(DT_PTR, (int64_t)arg->value.v.ptr);
+    case FADSL_ARG_I32: return fa_host_int(dt, arg->value.v.i32);
+    case FADSL_ARG_I64: return fa_host_int(dt, arg->value.v.i64);
+    case FADSL_ARG_F32: return fa_host_float(dt, arg->value.v.f32);
+    case FADSL_ARG_F64: return fa_host_float(dt, arg->value.v.f64);
+    default: return fa_host_int(dt, arg->value.v.i64);
+  }
+}
+
+/* Runs a host function (grid or extents) of the specialisation on the
+ * bound arguments.  A scratch compiler keeps its allocations and messages
+ * out of the specialisation's, which lives as long as the program. */
+static fadsl_status run_host_function(fadsl_context *ctx, const fadsl_kernel *k,
+                                      const fadsl_args *a, const IrFunction *fn, const char *what,
+                                      FaHostValue *results, int nresults) {
+  FaHostValue *args = calloc((size_t)fn->nparams + 1, sizeof *args);
+  if (!args) return FADSL_ERROR_OUT_OF_MEMORY;
+  for (int i = 0; i < fn->nparams; i++) {
+    int src = fn->params[i].source_index;
+    DType dt = fn->params[i].value->type.dtype;
+    args[i] = src >= 0 && src < a->nargs && a->args[src].bound ? host_value(&a->args[src], dt)
+                                                                : fa_host_int(dt, 0);
+  }
+  FaCompiler scratch;
+  fa_compiler_init(&scratch, NULL);
+  bool ok = fa_interp_host_function(&scratch, fn, args, fn->nparams, results, nresults);
+  fadsl_status st = FADSL_SUCCESS;
+  if (!ok || scratch.diag.errors > 0)
+    st = fa_rt_fail(ctx, FADSL_ERROR_PROGRAM, "kernel '%s': computing its %s failed:\n%s",
+                    k->info->name, what, scratch.diag.text.data ? scratch.diag.text.data : "");
+  fa_compiler_free(&scratch);
+  free(args);
+  return st;
+}
+
+static fadsl_status compute_grid(fadsl_context *ctx, const fadsl_kernel *k, const fadsl_args *a,
+                                 const FaRtVariant *v, unsigned grid[3]) {
+  FaHostValue r[3];
+  memset(r, 0, sizeof r);
+  fadsl_status st = run_host_function(ctx, k, a, v->ir->grid, "grid", r, 3);
+  if (st != FADSL_SUCCESS) return st;
+  static const int64_t limit[3] = {2147483647, 65535, 65535};
+  for (int i = 0; i < 3; i++) {
+    int64_t g = fa_dtype_is_float(r[i].dtype) ? (int64_t)r[i].f : r[i].i;
+    if (g < 0 || g > limit[i])
+      return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': grid dimension %d is %" PRId64 " (must be 0..%" PRId64 ")",
+                        k->info->name, i, g, limit[i]);
+    grid[i] = (unsigned)g;
+  }
+  return FADSL_SUCCESS;
+}
+
+/* Extents of the pointer parameters that declare them: dims[p] for device
+ * parameter p (NULL rows for the others). */
+typedef struct FaRtExtents {
+  int rank[64];
+  int64_t dims[64][FA_MAX_RANK];
+} FaRtExtents;
+
+static fadsl_status compute_extents(fadsl_context *ctx, const fadsl_kernel *k, const fadsl_args *a,
+                                    const FaRtVariant *v, FaRtExtents *ext) {
+  memset(ext, 0, sizeof *ext);
+  const IrFunction *dev = v->ir->device;
+  if (!v->ir->extents) return FADSL_SUCCESS;
+  int total = 0;
+  for (int p = 0; p < dev->nparams && p < 64; p++) total += dev->params[p].extent_rank;
+  if (total == 0) return FADSL_SUCCESS;
+  FaHostValue *r = calloc((size_t)total, sizeof *r);
+  if (!r) return FADSL_ERROR_OUT_OF_MEMORY;
+  fadsl_status st = run_host_function(ctx, k, a, v->ir->extents, "buffer extents", r, total);
+  int at = 0;
+  for (int p = 0; st == FADSL_SUCCESS && p < dev->nparams && p < 64; p++) {
+    int rank = dev->params[p].extent_rank;
+    ext->rank[p] = rank > FA_MAX_RANK ? FA_MAX_RANK : rank;
+    for (int d = 0; d < rank; d++, at++)
+      if (d < FA_MAX_RANK) ext->dims[p][d] = r[at].i;
+  }
+  free(r);
+  return st;
+}
+
+/* Checks that each pointer with a declared extent points into an
+ * allocation big enough for it (where the driver can tell). */
+static fadsl_status check_buffers(fadsl_context *ctx, const fadsl_kernel *k, const fadsl_args *a,
+                                  const FaRtVariant *v, const FaRtExtents *ext) {
+  const IrFunction *dev = v->ir->device;
+  for (int p = 0; p < dev->nparams && p < 64; p++) {
+    if (!ext->rank[p]) continue;
+    const IrParam *ip = &dev->params[p];
+    uint64_t ptr = a->args[ip->source_index].value.v.ptr;
+    int64_t count = 1;
+    for (int d = 0; d < ext->rank[p]; d++) count *= ext->dims[p][d] > 0 ? ext->dims[p][d] : 0;
+    uint64_t bytes = (uint64_t)count * (uint64_t)fa_dtype_size(ip->value->type.pointee);
+    if (bytes == 0) continue;
+    if (ptr == 0)
+      return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': argument '%s' is a null pointer but the kernel reads %" PRIu64
+                        " bytes through it",
+                        k->info->name, ip->name, bytes);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    const FaDriverApi *d;
+    if (fa_rt_enter(ctx, &d) != FADSL_SUCCESS) return FADSL_ERROR_CUDA;
+    CUresult r = d->cuMemGetAddressRange(&base, &size, (CUdeviceptr)ptr);
+    fa_rt_leave(ctx);
+    if (r != CUDA_SUCCESS) continue;   /* memory the driver cannot describe: trust the caller */
+    if ((uint64_t)ptr + bytes > (uint64_t)base + size) {
+      StrBuf dims;
+      fa_sb_init(&dims);
+      for (int dd = 0; dd < ext->rank[p]; dd++)
+        fa_sb_printf(&dims, "%s%" PRId64, dd ? ", " : "", ext->dims[p][dd]);
+      fadsl_status st = fa_rt_fail(
+          ctx, FADSL_ERROR_INVALID_ARGUMENT,
+          "kernel '%s': buffer '%s' is too small: the kernel declares %s[%s] (%" PRIu64
+          " bytes) but the allocation holds %" PRIu64 " bytes from that address",
+          k->info->name, ip->name, fa_dtype_name(ip->value->type.pointee), dims.data, bytes,
+          (uint64_t)(base + size - ptr));
+      fa_sb_free(&dims);
+      return st;
+    }
+  }
+  return FADSL_SUCCESS;
+}
+
+static uint16_t f32_to_f16_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (exp <= 0) {   /* subnormal or zero */
+    if (exp < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    int shift = 14 - exp;
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = (uint32_t)exp << 10 | mant >> 13, rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;   /* may carry into inf: correct */
+  return (uint16_t)(sign | h);
+}
+
+static uint16_t f32_to_bf16_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);   /* quiet NaN */
+  x += 0x7fffu + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}
+
+/* Packs a runtime scalar as the kernel's parameter of dtype dt. */
+static fadsl_status pack_scalar(fadsl_context *ctx, const fadsl_kernel *k, const char *name,
+                                const FaRtArg *arg, DType dt, void *slot) {
+  fadsl_arg_kind want = fa_rt_scalar_arg_kind(dt);
+  if (want == FADSL_ARG_NONE || arg->value.kind != want)
+    return fa_rt_fail(ctx, FADSL_ERROR_BINDING,
+                      "argument '%s' of kernel '%s' is a runtime %s scalar and takes %s, not %s",
+                      name, k->info->name, fa_dtype_name(dt), fa_rt_arg_kind_name(want),
+                      fa_rt_arg_kind_name(arg->value.kind));
+  int32_t i = arg->value.v.i32;
+  switch (dt) {
+    case DT_I1: { uint8_t b = i != 0; memcpy(slot, &b, 1); break; }
+    case DT_I8: { int8_t b = (int8_t)i; memcpy(slot, &b, 1); break; }
+    case DT_I16: { int16_t b = (int16_t)i; memcpy(slot, &b, 2); break; }
+    case DT_I32: case DT_U32: memcpy(slot, &i, 4); break;
+    case DT_I64: memcpy(slot, &arg->value.v.i64, 8); break;
+    case DT_F16: { uint16_t h = f32_to_f16_bits(arg->value.v.f32); memcpy(slot, &h, 2); break; }
+    case DT_BF16: { uint16_t h = f32_to_bf16_bits(arg->value.v.f32); memcpy(slot, &h, 2); break; }
+    case DT_F32: memcpy(slot, &arg->value.v.f32, 4); break;
+    case DT_F64: memcpy(slot, &arg->value.v.f64, 8); break;
+    default: break;
+  }
+  return FADSL_SUCCESS;
+}
+
+static bool tensor_map_dtype(DType dt, CUtensorMapDataType *out) {
+  switch (dt) {
+    case DT_F16: *out = CU_TENSOR_MAP_DATA_TYPE_FLOAT16; return true;
+    case DT_BF16: *out = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; return true;
+    case DT_F32: *out = CU_TENSOR_MAP_DATA_TYPE_FLOAT32; return true;
+    case DT_F64: *out = CU_TENSOR_MAP_DATA_TYPE_FLOAT64; return true;
+    case DT_I32: *out = CU_TENSOR_MAP_DATA_TYPE_INT32; return true;
+    case DT_I64: *out = CU_TENSOR_MAP_DATA_TYPE_INT64; return true;
+    case DT_I8: case DT_I1: *out = CU_TENSOR_MAP_DATA_TYPE_UINT8; return true;
+    case DT_I16: *out = CU_TENSOR_MAP_DATA_TYPE_UINT16; return true;
+    default: return false;
+  }
+}
+
+/* Builds the TMA descriptor for a pointer parameter from its declared
+ * extent (row-major).  A view of lower rank than the extent folds the
+ * leading dims together (the tensor is contiguous). */
+static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
+                                      const FaCudaArg *arg, const IrParam *ip, uint64_t ptr,
+                                      const FaRtExtents *ext, CUtensorMap *map) {
+  int p = arg->param, rank = arg->rank;
+  int erank = p < 64 ? ext->rank[p] : 0;
+  CUtensorMapDataType dt;
+  if (erank == 0 || rank < 1 || rank > erank || rank > FA_MAX_RANK ||
+      !tensor_map_dtype(arg->dtype, &dt))
+    return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
+                      "kernel '%s': parameter '%s' needs a TMA descriptor of rank %d, but it "
+                      "declares an extent of rank %d (or an unsupported dtype)",
+                      k->info->name, ip->name, rank, erank);
+  int64_t dims[FA_MAX_RANK];   /* outermost first, folded to `rank` dims */
+  for (int d = 0; d < rank; d++) dims[d] = ext->dims[p][erank - rank + d];
+  for (int d = 0; d < erank - rank; d++) dims[0] *= ext->dims[p][d];
+  cuuint64_t gdim[FA_MAX_RANK], gstride[FA_MAX_RANK];
+  cuuint32_t box[FA_MAX_RANK], estride[FA_MAX_RANK];
+  uint64_t elem = (uint64_t)fa_dtype_size(arg->dtype), stride = elem;
+  for (int i = 0; i < rank; i++) {   /* innermost first, as the driver wants */
+    gdim[i] = (cuuint64_t)dims[rank - 1 - i];
+    box[i] = (cuuint32_t)arg->box[rank - 1 - i];
+    estride[i] = 1;
+    if (i > 0) gstride[i - 1] = stride;
+    stride *= gdim[i];
+  }
+  CUtensorMapSwizzle sw = arg->swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                          : arg->swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                          : arg->swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                     : CU_TENSOR_MAP_SWIZZLE_NONE;
+  const FaDriverApi *d = ctx->drv;
+  if (!d->cuTensorMapEncodeTiled)
+    return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
+                      "the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12 or newer)");
+  CUresult r = d->cuTensorMapEncodeTiled(map, dt, (cuuint32_t)rank, (void *)(uintptr_t)ptr, gdim,
+                                         gstride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+                                         CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    char what[160];
+    snprintf(what, sizeof what, "cuTensorMapEncodeTiled for '%s' of kernel '%s'", ip->name,
+             k->info->name);
+    return fa_rt_cuda_fail(ctx, r, what);
+  }
+  return FADSL_SUCCESS;
+}
+
+/* Loads the variant's module on first launch. */
+static fadsl_status ensure_loaded(fadsl_context *ctx, fadsl_program *prog, FaRtVariant *v) {
+  pthread_mutex_lock(&prog->lock);
+  fadsl_status st = FADSL_SUCCESS;
+  if (!v->loaded) {
+    st = fa_rt_module_load(ctx, v->cubin, v->cuda.entry, v->cuda.shared_bytes, &v->module);
+    v->loaded = st == FADSL_SUCCESS;
+  }
+  pthread_mutex_unlock(&prog->lock);
+  return st;
+}
+
+static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVariant *v,
+                                   void *stream, unsigned grid[3]) {
+  fadsl_context *ctx = k->program->ctx;
+  fadsl_status st = ensure_loaded(ctx, k->program, v);
+  if (st == FADSL_SUCCESS) st = compute_grid(ctx, k, a, v, grid);
+  FaRtExtents *ext = calloc(1, sizeof *ext);
+  if (!ext) return FADSL_ERROR_OUT_OF_MEMORY;
+  if (st == FADSL_SUCCESS) st = compute_extents(ctx, k, a, v, ext);
+  if (st == FADSL_SUCCESS) st = check_buffers(ctx, k, a, v, ext);
+  int n = v->cuda.nargs;
+  void **params = calloc((size_t)n + 1, sizeof *params);
+  uint64_t *slots = calloc((size_t)n + 1, sizeof *slots);
+  CUtensorMap *maps = aligned_alloc(64, sizeof(CUtensorMap) * ((size_t)n + 1));
+  if (!params || !slots || !maps) st = st == FADSL_SUCCESS ? FADSL_ERROR_OUT_OF_MEMORY : st;
+  const IrFunction *dev = v->ir->device;
+  for (int j = 0; st == FADSL_SUCCESS && j < n; j++) {
+    const FaCudaArg *arg = &v->cuda.args[j];
+    if (arg->param < 0 || arg->param >= dev->nparams) {
+      st = fa_rt_fail(ctx, FADSL_ERROR_PROGRAM, "kernel '%s': argument %d names no parameter",
+                      k->info->name, j);
+      break;
+    }
+    const IrParam *ip = &dev->params[arg->param];
+    const FaRtArg *bound = &a->args[ip->source_index];
+    switch (arg->kind) {
+      case CUDA_ARG_POINTER:
+        slots[j] = bound->value.v.ptr;
+        params[j] = &slots[j];
+        break;
+      case CUDA_ARG_SCALAR:
+        st = pack_scalar(ctx, k, ip->name, bound, arg->dtype, &slots[j]);
+        params[j] = &slots[j];
+        break;
+      case CUDA_ARG_TENSOR_MAP:
+        st = encode_tensor_map(ctx, k, arg, ip, bound->value.v.ptr, ext, &maps[j]);
+        params[j] = &maps[j];
+        break;
+    }
+  }
+  if (st == FADSL_SUCCESS && grid[0] && grid[1] && grid[2])
+    st = fa_rt_launch_raw(ctx, &v->module, grid, (unsigned)v->cuda.threads, v->cuda.shared_bytes,
+                          stream, params);
+  free(params);
+  free(slots);
+  free(maps);
+  free(ext);
+  return st;
+}
+
+FADSL_API fadsl_status fadsl_launch(fadsl_kernel *k, const fadsl_args *a, void *stream,
+                                    fadsl_kernel_info *info) {
+  if (info) memset(info, 0, sizeof *info);
+  if (!k || !a) return FADSL_ERROR_INVALID_ARGUMENT;
+  fadsl_context *ctx = k->program->ctx;
+  fadsl_status st = fa_rt_device(ctx, NULL);
+  if (st != FADSL_SUCCESS) return st;
+  FaRtPlan plan;
+  memset(&plan, 0, sizeof plan);
+  fa_arena_init(&plan.arena);
+  FaRtVariant *v = NULL;
+  FaCacheHit hit = FA_CACHE_MISS;
+  unsigned grid[3] = {0, 0, 0};
+  st = prepare(k, a, NULL, false, &plan, &v, &hit);
+  if (st == FADSL_SUCCESS) st = launch_variant(k, a, v, stream, grid);
+  if (st == FADSL_SUCCESS) {
+    if (ctx->log.level >= FA_LOG_INFO)
+      fprintf(ctx->log.stream,
+              "fadsl: launch %s [%s] warps=%d stages=%d (%s) arch=%s grid=(%u,%u,%u) "
+              "threads=%d smem=%zu cache=%s\n",
+              k->info->name, v->constexprs, v->warps, v->stages, plan.source, v->arch, grid[0],
+              grid[1], grid[2], v->cuda.threads, v->cuda.shared_bytes, hit_name(hit));
+    fill_info(k, v, &plan, hit, info);
+    if (info) memcpy(info->grid, grid, sizeof grid);
+  }
+  fa_arena_free(&plan.arena);
+  return st;
+}

@@ -1,0 +1,78 @@
+/* rt_program.h - programs, kernels, argument sets and compiled
+ * specialisations inside libfadsl (program.c, bind.c, launch.c). */
+#ifndef FADSL_RT_PROGRAM_H
+#define FADSL_RT_PROGRAM_H
+
+#include "../compiler/cuda.h"
+#include "ast.h"
+#include "ir.h"
+#include "rt.h"
+#include "sema.h"
+
+typedef struct FaRtVariant FaRtVariant;
+
+struct fadsl_program {
+  fadsl_context *ctx;
+  FaCompiler fc;                /* the parsed and checked program */
+  FaProgram *prog;
+  char *name;                   /* file name, or the name given with a string */
+  fadsl_kernel *kernels;        /* one per prog->kernels[i] */
+  int nkernels;
+  pthread_mutex_t lock;         /* specialisation and the variant lists */
+};
+
+struct fadsl_kernel {
+  fadsl_program *program;
+  const FaKernelInfo *info;
+  FaRtVariant *variants;        /* compiled specialisations, newest first */
+};
+
+/* One bound argument. */
+typedef struct FaRtArg {
+  bool bound;
+  fadsl_value value;            /* a FADSL_ARG_DTYPE name points to dtype_name */
+  char dtype_name[16];
+} FaRtArg;
+
+struct fadsl_args {
+  fadsl_kernel *kernel;
+  FaRtArg *args;                /* one per kernel parameter, in source order */
+  int nargs;
+  int warps, stages;            /* explicit config; 0 = not given */
+};
+
+/* One specialisation of a kernel (constexpr values + config) for one arch,
+ * generated, compiled and (in a device context, when first launched)
+ * loaded.  Immutable once on the kernel's list, except the module, which is
+ * loaded under the program lock. */
+struct FaRtVariant {
+  FaRtVariant *next;
+  unsigned char key[32];        /* hash of arch, constexpr values and config */
+  FaCompiler fc;                /* owns ir and cuda */
+  IrKernel *ir;
+  FaCudaKernel cuda;
+  char arch[16];
+  char *constexprs;             /* "BLOCK_Q=64 d_head=64 T=f16" */
+  int warps, stages;
+  unsigned char *cubin;
+  size_t cubin_size;
+  FaCacheHit hit;               /* how the cubin was obtained */
+  FaKernelResources resources;  /* from ptxas' report; -1s when unknown */
+  bool loaded;
+  FaRtModule module;
+};
+
+/* Kind-name of an argument kind, for messages: "a pointer", "an i32", ... */
+const char *fa_rt_arg_kind_name(fadsl_arg_kind kind);
+
+/* The argument kind a runtime scalar of this dtype takes, or FADSL_ARG_NONE
+ * when the dtype is not known until the constexprs are (DT_VOID). */
+fadsl_arg_kind fa_rt_scalar_arg_kind(DType dt);
+
+/* Checks that every argument a launch needs is bound (compile_only: only
+ * constexprs).  Reports all missing ones in one message. */
+fadsl_status fa_rt_args_check_complete(const fadsl_args *a, bool compile_only);
+
+void fa_rt_variant_free(fadsl_context *ctx, FaRtVariant *v);
+
+#endif
