@@ -1607,6 +1607,42 @@ bool fa_interp_host_function(FaCompiler *fc, const IrFunction *fn, const FaHostV
   return ok;
 }
 
+/* ---- host arrays --------------------------------------------------------------------- */
+
+double fa_f16_bits_to_double(uint16_t h) { return half_bits_to_double(h); }
+uint16_t fa_double_to_f16_bits(double x) { return double_to_half_bits(x); }
+double fa_bf16_bits_to_double(uint16_t h) { return bf16_bits_to_double(h); }
+uint16_t fa_double_to_bf16_bits(double x) { return double_to_bf16_bits(x); }
+double fa_round_to_dtype(DType dt, double x) { return round_dt(dt, x); }
+
+double fa_host_get(DType dt, const void *data, int64_t i) {
+  Buffer B = {true, dt, (void *)data, i + 1, i + 1, NULL};
+  return cat_of(dt) == CAT_FLOAT ? mem_read_f(&B, i) : (double)mem_read_i(&B, i);
+}
+
+void fa_host_set(DType dt, void *data, int64_t i, double v) {
+  Buffer B = {true, dt, data, i + 1, i + 1, NULL};
+  if (cat_of(dt) == CAT_FLOAT)
+    mem_write_f(&B, i, round_dt(dt, v));
+  else
+    mem_write_i(&B, i, dt == DT_I1 ? v != 0 : float_to_int(dt, v));
+}
+
+void fa_host_convert(DType from, const void *src, DType to, void *dst, int64_t n) {
+  if (from == to) {
+    memcpy(dst, src, (size_t)n * (size_t)fa_dtype_size(from));
+    return;
+  }
+  if (cat_of(from) == CAT_INT && cat_of(to) == CAT_INT) {
+    Buffer S = {true, from, (void *)src, n, n, NULL}, D = {true, to, dst, n, n, NULL};
+    for (int64_t i = 0; i < n; i++)
+      mem_write_i(&D, i, to == DT_I1 ? mem_read_i(&S, i) != 0 : wrap_int(to, mem_read_i(&S, i)));
+    return;
+  }
+  for (int64_t i = 0; i < n; i++)
+    fa_host_set(to, dst, i, fa_host_get(from, src, i));
+}
+
 /* ---- kernels --------------------------------------------------------------------------- */
 
 struct FaInterp {

@@ -66,6 +66,24 @@ FaHostValue fa_host_float(DType dt, double v);
 bool fa_interp_host_function(FaCompiler *fc, const IrFunction *fn, const FaHostValue *args, int nargs,
                              FaHostValue *results, int nresults);
 
+/* ---- host arrays ------------------------------------------------------------------
+ * Conversions the tools share with the interpreter, with its rounding (to
+ * nearest even; f16 and bf16 as their 16-bit patterns; i1 as one byte). */
+double fa_f16_bits_to_double(uint16_t h);
+uint16_t fa_double_to_f16_bits(double x);
+double fa_bf16_bits_to_double(uint16_t h);
+uint16_t fa_double_to_bf16_bits(double x);
+/* Rounds to the value set of a float dtype (identity for f64). */
+double fa_round_to_dtype(DType dt, double x);
+/* Reads element i of a host array as a double / writes it from a double
+ * (rounding to the dtype; float -> int truncates and saturates). */
+double fa_host_get(DType dt, const void *data, int64_t i);
+void fa_host_set(DType dt, void *data, int64_t i, double v);
+/* Converts n elements from one host array to another, element by element
+ * through double (exact for every pair of supported dtypes but i64 values
+ * beyond 2^53). */
+void fa_host_convert(DType from, const void *src, DType to, void *dst, int64_t n);
+
 /* ---- running a kernel ----------------------------------------------------- */
 
 typedef struct FaInterp FaInterp;
