@@ -1,0 +1,358 @@
+/* fadslc.c - the fadsl compiler driver.
+ *
+ *   fadslc [--check] FILE            parse (and, as stages arrive, check) a program
+ *   fadslc --emit=WHAT FILE          print one stage's output
+ *   fadslc --list FILE               one line per function: kernel / problem / helper NAME
+ *
+ * What each mode does is one entry of the `modes` table below; a new stage
+ * adds its function there.  Options that later stages need (--kernel, -D,
+ * --arch, -o) are parsed and stored in Options for every mode.
+ *
+ * Output is collected in memory and written (to stdout or -o) only when the
+ * run succeeds, so a failing run prints nothing but its diagnostics.  Exit
+ * status: 0 success, 1 errors in the program, 2 bad usage.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ast.h"
+
+enum { EXIT_ERRORS = 1, EXIT_USAGE = 2 };
+
+typedef struct Define {
+  char *name;
+  const char *value;
+} Define;
+
+typedef struct Options {
+  const char *input;
+  const char *mode;       /* a name from `modes` */
+  const char *output;     /* -o FILE, NULL for stdout */
+  const char *kernel;     /* --kernel NAME */
+  const char *arch;       /* --arch ARCH (e.g. sm_90a) */
+  Define *defines;        /* -D NAME=VALUE, in order */
+  int ndefines;
+} Options;
+
+/* What a mode works on.  Output goes to `out`, a memory buffer. */
+typedef struct Job {
+  const Options *opt;
+  FaCompiler *fc;
+  const Source *src;
+  Node *module;           /* the parsed program, for modes with .parse set */
+  FILE *out;
+} Job;
+
+/* Returns true on success; errors are reported through job->fc->diag. */
+typedef bool (*ModeFn)(Job *job);
+
+typedef struct Mode {
+  const char *name;
+  const char *option;     /* how it is asked for */
+  bool parse;             /* parse the input before calling run */
+  ModeFn run;             /* NULL: the stage does not exist yet */
+  const char *help;       /* NULL: not listed in --help */
+} Mode;
+
+/* ---- modes ---- */
+
+static bool run_tokens(Job *job) { return fa_dump_tokens(job->fc, job->src, job->out) == 0; }
+
+static bool run_ast(Job *job) {
+  fa_ast_dump(job->module, job->out);
+  return true;
+}
+
+static bool run_source(Job *job) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_ast_print_source(job->module, &sb);
+  if (sb.data)
+    fwrite(sb.data, 1, sb.len, job->out);
+  fa_sb_free(&sb);
+  return true;
+}
+
+static bool run_list(Job *job) {
+  for (int i = 0; i < job->module->body.len; i++) {
+    const Node *fn = job->module->body.items[i];
+    if (fn->kind != N_FUNC)
+      continue;
+    const char *what = fa_func_is_kernel(fn) ? "kernel"
+                       : fa_func_decorator(fn, "problem") ? "problem"
+                                                          : "helper";
+    fprintf(job->out, "%s %s\n", what, fn->name);
+  }
+  return true;
+}
+
+/* The checks beyond parsing (semantic analysis) hook in here. */
+static bool run_check(Job *job) {
+  (void)job;
+  return true;
+}
+
+/* Prints the tree as source, parses that again and compares: the printer and
+ * the parser must agree (the test suite runs this over every .fa file). */
+static bool run_roundtrip(Job *job) {
+  StrBuf first, second;
+  fa_sb_init(&first);
+  fa_sb_init(&second);
+  fa_ast_print_source(job->module, &first);
+  const char *name = fa_arena_printf(&job->fc->arena, "%s (printed)", job->src->name);
+  Source *printed = fa_source_new(job->fc, name, first.data ? first.data : "", first.len);
+  bool ok = false;
+  if (!printed) {
+    fa_error(&job->fc->diag, fa_noloc(), "out of memory");
+  } else {
+    Node *again = fa_parse(job->fc, printed);
+    if (!again) {
+      fa_error(&job->fc->diag, fa_loc(job->src, 0, 0), "the printed source does not parse");
+    } else if (!fa_ast_equal(job->module, again)) {
+      fa_error(&job->fc->diag, fa_loc(job->src, 0, 0),
+               "the printed source parses to a different tree");
+    } else {
+      fa_ast_print_source(again, &second);
+      ok = first.len == second.len && (first.len == 0 || memcmp(first.data, second.data, first.len) == 0);
+      if (!ok)
+        fa_error(&job->fc->diag, fa_loc(job->src, 0, 0), "printing is not stable: the second print differs");
+    }
+  }
+  if (!ok && first.data)
+    fprintf(stderr, "--- printed source ---\n%s--- end ---\n", first.data);
+  fa_sb_free(&first);
+  fa_sb_free(&second);
+  return ok;
+}
+
+static const Mode modes[] = {
+  {"check", "--check", true, run_check, "parse and check the program (the default)"},
+  {"list", "--list", true, run_list, "one line per function: 'kernel NAME', 'problem NAME' or 'helper NAME'"},
+  {"tokens", "--emit=tokens", false, run_tokens, "the tokens, one per line: LINE:COL KIND TEXT"},
+  {"ast", "--emit=ast", true, run_ast, "the syntax tree"},
+  {"source", "--emit=source", true, run_source, "the syntax tree printed back as source"},
+  {"ir", "--emit=ir", true, NULL, "the tile IR of a kernel"},
+  {"cuda", "--emit=cuda", true, NULL, "the CUDA C++ of a kernel"},
+  {"ptx", "--emit=ptx", true, NULL, "the PTX of a kernel"},
+  {"cubin", "--emit=cubin", true, NULL, "the cubin of a kernel"},
+  {"roundtrip", "--roundtrip", true, run_roundtrip, NULL},
+};
+
+static const Mode *find_mode(const char *name) {
+  for (int i = 0; i < FA_ARRAY_LEN(modes); i++)
+    if (strcmp(modes[i].name, name) == 0)
+      return &modes[i];
+  return NULL;
+}
+
+/* ---- command line ---- */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: fadslc [OPTIONS] FILE.fa\n"
+          "\n"
+          "What to do (one of):\n");
+  for (int i = 0; i < FA_ARRAY_LEN(modes); i++) {
+    if (!modes[i].help)
+      continue;
+    fprintf(f, "  %-16s %s%s\n", modes[i].option, modes[i].help,
+            modes[i].run ? "" : " (not available yet)");
+  }
+  fprintf(f,
+          "\n"
+          "Options:\n"
+          "  --kernel NAME    the kernel to compile (for --emit=ir|cuda|ptx|cubin)\n"
+          "  -D NAME=VALUE    set a constexpr parameter\n"
+          "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a)\n"
+          "  -o FILE          write the output to FILE instead of standard output\n"
+          "  --help           show this help\n"
+          "  --version        show the version\n"
+          "\n"
+          "Exit status: 0 on success, 1 when the program has errors, 2 on bad usage.\n");
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fputs("fadslc: ", stderr);
+  fprintf(stderr, fmt, arg);
+  fputs("\nTry 'fadslc --help'.\n", stderr);
+  return EXIT_USAGE;
+}
+
+/* Matches "--name VALUE" and "--name=VALUE"; advances *i past what it used. */
+static bool option_value(int argc, char **argv, int *i, const char *name, const char **value,
+                         bool *missing) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0)
+    return false;
+  if (a[n] == '=') {
+    *value = a + n + 1;
+    return true;
+  }
+  if (a[n] != '\0')
+    return false;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return true;
+  }
+  *value = argv[++*i];
+  return true;
+}
+
+static bool valid_name(const char *s, size_t n) {
+  if (n == 0 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+    return false;
+  for (size_t i = 1; i < n; i++)
+    if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+          (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+      return false;
+  return true;
+}
+
+static bool set_mode(Options *opt, const char *mode, int *status) {
+  if (opt->mode && strcmp(opt->mode, mode) != 0) {
+    *status = usage_error("choose one of --check, --list, --emit=... (got also '%s')", mode);
+    return false;
+  }
+  opt->mode = mode;
+  return true;
+}
+
+/* Returns -1 to go on, or an exit status. */
+static int parse_args(int argc, char **argv, Options *opt) {
+  int status = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *value = NULL;
+    bool missing = false;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    if (strcmp(a, "--version") == 0) {
+      printf("fadslc (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+      return 0;
+    }
+    if (strcmp(a, "--check") == 0 || strcmp(a, "--list") == 0 || strcmp(a, "--roundtrip") == 0) {
+      if (!set_mode(opt, a + 2, &status))
+        return status;
+    } else if (strncmp(a, "--emit=", 7) == 0) {
+      const Mode *m = find_mode(a + 7);
+      if (!m || strncmp(m->option, "--emit=", 7) != 0)
+        return usage_error("unknown output '%s' (try tokens, ast, source, ir, cuda, ptx, cubin)", a + 7);
+      if (!set_mode(opt, m->name, &status))
+        return status;
+    } else if (option_value(argc, argv, &i, "--kernel", &value, &missing)) {
+      if (missing)
+        return usage_error("%s needs a kernel name", "--kernel");
+      opt->kernel = value;
+    } else if (option_value(argc, argv, &i, "--arch", &value, &missing)) {
+      if (missing)
+        return usage_error("%s needs an architecture", "--arch");
+      opt->arch = value;
+    } else if (strncmp(a, "-D", 2) == 0) {
+      const char *def = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!def)
+        return usage_error("%s needs NAME=VALUE", "-D");
+      const char *eq = strchr(def, '=');
+      if (!eq || !valid_name(def, (size_t)(eq - def)) || eq[1] == '\0')
+        return usage_error("-D wants NAME=VALUE, not '%s'", def);
+      Define *d = realloc(opt->defines, (size_t)(opt->ndefines + 1) * sizeof *d);
+      if (!d)
+        return usage_error("%s", "out of memory");
+      opt->defines = d;
+      d[opt->ndefines].name = strndup(def, (size_t)(eq - def));
+      d[opt->ndefines].value = eq + 1;
+      if (!d[opt->ndefines].name)
+        return usage_error("%s", "out of memory");
+      opt->ndefines++;
+    } else if (strcmp(a, "-o") == 0) {
+      if (i + 1 >= argc)
+        return usage_error("%s needs a file name", "-o");
+      opt->output = argv[++i];
+    } else if (a[0] == '-' && a[1] != '\0') {
+      return usage_error("unknown option '%s'", a);
+    } else {
+      if (opt->input)
+        return usage_error("only one input file, please (got also '%s')", a);
+      opt->input = a;
+    }
+  }
+  if (!opt->input)
+    return usage_error("%s", "no input file");
+  if (!opt->mode)
+    opt->mode = "check";
+  return -1;
+}
+
+static bool write_output(const Options *opt, const char *data, size_t len) {
+  FILE *f = stdout;
+  if (opt->output) {
+    f = fopen(opt->output, "wb");
+    if (!f) {
+      fprintf(stderr, "fadslc: cannot write '%s': %s\n", opt->output, strerror(errno));
+      return false;
+    }
+  }
+  bool ok = fwrite(data, 1, len, f) == len;
+  ok = (f == stdout ? fflush(f) == 0 : fclose(f) == 0) && ok;
+  if (!ok)
+    fprintf(stderr, "fadslc: error writing %s\n", opt->output ? opt->output : "the output");
+  return ok;
+}
+
+static int run(const Options *opt) {
+  const Mode *mode = find_mode(opt->mode);
+  if (!mode->run) {
+    fprintf(stderr, "fadslc: %s is not available yet\n", mode->option);
+    return EXIT_USAGE;
+  }
+  FaCompiler fc;
+  fa_compiler_init(&fc, stderr);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  int status = EXIT_ERRORS;
+  Job job = {opt, &fc, NULL, NULL, out};
+  if (!out) {
+    fprintf(stderr, "fadslc: out of memory\n");
+    goto done;
+  }
+  job.src = fa_source_read(&fc, opt->input);
+  if (!job.src)
+    goto done;
+  if (mode->parse) {
+    job.module = fa_parse(&fc, job.src);
+    if (!job.module)
+      goto done;
+  }
+  bool ok = mode->run(&job) && fc.diag.errors == 0;
+  if (fclose(out) != 0)
+    ok = false;
+  out = NULL;
+  if (ok && write_output(opt, buf ? buf : "", len))
+    status = 0;
+done:
+  if (out)
+    fclose(out);
+  free(buf);
+  fa_compiler_free(&fc);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  Options opt;
+  memset(&opt, 0, sizeof opt);
+  int status = parse_args(argc, argv, &opt);
+  if (status < 0)
+    status = run(&opt);
+  for (int i = 0; i < opt.ndefines; i++)
+    free(opt.defines[i].name);
+  free(opt.defines);
+  return status;
+}
