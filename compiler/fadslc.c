@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ast.h"
+#include "sema.h"
 
 enum { EXIT_ERRORS = 1, EXIT_USAGE = 2 };
 
@@ -37,6 +38,7 @@ typedef struct Options {
   const char *arch;       /* --arch ARCH (e.g. sm_90a) */
   Define *defines;        /* -D NAME=VALUE, in order */
   int ndefines;
+  int warps, stages;      /* --warps N, --stages N (0: the default) */
 } Options;
 
 /* What a mode works on.  Output goes to `out`, a memory buffer. */
@@ -91,9 +93,47 @@ static bool run_list(Job *job) {
   return true;
 }
 
-/* The checks beyond parsing (semantic analysis) hook in here. */
+/* Semantic analysis, then every kernel specialised with its default
+ * configuration (kernels whose constexprs have no default are skipped). */
 static bool run_check(Job *job) {
-  (void)job;
+  FaProgram *p = fa_program_check(job->fc, job->module);
+  return p && fa_check_kernels(job->fc, p, NULL);
+}
+
+/* The tile IR of one kernel specialised with the -D values. */
+static bool run_ir(Job *job) {
+  const Options *opt = job->opt;
+  FaProgram *p = fa_program_check(job->fc, job->module);
+  if (!p)
+    return false;
+  if (!opt->kernel) {
+    fa_error(&job->fc->diag, fa_noloc(), "--emit=ir needs --kernel NAME");
+    return false;
+  }
+  FaKernelInfo *k = fa_program_kernel(p, opt->kernel);
+  if (!k) {
+    fa_error(&job->fc->diag, fa_noloc(), "there is no kernel '%s' in %s", opt->kernel, job->src->name);
+    return false;
+  }
+  FaBinding *binds = fa_arena_alloc(&job->fc->arena, (size_t)(opt->ndefines + 1) * sizeof *binds);
+  for (int i = 0; binds && i < opt->ndefines; i++) {
+    binds[i].name = opt->defines[i].name;
+    if (!fa_const_parse(opt->defines[i].value, &binds[i].value)) {
+      fa_error(&job->fc->diag, fa_noloc(), "-D %s=%s: not a value (an integer, a float, True, False or a dtype)",
+               opt->defines[i].name, opt->defines[i].value);
+      return false;
+    }
+  }
+  FaLaunchConfig cfg = {opt->warps > 0 ? opt->warps : 4, opt->stages > 0 ? opt->stages : 2};
+  IrKernel *ir = binds ? fa_specialize(job->fc, p, k, binds, opt->ndefines, cfg) : NULL;
+  if (!ir)
+    return false;
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_ir_print_kernel(ir, &sb);
+  if (sb.data)
+    fwrite(sb.data, 1, sb.len, job->out);
+  fa_sb_free(&sb);
   return true;
 }
 
@@ -136,7 +176,7 @@ static const Mode modes[] = {
   {"tokens", "--emit=tokens", false, run_tokens, "the tokens, one per line: LINE:COL KIND TEXT"},
   {"ast", "--emit=ast", true, run_ast, "the syntax tree"},
   {"source", "--emit=source", true, run_source, "the syntax tree printed back as source"},
-  {"ir", "--emit=ir", true, NULL, "the tile IR of a kernel"},
+  {"ir", "--emit=ir", true, run_ir, "the tile IR of a kernel"},
   {"cuda", "--emit=cuda", true, NULL, "the CUDA C++ of a kernel"},
   {"ptx", "--emit=ptx", true, NULL, "the PTX of a kernel"},
   {"cubin", "--emit=cubin", true, NULL, "the cubin of a kernel"},
@@ -168,6 +208,8 @@ static void usage(FILE *f) {
           "Options:\n"
           "  --kernel NAME    the kernel to compile (for --emit=ir|cuda|ptx|cubin)\n"
           "  -D NAME=VALUE    set a constexpr parameter\n"
+          "  --warps N        warps per program (for --emit=ir and later; default 4)\n"
+          "  --stages N       pipelining stages (for --emit=ir and later; default 2)\n"
           "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a)\n"
           "  -o FILE          write the output to FILE instead of standard output\n"
           "  --help           show this help\n"
@@ -251,6 +293,14 @@ static int parse_args(int argc, char **argv, Options *opt) {
       if (missing)
         return usage_error("%s needs a kernel name", "--kernel");
       opt->kernel = value;
+    } else if (option_value(argc, argv, &i, "--warps", &value, &missing) ||
+               option_value(argc, argv, &i, "--stages", &value, &missing)) {
+      bool warps = strncmp(a, "--warps", 7) == 0;
+      char *end = NULL;
+      long n = missing ? 0 : strtol(value, &end, 10);
+      if (missing || !end || *end || n < 1 || n > 64)
+        return usage_error("%s needs a number from 1 to 64", warps ? "--warps" : "--stages");
+      *(warps ? &opt->warps : &opt->stages) = (int)n;
     } else if (option_value(argc, argv, &i, "--arch", &value, &missing)) {
       if (missing)
         return usage_error("%s needs an architecture", "--arch");

@@ -105,4 +105,26 @@ typedef struct FaLaunchConfig {
 IrKernel *fa_specialize(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k,
                         const FaBinding *binds, int nbinds, FaLaunchConfig config);
 
+/* Evaluates a compile-time expression of the program (an @autotune prune,
+ * an @kernel flops or grid expression, a constexpr default, ...) with the
+ * module's constants and `binds` (e.g. parameter values, problem sizes) in
+ * scope.  fa_eval_const wants a single value; fa_eval_const_tuple accepts a
+ * tuple of up to nmax values and returns how many it stored (-1 on error).
+ * Errors are reported, located at the expression. */
+bool fa_eval_const(FaCompiler *fc, const FaProgram *p, const Node *expr, const FaBinding *binds, int nbinds,
+                   FaConst *out);
+int fa_eval_const_tuple(FaCompiler *fc, const FaProgram *p, const Node *expr, const FaBinding *binds, int nbinds,
+                        FaConst *out, int nmax);
+
+/* The default specialisation of a kernel: the first value of each @autotune
+ * axis (warps and stages included), else each constexpr's default.  Stores
+ * the bindings (arena-allocated) and config; returns their number, or -1
+ * (nothing reported) when some constexpr has neither. */
+int fa_kernel_default_bindings(FaCompiler *fc, const FaKernelInfo *k, FaBinding **out, FaLaunchConfig *config);
+
+/* `fadslc --check`: specialises every kernel that has a default
+ * specialisation.  Returns false after reporting errors; *nchecked (may be
+ * NULL) counts the kernels specialised. */
+bool fa_check_kernels(FaCompiler *fc, const FaProgram *p, int *nchecked);
+
 #endif
