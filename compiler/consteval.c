@@ -371,11 +371,16 @@ bool fa_const_parse(const char *text, FaConst *out) {
     *out = fa_const_int(iv);
     return true;
   }
+  /* a float needs a point or an exponent (or is inf / nan): an integer that
+   * does not fit int64 is not quietly read as a float */
+  const char *body = text + (text[0] == '-' || text[0] == '+');
+  bool special = !strcmp(body, "inf") || !strcmp(body, "nan");
+  if (!special && !strpbrk(text, ".eE"))
+    return false;
   char *end;
   errno = 0;
   double d = strtod(text, &end);
-  if (end != text && *end == '\0' && errno != ERANGE && (isdigit((unsigned char)text[0]) || text[0] == '-' ||
-                                                          text[0] == '+' || text[0] == '.')) {
+  if (end != text && *end == '\0' && errno != ERANGE && (special || isdigit((unsigned char)body[0]) || body[0] == '.')) {
     *out = fa_const_float(d);
     return true;
   }

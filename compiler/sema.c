@@ -466,8 +466,16 @@ static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernel
     const Node *kw = dec->kwargs.items[i];
     const char *name = kw->name;
     if (!strcmp(name, "prune")) {
+      /* the prune sees the parameters and the launch configuration */
       k->prune = kw->rhs;
-      check_param_names(C, fn, kw->rhs);
+      NameCtx nc;
+      memset(&nc, 0, sizeof nc);
+      for (int j = 0; j < fn->params.len; j++)
+        fa_ptrvec_push(&nc.local, (void *)fn->params.items[j]->name);
+      fa_ptrvec_push(&nc.local, (void *)"warps");
+      fa_ptrvec_push(&nc.local, (void *)"stages");
+      check_names(C, &nc, kw->rhs);
+      fa_ptrvec_free(&nc.local);
       continue;
     }
     if (!strcmp(name, "key")) {
