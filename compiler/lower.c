@@ -1111,7 +1111,7 @@ static LVal *b_full(Lower *L, const Builtin *bi, const Node *call, const Node **
   const Node *nshape = a[0], *nvalue = zeros ? NULL : a[1], *ndtype = zeros ? a[1] : a[2];
   int rank, shape[FA_MAX_RANK];
   DType dt;
-  if (!want_shape(L, nshape, "the shape", &rank, shape) || !want_dtype(L, eval(L, ndtype), ndtype, "dtype", &dt))
+  if (!want_shape(L, nshape, fa_arena_printf(L->A, "%s() shape", bi->name), &rank, shape) || !want_dtype(L, eval(L, ndtype), ndtype, "dtype", &dt))
     return NULL;
   IrType t = fa_type_block(dt, rank, shape);
   if (zeros)
@@ -1838,7 +1838,7 @@ static LVal *b_reshape(Lower *L, const Builtin *bi, const Node *call, const Node
     return lv_ir(L, op->results[0]);
   }
   int rank, shape[FA_MAX_RANK];
-  if (!want_shape(L, a[1], "the shape", &rank, shape))
+  if (!want_shape(L, a[1], fa_arena_printf(L->A, "%s() shape", bi->name), &rank, shape))
     return NULL;
   IrType r = fa_type_block(t.dtype, rank, shape);
   if (!strcmp(bi->name, "broadcast_to")) {
