@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ast.h"
+#include "fadslc_cuda.h"
 #include "sema.h"
 
 enum { EXIT_ERRORS = 1, EXIT_USAGE = 2 };
@@ -137,6 +138,25 @@ static bool run_ir(Job *job) {
   return true;
 }
 
+/* --emit=cuda|ptx|cubin: the CUDA backend (fadslc_cuda.c). */
+static bool run_cuda_stage(Job *job, const char *what) {
+  const Options *opt = job->opt;
+  FaBinding *binds = fa_arena_alloc(&job->fc->arena, (size_t)(opt->ndefines + 1) * sizeof *binds);
+  for (int i = 0; binds && i < opt->ndefines; i++) {
+    binds[i].name = opt->defines[i].name;
+    if (!fa_const_parse(opt->defines[i].value, &binds[i].value)) {
+      fa_error(&job->fc->diag, fa_noloc(), "-D %s=%s: not a value (an integer, a float, True, False or a dtype)",
+               opt->defines[i].name, opt->defines[i].value);
+      return false;
+    }
+  }
+  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->warps, opt->stages, opt->arch, what};
+  return binds && fa_fadslc_compile(job->fc, job->module, &req, job->out);
+}
+static bool run_cuda(Job *job) { return run_cuda_stage(job, "cuda"); }
+static bool run_ptx(Job *job) { return run_cuda_stage(job, "ptx"); }
+static bool run_cubin(Job *job) { return run_cuda_stage(job, "cubin"); }
+
 /* Prints the tree as source, parses that again and compares: the printer and
  * the parser must agree (the test suite runs this over every .fa file). */
 static bool run_roundtrip(Job *job) {
@@ -177,9 +197,9 @@ static const Mode modes[] = {
   {"ast", "--emit=ast", true, run_ast, "the syntax tree"},
   {"source", "--emit=source", true, run_source, "the syntax tree printed back as source"},
   {"ir", "--emit=ir", true, run_ir, "the tile IR of a kernel"},
-  {"cuda", "--emit=cuda", true, NULL, "the CUDA C++ of a kernel"},
-  {"ptx", "--emit=ptx", true, NULL, "the PTX of a kernel"},
-  {"cubin", "--emit=cubin", true, NULL, "the cubin of a kernel"},
+  {"cuda", "--emit=cuda", true, run_cuda, "the CUDA C++ of a kernel"},
+  {"ptx", "--emit=ptx", true, run_ptx, "the PTX of a kernel (compiled by NVRTC)"},
+  {"cubin", "--emit=cubin", true, run_cubin, "the cubin of a kernel (compiled by NVRTC)"},
   {"roundtrip", "--roundtrip", true, run_roundtrip, NULL},
 };
 

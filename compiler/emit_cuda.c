@@ -1,0 +1,1395 @@
+/* emit_cuda.c - the CUDA C++ emitter: one specialised IrKernel becomes one
+ * self-contained translation unit for NVRTC.
+ *
+ * Shape of the output (see docs/performance.md):
+ *   - a header comment naming the kernel, target and configuration;
+ *   - `#include "fadsl_device.cuh"` (the embedded device library) and one
+ *     `using fa_LN = fa::Layout<...>` per layout that the kernel uses, with
+ *     a comment describing it;
+ *   - the `extern "C" __global__ __launch_bounds__(32 * warps)` kernel, whose
+ *     body follows the tile IR op by op, each preceded by the source line it
+ *     comes from.  Scalars are C variables named after the source variables;
+ *     a block value is a register array of compile-time size (its layout's
+ *     registers per thread), written by fully unrolled loops over the
+ *     thread's elements; for and if become C loops and ifs over those arrays.
+ *   - constants, splats and aranges are not stored: each use computes them in
+ *     the layout it needs (an arange element is its coordinate in that
+ *     layout);
+ *   - where a value's layout differs from what a use needs, a converted copy
+ *     is made once, right after the value's definition.
+ * Shared memory is one dynamic buffer; every library routine that needs
+ * scratch space (layout conversions, reductions across warps, FMA dots)
+ * finds it free on entry and leaves it free, so they all share offset 0 and
+ * the kernel asks for the largest.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "interp.h"
+#include "layout.h"
+
+/* ---- per-value bookkeeping ---------------------------------------------------------------- */
+
+typedef struct Conversion {
+  const FaLayout *layout;
+  const char *name;
+} Conversion;
+
+typedef struct ValInfo {
+  const char *name;         /* C identifier */
+  Conversion *convs;        /* converted copies to make after the definition */
+  int nconvs;
+  int div_log2;             /* integers and pointers: a known power-of-two divisor (elements) */
+} ValInfo;
+
+typedef struct Emitter {
+  FaCompiler *fc;
+  const IrKernel *k;
+  const IrFunction *fn;
+  FaCudaTarget target;
+  FaLayoutPlan plan;
+  ValInfo *vi;              /* by value id */
+  int nvalues;
+  PtrVec names;             /* identifiers in use */
+  StrBuf body;
+  int indent;
+  bool *layout_used;        /* by layout id: the type alias is needed */
+  bool *toff_used;          /* by layout id: the thread offset variable is needed */
+  int nlayouts_alloc;
+  size_t scratch_bytes;     /* shared memory for library scratch */
+  int last_line;            /* of the last source line comment */
+  const Source *last_src;
+  int tmp_counter;
+  bool ok;
+} Emitter;
+
+static void fail(Emitter *em, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(Emitter *em, SrcLoc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fa_diag_vreport(&em->fc->diag, loc, DIAG_ERROR, fmt, ap);
+  va_end(ap);
+  em->ok = false;
+}
+
+static char *aprintf(Emitter *em, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *aprintf(Emitter *em, const char *fmt, ...) {
+  va_list ap;
+  StrBuf sb;
+  fa_sb_init(&sb);
+  va_start(ap, fmt);
+  fa_sb_vprintf(&sb, fmt, ap);
+  va_end(ap);
+  char *s = fa_arena_strdup(&em->fc->arena, sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  if (!s)
+    em->ok = false;
+  return s ? s : "";
+}
+
+static void line(Emitter *em, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(Emitter *em, const char *fmt, ...) {
+  for (int i = 0; i < em->indent; i++)
+    fa_sb_puts(&em->body, "  ");
+  va_list ap;
+  va_start(ap, fmt);
+  fa_sb_vprintf(&em->body, fmt, ap);
+  va_end(ap);
+  fa_sb_putc(&em->body, '\n');
+}
+
+static bool is_block(const IrValue *v) { return v->type.rank > 0 && v->type.dtype != DT_BLOCKPTR; }
+
+static ValInfo *info(Emitter *em, const IrValue *v) { return &em->vi[v->id]; }
+
+/* ---- names ------------------------------------------------------------------------------------- */
+
+static const char *const reserved_words[] = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case",
+    "catch", "char", "char16_t", "char32_t", "class", "compl", "const", "constexpr", "const_cast",
+    "continue", "decltype", "default", "delete", "do", "double", "dynamic_cast", "else", "enum",
+    "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int",
+    "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or",
+    "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "return", "short",
+    "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template",
+    "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union",
+    "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "fa", "std", "main", "min", "max",
+    "abs", "exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "pow", "floor", "ceil", "tanh",
+    "printf", "assert", "NULL", "half", "bf16", "uint", "dim3", "uint3", "float4", "int4",
+};
+
+static bool name_taken(Emitter *em, const char *s) {
+  for (size_t i = 0; i < sizeof reserved_words / sizeof *reserved_words; i++)
+    if (!strcmp(reserved_words[i], s))
+      return true;
+  for (int i = 0; i < em->names.len; i++)
+    if (!strcmp(em->names.items[i], s))
+      return true;
+  return false;
+}
+
+/* A fresh C identifier based on a source name: invalid characters replaced,
+ * the prefix fa_ (the emitter's own names) and C++ words avoided. */
+static const char *fresh_name(Emitter *em, const char *hint) {
+  char base[64];
+  size_t n = 0;
+  if (!hint || !*hint)
+    hint = "t";
+  for (const char *p = hint; *p && n + 1 < sizeof base - 8; p++)
+    base[n++] = (char)(isalnum((unsigned char)*p) || *p == '_' ? *p : '_');
+  base[n] = '\0';
+  if (isdigit((unsigned char)base[0]) || !strncmp(base, "fa_", 3) || !strncmp(base, "__", 2)) {
+    memmove(base + 2, base, n + 1);
+    base[0] = 'v';
+    base[1] = '_';
+  }
+  const char *name = fa_arena_strdup(&em->fc->arena, base);
+  for (int i = 1; name && name_taken(em, name); i++)
+    name = aprintf(em, "%s_%d", base, i);
+  if (!name) {
+    em->ok = false;
+    return "fa_oom";
+  }
+  fa_ptrvec_push(&em->names, (void *)name);
+  return name;
+}
+
+static const char *fresh_tmp(Emitter *em, const char *what) {
+  return aprintf(em, "fa_%s%d", what, em->tmp_counter++);
+}
+
+/* ---- types and literals ---------------------------------------------------------------------------- */
+
+static const char *ctype(DType dt) {
+  switch (dt) {
+  case DT_I1: return "bool";
+  case DT_I8: return "signed char";
+  case DT_I16: return "short";
+  case DT_I32: return "int";
+  case DT_I64: return "long long";
+  case DT_U32: return "unsigned";
+  case DT_F16: return "fa::half";
+  case DT_BF16: return "fa::bf16";
+  case DT_F32: return "float";
+  case DT_F64: return "double";
+  default: return "void";
+  }
+}
+
+/* The C type of one element of a value (pointers included). */
+static const char *elem_ctype(Emitter *em, IrType t) {
+  if (t.dtype == DT_PTR)
+    return aprintf(em, "%s *", ctype(t.pointee));
+  if (t.dtype == DT_BLOCKPTR)
+    return aprintf(em, "fa::BlockPtr<%s, %d>", ctype(t.pointee), t.rank);
+  return ctype(t.dtype);
+}
+
+static int nregs(const FaLayout *l) { return 1 << l->nreg; }
+
+static const char *layout_name(Emitter *em, const FaLayout *l) {
+  if (l->id >= 0 && l->id < em->nlayouts_alloc)
+    em->layout_used[l->id] = true;
+  return aprintf(em, "fa_L%d", l->id);
+}
+
+static const char *thread_offset(Emitter *em, const FaLayout *l) {
+  layout_name(em, l);
+  if (l->id >= 0 && l->id < em->nlayouts_alloc)
+    em->toff_used[l->id] = true;
+  return aprintf(em, "fa_t%d", l->id);
+}
+
+static const char *float_literal(Emitter *em, DType dt, double v) {
+  if (dt == DT_F16 || dt == DT_BF16) {
+    unsigned bits = dt == DT_F16 ? fa_double_to_f16_bits(v) : fa_double_to_bf16_bits(v);
+    return aprintf(em, "%s{0x%04x}", ctype(dt), bits);
+  }
+  if (isnan(v))
+    return dt == DT_F64 ? "(double)fa::f32_nan()" : "fa::f32_nan()";
+  if (isinf(v))
+    return aprintf(em, "%s%sfa::f32_inf()", v < 0 ? "-" : "", dt == DT_F64 ? "(double)" : "");
+  char buf[64];
+  if (dt == DT_F64)
+    snprintf(buf, sizeof buf, "%.17g", v);
+  else
+    snprintf(buf, sizeof buf, "%.9g", (double)(float)v);
+  if (!strpbrk(buf, ".eE"))
+    strcat(buf, ".0");
+  return aprintf(em, "%s%s", buf, dt == DT_F64 ? "" : "f");
+}
+
+static const char *int_literal(Emitter *em, DType dt, int64_t v) {
+  switch (dt) {
+  case DT_I1: return v & 1 ? "true" : "false";
+  case DT_I64:
+    if (v == INT64_MIN)
+      return "(-9223372036854775807LL - 1)";
+    return aprintf(em, "%" PRId64 "LL", v);
+  case DT_U32: return aprintf(em, "%" PRIu32 "u", (uint32_t)v);
+  case DT_I8: return aprintf(em, "(signed char)%d", (int)(int8_t)v);
+  case DT_I16: return aprintf(em, "(short)%d", (int)(int16_t)v);
+  default: {
+    int32_t x = (int32_t)v;
+    if (x == INT32_MIN)
+      return "(-2147483647 - 1)";
+    return aprintf(em, "%" PRId32, x);
+  }
+  }
+}
+
+static const char *const_literal(Emitter *em, const IrOp *op) {
+  DType dt = op->results[0]->type.dtype;
+  if (fa_dtype_is_float(dt))
+    return float_literal(em, dt, op->fval);
+  if (dt == DT_PTR)
+    return "nullptr";
+  return int_literal(em, dt, op->ival);
+}
+
+/* ---- element expressions ------------------------------------------------------------------------ */
+
+/* For a value computed at its uses: the dimension of its arange (after
+ * expand_dims / trans), or -1 when it is uniform. */
+static int virtual_dim(const IrValue *v, const IrValue **root) {
+  const IrOp *op = v->def;
+  switch (op->kind) {
+  case IR_ARANGE: *root = v; return 0;
+  case IR_CONST:
+  case IR_SPLAT: *root = v; return -1;
+  case IR_BROADCAST:
+  case IR_RESHAPE: return virtual_dim(op->operands[0], root);
+  case IR_EXPAND_DIMS: {
+    int d = virtual_dim(op->operands[0], root);
+    return d >= 0 && d >= op->axis ? d + 1 : d;
+  }
+  case IR_TRANS: {
+    int d = virtual_dim(op->operands[0], root);
+    if (d < 0)
+      return d;
+    for (int i = 0; i < v->type.rank; i++)
+      if (op->perm[i] == d)
+        return i;
+    return d;
+  }
+  default: *root = v; return -1;
+  }
+}
+
+static const char *value_ref(Emitter *em, const IrValue *v);
+
+/* Element fa_e of value x in layout `need` (NULL for scalars). */
+static const char *elem(Emitter *em, const IrValue *x, const FaLayout *need) {
+  if (!is_block(x))
+    return value_ref(em, x);
+  if (fa_value_is_virtual(&em->plan, x)) {
+    const IrValue *root = x;
+    int d = virtual_dim(x, &root);
+    const IrOp *rop = root->def;
+    if (rop->kind == IR_CONST)
+      return const_literal(em, rop);
+    if (rop->kind == IR_SPLAT)
+      return value_ref(em, rop->operands[0]);
+    if (rop->kind == IR_ARANGE && need) {
+      const char *ln = layout_name(em, need);
+      const char *t = thread_offset(em, need);
+      if (rop->ival == 0)
+        return aprintf(em, "%s::coord(%s, fa_e, %d)", ln, t, d);
+      return aprintf(em, "(%" PRId64 " + %s::coord(%s, fa_e, %d))", rop->ival, ln, t, d);
+    }
+    fail(em, x->loc, "internal compiler error: cannot compute this value where it is used");
+    return "0";
+  }
+  const ValInfo *vi = info(em, x);
+  if (!need || !x->layout || x->layout == need)
+    return aprintf(em, "%s[fa_e]", vi->name);
+  for (int i = 0; i < vi->nconvs; i++)
+    if (vi->convs[i].layout == need)
+      return aprintf(em, "%s[fa_e]", vi->convs[i].name);
+  fail(em, x->loc, "internal compiler error: no converted copy of '%s' in layout %d", vi->name, need->id);
+  return "0";
+}
+
+static const char *value_ref(Emitter *em, const IrValue *v) {
+  if (v->def && v->def->kind == IR_CONST && v->type.rank == 0)
+    return const_literal(em, v->def); /* constants are written where they are used */
+  const ValInfo *vi = info(em, v);
+  return vi->name ? vi->name : "fa_undefined";
+}
+
+/* The array holding x in layout `need`: x itself, its converted copy, or a
+ * temporary filled with a virtual value's elements. */
+static const char *array_in(Emitter *em, const IrValue *x, const FaLayout *need) {
+  if (!fa_value_is_virtual(&em->plan, x) && (x->layout == need || !need)) {
+    return info(em, x)->name;
+  }
+  if (!fa_value_is_virtual(&em->plan, x)) {
+    const ValInfo *vi = info(em, x);
+    for (int i = 0; i < vi->nconvs; i++)
+      if (vi->convs[i].layout == need)
+        return vi->convs[i].name;
+    fail(em, x->loc, "internal compiler error: no converted copy of '%s'", vi->name);
+    return "fa_undefined";
+  }
+  const char *tmp = fresh_tmp(em, "tmp");
+  const char *ex = elem(em, x, need);
+  line(em, "%s %s[%d];", elem_ctype(em, x->type), tmp, nregs(need));
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(need));
+  line(em, "  %s[fa_e] = %s;", tmp, ex);
+  return tmp;
+}
+
+static const FaLayout *need_of(Emitter *em, const IrOp *op, int i) {
+  return fa_layout_operand_need(em->fc, &em->plan, op, i);
+}
+
+static const char *operand(Emitter *em, const IrOp *op, int i) {
+  return elem(em, op->operands[i], need_of(em, op, i));
+}
+
+/* ---- divisibility ----------------------------------------------------------------------------------- */
+
+enum { DIV_MAX = 30 };
+
+static int ctz64(uint64_t x) {
+  if (!x)
+    return DIV_MAX;
+  int n = 0;
+  while (!(x & 1) && n < DIV_MAX) {
+    x >>= 1;
+    n++;
+  }
+  return n;
+}
+
+static int min_i(int a, int b) { return a < b ? a : b; }
+
+static int div_of(Emitter *em, const IrValue *v) { return v ? info(em, v)->div_log2 : 0; }
+
+/* Known power-of-two divisors of integer and pointer scalars (pointers in
+ * elements: a pointer parameter is assumed 16-byte aligned, as cudaMalloc
+ * and the runtime's allocations are; FaCudaKernel says so). */
+static void analyse_div_op(Emitter *em, const IrOp *op) {
+  if (op->nresults != 1)
+    return;
+  IrValue *r = op->results[0];
+  int d = 0;
+  switch (op->kind) {
+  case IR_CONST:
+    if (fa_dtype_is_int(r->type.dtype))
+      d = ctz64((uint64_t)op->ival);
+    break;
+  case IR_CAST:
+    if (fa_dtype_is_int(r->type.dtype) && fa_dtype_is_int(op->operands[0]->type.dtype))
+      d = div_of(em, op->operands[0]);
+    break;
+  case IR_BINARY:
+    switch (op->sub) {
+    case BIN_ADD:
+    case BIN_SUB: d = min_i(div_of(em, op->operands[0]), div_of(em, op->operands[1])); break;
+    case BIN_MUL: d = min_i(DIV_MAX, div_of(em, op->operands[0]) + div_of(em, op->operands[1])); break;
+    default: break;
+    }
+    break;
+  case IR_PTR_ADD:
+    if (r->type.rank == 0)
+      d = min_i(div_of(em, op->operands[0]), div_of(em, op->operands[1]));
+    break;
+  case IR_SELECT:
+    if (r->type.rank == 0)
+      d = min_i(div_of(em, op->operands[1]), div_of(em, op->operands[2]));
+    break;
+  default: break;
+  }
+  if (r->type.rank == 0)
+    info(em, r)->div_log2 = d;
+}
+
+/* Divisibility of a block pointer's offset along dimension dim, over every
+ * way the value can be reached (advances, loop iterations). */
+static int blockptr_offset_div(Emitter *em, const IrValue *v, int dim, const IrValue *stop, int depth) {
+  if (!v || depth > 64)
+    return 0;
+  if (v == stop)
+    return DIV_MAX;
+  if (v->def) {
+    const IrOp *op = v->def;
+    switch (op->kind) {
+    case IR_MAKE_BLOCK_PTR: {
+      int rank = v->type.rank;
+      return div_of(em, op->operands[1 + 2 * rank + dim]);
+    }
+    case IR_ADVANCE:
+      return min_i(blockptr_offset_div(em, op->operands[0], dim, stop, depth + 1),
+                   div_of(em, op->operands[1 + dim]));
+    case IR_FOR: {
+      for (int i = 0; i < op->nresults; i++)
+        if (op->results[i] == v)
+          return blockptr_offset_div(em, op->regions[0]->args[1 + i], dim, stop, depth + 1);
+      return 0;
+    }
+    case IR_IF: {
+      int d = DIV_MAX;
+      for (int i = 0; i < op->nresults; i++)
+        if (op->results[i] == v)
+          for (int r = 0; r < op->nregions; r++) {
+            const IrOp *y = op->regions[r]->last;
+            if (!y || y->kind != IR_YIELD || i >= y->noperands)
+              return 0;
+            d = min_i(d, blockptr_offset_div(em, y->operands[i], dim, stop, depth + 1));
+          }
+      return d;
+    }
+    default: return 0;
+    }
+  }
+  if (v->region && v->region->parent_op && v->region->parent_op->kind == IR_FOR) {
+    const IrOp *f = v->region->parent_op;
+    for (int j = 1; j < v->region->nargs; j++)
+      if (v->region->args[j] == v) {
+        int init = blockptr_offset_div(em, f->operands[3 + j - 1], dim, stop, depth + 1);
+        const IrOp *y = v->region->last;
+        if (!y || y->kind != IR_YIELD || j - 1 >= y->noperands)
+          return 0;
+        int step = blockptr_offset_div(em, y->operands[j - 1], dim, v, depth + 1);
+        return min_i(init, step);
+      }
+  }
+  return 0;
+}
+
+static bool const_int(const IrValue *v, int64_t *out) {
+  for (int depth = 0; v && v->def && depth < 8; depth++) {
+    const IrOp *op = v->def;
+    if (op->kind == IR_CONST && fa_dtype_is_int(v->type.dtype)) {
+      *out = op->ival;
+      return true;
+    }
+    if (op->kind == IR_CAST && fa_dtype_is_int(v->type.dtype) && fa_dtype_is_int(op->operands[0]->type.dtype))
+      v = op->operands[0];
+    else
+      return false;
+  }
+  return false;
+}
+
+/* Elements per access of a block-pointer load or store in layout l: the
+ * registers in a row along the dimension of constant stride 1, as far as
+ * alignment (base, other strides, offsets) and the checked bounds allow, in
+ * accesses of 4, 8 or 16 bytes. */
+static int block_vector_width(Emitter *em, const IrValue *bp, const FaLayout *l, unsigned boundary) {
+  const IrOp *mk = fa_blockptr_origin(bp);
+  int rank = bp->type.rank, size = fa_dtype_size(bp->type.pointee);
+  if (!mk || size <= 0 || mk->noperands != 1 + 3 * rank)
+    return 1;
+  int c = -1;
+  for (int d = 0; d < rank && c < 0; d++) {
+    int64_t s;
+    if (const_int(mk->operands[1 + rank + d], &s) && s == 1)
+      c = d;
+  }
+  if (c < 0)
+    return 1;
+  int first, count;
+  fa_layout_dim_bits(l, c, &first, &count);
+  int run = 0;
+  while (run < l->nreg && run < count && l->reg[run] == first + run)
+    run++;
+  int vlog = run;
+  int maxlog = 0;
+  while ((1 << (maxlog + 1)) * size <= 16)
+    maxlog++;
+  vlog = min_i(vlog, maxlog);
+  vlog = min_i(vlog, div_of(em, mk->operands[0]));
+  for (int d = 0; d < rank; d++)
+    if (d != c) {
+      int64_t s;
+      vlog = min_i(vlog, const_int(mk->operands[1 + rank + d], &s) ? ctz64((uint64_t)s) : div_of(em, mk->operands[1 + rank + d]));
+    }
+  vlog = min_i(vlog, blockptr_offset_div(em, bp, c, NULL, 0));
+  if (boundary & (1u << c))
+    vlog = min_i(vlog, div_of(em, mk->operands[1 + c]));
+  while (vlog > 0 && (1 << vlog) * size < 4)
+    vlog = 0;
+  return 1 << vlog;
+}
+
+/* ---- conversions ---------------------------------------------------------------------------------- */
+
+static void add_conversion(Emitter *em, const IrValue *x, const FaLayout *need) {
+  if (!need || !is_block(x) || fa_value_is_virtual(&em->plan, x) || x->layout == need)
+    return;
+  ValInfo *vi = info(em, x);
+  for (int i = 0; i < vi->nconvs; i++)
+    if (vi->convs[i].layout == need)
+      return;
+  Conversion *c = fa_arena_alloc(&em->fc->arena, (size_t)(vi->nconvs + 1) * sizeof *c);
+  if (!c) {
+    em->ok = false;
+    return;
+  }
+  if (vi->nconvs)
+    memcpy(c, vi->convs, (size_t)vi->nconvs * sizeof *c);
+  c[vi->nconvs].layout = need;
+  c[vi->nconvs].name = NULL; /* named when emitted */
+  vi->convs = c;
+  vi->nconvs++;
+}
+
+static void collect_conversions(Emitter *em, const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    for (int i = 0; i < op->noperands; i++)
+      add_conversion(em, op->operands[i], need_of(em, op, i));
+    for (int i = 0; i < op->nregions; i++)
+      collect_conversions(em, op->regions[i]);
+  }
+}
+
+static void note_scratch(Emitter *em, size_t bytes) {
+  if (bytes > em->scratch_bytes)
+    em->scratch_bytes = bytes;
+}
+
+/* Emits the converted copies of x that its uses need. */
+static void emit_conversions(Emitter *em, const IrValue *x) {
+  if (!is_block(x) || fa_value_is_virtual(&em->plan, x))
+    return;
+  ValInfo *vi = info(em, x);
+  const FaLayout *src = x->layout;
+  for (int i = 0; i < vi->nconvs; i++) {
+    Conversion *c = &vi->convs[i];
+    const FaLayout *dst = c->layout;
+    c->name = fresh_name(em, aprintf(em, "%s_L%d", vi->name, dst->id));
+    const char *t = elem_ctype(em, x->type);
+    line(em, "%s %s[%d];  // %s in %s", t, c->name, nregs(dst), vi->name, layout_name(em, dst));
+    int perm[FA_LAYOUT_MAX_BITS];
+    if (fa_layout_register_permutation(src, dst, perm)) {
+      StrBuf sb;
+      fa_sb_init(&sb);
+      for (int b = 0; b < dst->nreg; b++)
+        fa_sb_printf(&sb, "%s%d", b ? ", " : "", perm[b]);
+      line(em, "fa::regmap<fa::Bits<%s>>(%s, %s);  // same threads, other registers", sb.data ? sb.data : "",
+           c->name, vi->name);
+      fa_sb_free(&sb);
+    } else {
+      line(em, "fa::convert<%s, %s>(%s, %s, fa_lane, fa_warp, fa_smem);", layout_name(em, src),
+           layout_name(em, dst), c->name, vi->name);
+      int size = x->type.dtype == DT_PTR ? 8 : fa_dtype_size(x->type.dtype);
+      note_scratch(em, (size_t)fa_type_numel(x->type) * (size_t)(size > 0 ? size : 1));
+    }
+  }
+}
+
+/* ---- ops ------------------------------------------------------------------------------------------------- */
+
+static void emit_region(Emitter *em, const IrRegion *r);
+
+static void source_comment(Emitter *em, SrcLoc loc) {
+  if (!loc.src || (loc.src == em->last_src && loc.line == em->last_line))
+    return;
+  em->last_src = loc.src;
+  em->last_line = loc.line;
+  const char *p = loc.src->text;
+  for (int l = 1; p && *p && l < loc.line; p++)
+    if (*p == '\n')
+      l++;
+  const char *name = loc.src->name ? loc.src->name : "<string>";
+  const char *slash = strrchr(name, '/');
+  if (slash)
+    name = slash + 1;
+  StrBuf sb;
+  fa_sb_init(&sb);
+  while (p && *p == ' ')
+    p++;
+  for (int n = 0; p && *p && *p != '\n' && n < 100; p++, n++)
+    fa_sb_putc(&sb, (*p == '\t' || *p == '\r') ? ' ' : *p);
+  /* a comment must not end in a backslash (line continuation) */
+  while (sb.len > 0 && (sb.data[sb.len - 1] == '\\' || sb.data[sb.len - 1] == ' '))
+    sb.data[--sb.len] = '\0';
+  line(em, "// %s:%d: %s", name, loc.line, sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+}
+
+/* Declares the result of op as a block array or a scalar. */
+static void declare_block(Emitter *em, const IrValue *r, const char *comment) {
+  line(em, "%s %s[%d];%s%s", elem_ctype(em, r->type), info(em, r)->name, nregs(r->layout), comment ? "  // " : "",
+       comment ? comment : "");
+}
+
+/* "const T name" for a scalar: the pointer itself is const for pointers. */
+static const char *const_decl(Emitter *em, const IrValue *v) {
+  if (v->type.dtype == DT_PTR)
+    return aprintf(em, "%s *const %s", ctype(v->type.pointee), info(em, v)->name);
+  return aprintf(em, "const %s %s", elem_ctype(em, v->type), info(em, v)->name);
+}
+
+static void emit_elementwise(Emitter *em, const IrValue *r, const char *expr) {
+  if (!is_block(r)) {
+    line(em, "%s = %s;", const_decl(em, r), expr);
+    return;
+  }
+  declare_block(em, r, NULL);
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(r->layout));
+  line(em, "  %s[fa_e] = %s;", info(em, r)->name, expr);
+}
+
+static const char *unary_expr(Emitter *em, const IrOp *op, const char *a) {
+  DType dt = op->results[0]->type.dtype;
+  switch ((IrUnaryOp)op->sub) {
+  case UN_NEG: return dt == DT_I8 || dt == DT_I16 ? aprintf(em, "(%s)(-%s)", ctype(dt), a) : aprintf(em, "(-%s)", a);
+  case UN_NOT: return aprintf(em, "(!%s)", a);
+  case UN_INVERT: return dt == DT_I1 ? aprintf(em, "(!%s)", a) : aprintf(em, "(%s)(~%s)", ctype(dt), a);
+  case UN_ABS: return aprintf(em, "fa::abs(%s)", a);
+  case UN_EXP: return aprintf(em, "fa::exp(%s)", a);
+  case UN_EXP2: return aprintf(em, "fa::exp2(%s)", a);
+  case UN_LOG: return aprintf(em, "fa::log(%s)", a);
+  case UN_LOG2: return aprintf(em, "fa::log2(%s)", a);
+  case UN_SQRT: return aprintf(em, "fa::sqrt(%s)", a);
+  case UN_RSQRT: return aprintf(em, "fa::rsqrt(%s)", a);
+  case UN_SIN: return aprintf(em, "fa::sin(%s)", a);
+  case UN_COS: return aprintf(em, "fa::cos(%s)", a);
+  case UN_FLOOR: return aprintf(em, "fa::floor(%s)", a);
+  case UN_CEIL: return aprintf(em, "fa::ceil(%s)", a);
+  case UN_SIGMOID: return aprintf(em, "fa::sigmoid(%s)", a);
+  case UN_TANH: return aprintf(em, "fa::tanh(%s)", a);
+  }
+  fail(em, op->loc, "the CUDA backend does not support this unary operation");
+  return a;
+}
+
+static const char *binary_expr(Emitter *em, const IrOp *op, const char *a, const char *b) {
+  DType dt = op->results[0]->type.dtype;
+  bool narrow = dt == DT_I8 || dt == DT_I16 || dt == DT_I1;
+  const char *sym = NULL;
+  switch ((IrBinaryOp)op->sub) {
+  case BIN_ADD: sym = "+"; break;
+  case BIN_SUB: sym = "-"; break;
+  case BIN_MUL: sym = "*"; break;
+  case BIN_DIV: sym = "/"; break;
+  case BIN_MOD:
+    if (fa_dtype_is_float(dt))
+      return aprintf(em, "fa::mod(%s, %s)", a, b);
+    sym = "%";
+    break;
+  case BIN_MAX: return aprintf(em, "fa::maximum(%s, %s)", a, b);
+  case BIN_MIN: return aprintf(em, "fa::minimum(%s, %s)", a, b);
+  case BIN_AND: sym = "&"; break;
+  case BIN_OR: sym = "|"; break;
+  case BIN_XOR: sym = "^"; break;
+  case BIN_SHL: return aprintf(em, "fa::shl(%s, %s)", a, b);
+  case BIN_SHR: return aprintf(em, "fa::shr(%s, %s)", a, b);
+  case BIN_POW: return aprintf(em, "fa::pow(%s, %s)", a, b);
+  }
+  if (!sym) {
+    fail(em, op->loc, "the CUDA backend does not support this binary operation");
+    return a;
+  }
+  if (narrow)
+    return aprintf(em, "(%s)(%s %s %s)", ctype(dt), a, sym, b);
+  return aprintf(em, "(%s %s %s)", a, sym, b);
+}
+
+static const char *cmp_sym(int sub) {
+  switch ((IrCmpOp)sub) {
+  case CMP_LT: return "<";
+  case CMP_LE: return "<=";
+  case CMP_GT: return ">";
+  case CMP_GE: return ">=";
+  case CMP_EQ: return "==";
+  case CMP_NE: return "!=";
+  }
+  return "==";
+}
+
+static const char *cast_expr(Emitter *em, DType to, DType from, const char *a) {
+  if (to == from)
+    return a;
+  if (fa_dtype_is_int(to) && to != DT_I1 && fa_dtype_is_int(from))
+    return aprintf(em, "(%s)%s", ctype(to), a);
+  return aprintf(em, "fa::convert<%s>(%s)", ctype(to), a);
+}
+
+static const char *zero_of(Emitter *em, DType dt) {
+  if (fa_dtype_is_float(dt))
+    return float_literal(em, dt, 0.0);
+  if (dt == DT_PTR)
+    return "nullptr";
+  return int_literal(em, dt, 0);
+}
+
+static void emit_load(Emitter *em, const IrOp *op) {
+  const IrValue *r = op->results[0];
+  const char *p = operand(em, op, 0);
+  const char *other = op->noperands > 2 ? operand(em, op, 2) : zero_of(em, r->type.dtype);
+  const char *ex = op->noperands > 1 ? aprintf(em, "(%s ? *%s : %s)", operand(em, op, 1), p, other)
+                                     : aprintf(em, "*%s", p);
+  emit_elementwise(em, r, ex);
+}
+
+/* store / atomic_add through pointers: only one of the threads holding
+ * copies of an element touches memory. */
+static void emit_store(Emitter *em, const IrOp *op) {
+  bool atomic = op->kind == IR_ATOMIC_ADD;
+  const IrValue *ptrs = op->operands[0];
+  if (!is_block(ptrs)) {
+    const char *p = operand(em, op, 0), *v = operand(em, op, 1);
+    const char *cond = op->noperands > 2 ? operand(em, op, 2) : NULL;
+    if (!atomic) {
+      /* every thread would store the same value; one is enough */
+      line(em, "if (threadIdx.x == 0%s%s)", cond ? " && " : "", cond ? cond : "");
+      line(em, "  *%s = %s;", p, v);
+      return;
+    }
+    const IrValue *r = op->results[0];
+    const char *t = elem_ctype(em, r->type);
+    line(em, "%s %s = %s;", t, info(em, r)->name, zero_of(em, r->type.dtype));
+    line(em, "{  // one thread adds; all see the previous value");
+    line(em, "  %s *fa_old = static_cast<%s *>(static_cast<void *>(fa_smem));", t, t);
+    line(em, "  if (threadIdx.x == 0)");
+    line(em, "    *fa_old = %s ? fa::atomic_add(%s, %s) : %s;", cond ? cond : "true", p, v,
+         zero_of(em, r->type.dtype));
+    line(em, "  __syncthreads();");
+    line(em, "  %s = *fa_old;", info(em, r)->name);
+    line(em, "  __syncthreads();");
+    line(em, "}");
+    note_scratch(em, 16);
+    return;
+  }
+  const FaLayout *l = atomic ? op->results[0]->layout : op->aux;
+  if (!l) {
+    fail(em, op->loc, "internal compiler error: store without a layout");
+    return;
+  }
+  const char *p = operand(em, op, 0), *v = operand(em, op, 1);
+  const char *cond = op->noperands > 2 ? operand(em, op, 2) : NULL;
+  bool dups = fa_layout_lane_dups(l) || fa_layout_warp_dups(l);
+  const char *ln = layout_name(em, l);
+  if (atomic) {
+    const IrValue *r = op->results[0];
+    declare_block(em, r, NULL);
+    if (dups) {
+      /* only the owner adds; the copies would see 0 as the previous value */
+      fail(em, op->loc, "atomic_add on a block with copies in several threads (%d elements for %d threads) is "
+           "not supported by the CUDA backend yet; use a block of at least as many elements as threads",
+           (int)fa_type_numel(r->type), 32 * em->plan.warps);
+      return;
+    }
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(l));
+    line(em, "  %s[fa_e] = %s%s%s fa::atomic_add(%s, %s)%s;", info(em, r)->name, cond ? "(" : "", cond ? cond : "",
+         cond ? ") ?" : "", p, v, cond ? aprintf(em, " : %s", zero_of(em, r->type.dtype)) : "");
+    return;
+  }
+  if (dups)
+    line(em, "if (%s::owner(fa_lane, fa_warp))", ln);
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(l));
+  if (cond)
+    line(em, "  if (%s) *%s = %s;", cond, p, v);
+  else
+    line(em, "  *%s = %s;", p, v);
+}
+
+static void emit_make_block_ptr(Emitter *em, const IrOp *op) {
+  const IrValue *r = op->results[0];
+  int rank = r->type.rank;
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_sb_printf(&sb, "%s, {", value_ref(em, op->operands[0]));
+  for (int d = 0; d < rank; d++)
+    fa_sb_printf(&sb, "%s(long long)%s", d ? ", " : "", value_ref(em, op->operands[1 + d]));
+  fa_sb_puts(&sb, "}, {");
+  for (int d = 0; d < rank; d++)
+    fa_sb_printf(&sb, "%s(long long)%s", d ? ", " : "", value_ref(em, op->operands[1 + rank + d]));
+  fa_sb_puts(&sb, "}, {");
+  for (int d = 0; d < rank; d++)
+    fa_sb_printf(&sb, "%s(int)%s", d ? ", " : "", value_ref(em, op->operands[1 + 2 * rank + d]));
+  fa_sb_puts(&sb, "}");
+  line(em, "const %s %s = {%s};", elem_ctype(em, r->type), info(em, r)->name, sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+}
+
+static void emit_advance(Emitter *em, const IrOp *op) {
+  const IrValue *r = op->results[0];
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (int d = 0; d < r->type.rank; d++)
+    fa_sb_printf(&sb, "%s(int)%s", d ? ", " : "", value_ref(em, op->operands[1 + d]));
+  line(em, "const %s %s = fa::advance(%s, {%s});", elem_ctype(em, r->type), info(em, r)->name,
+       value_ref(em, op->operands[0]), sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+}
+
+static const char *pad_value(Emitter *em, DType dt, IrPadding pad) {
+  if (pad == PAD_NAN && fa_dtype_is_float(dt))
+    return float_literal(em, dt, NAN);
+  return zero_of(em, dt);
+}
+
+static void emit_load_block(Emitter *em, const IrOp *op) {
+  const IrValue *r = op->results[0];
+  const FaLayout *l = r->layout;
+  int v = block_vector_width(em, op->operands[0], l, op->boundary);
+  declare_block(em, r, aprintf(em, "%s, %d-element accesses", layout_name(em, l), v));
+  line(em, "fa::load_block<%s, %d, 0x%xu>(%s, %s, %s, %s);", layout_name(em, l), v, op->boundary, info(em, r)->name,
+       value_ref(em, op->operands[0]), thread_offset(em, l), pad_value(em, r->type.dtype, op->padding));
+}
+
+static void emit_store_block(Emitter *em, const IrOp *op) {
+  const FaLayout *l = op->aux;
+  const char *arr = array_in(em, op->operands[1], l);
+  int v = block_vector_width(em, op->operands[0], l, op->boundary);
+  line(em, "fa::store_block<%s, %d, 0x%xu>(%s, %s, %s, %s::owner(fa_lane, fa_warp));", layout_name(em, l), v,
+       op->boundary, value_ref(em, op->operands[0]), arr, thread_offset(em, l), layout_name(em, l));
+}
+
+/* Register-bit lists for fa::Bits<>. */
+static const char *bits_list(Emitter *em, const int *v, int n) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (int i = 0; i < n; i++)
+    fa_sb_printf(&sb, "%s%d", i ? ", " : "", v[i]);
+  const char *s = aprintf(em, "fa::Bits<%s>", sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  return s;
+}
+
+static void emit_reduce(Emitter *em, const IrOp *op) {
+  const IrValue *x = op->operands[0], *r = op->results[0];
+  const FaLayout *src = need_of(em, op, 0);
+  DType dt = x->type.dtype;
+  if (dt == DT_I1 || dt == DT_PTR) {
+    fail(em, op->loc, "the CUDA backend cannot reduce %s values", fa_dtype_name(dt));
+    return;
+  }
+  int first, count;
+  fa_layout_dim_bits(src, op->axis, &first, &count);
+  int keep[FA_LAYOUT_MAX_BITS], red[FA_LAYOUT_MAX_BITS], nk = 0, nr = 0;
+  for (int i = 0; i < src->nreg; i++) {
+    if (src->reg[i] >= first && src->reg[i] < first + count)
+      red[nr++] = i;
+    else
+      keep[nk++] = i;
+  }
+  int lane_mask = 0, warp_mask = 0;
+  for (int i = 0; i < FA_LAYOUT_LANE_BITS; i++)
+    if (src->lane[i] >= first && src->lane[i] < first + count)
+      lane_mask |= 1 << i;
+  for (int i = 0; i < src->nwarp; i++)
+    if (src->warp[i] >= first && src->warp[i] < first + count)
+      warp_mask |= 1 << i;
+  /* f16 / bf16 accumulate in f32, like the interpreter */
+  bool widen = dt == DT_F16 || dt == DT_BF16;
+  const char *acc_t = widen ? "float" : ctype(dt);
+  const char *in = array_in(em, x, src);
+  if (widen) {
+    const char *w = fresh_tmp(em, "wide");
+    line(em, "float %s[%d];", w, nregs(src));
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(src));
+    line(em, "  %s[fa_e] = fa::to_f32(%s[fa_e]);", w, in);
+    in = w;
+  }
+  int nd = 1 << nk;
+  const char *opname = op->sub == RED_SUM ? "fa::OpSum" : op->sub == RED_MAX ? "fa::OpMax" : "fa::OpMin";
+  const char *dst = (is_block(r) && !widen) ? info(em, r)->name : fresh_tmp(em, "red");
+  if (is_block(r) && !widen)
+    declare_block(em, r, layout_name(em, r->layout));
+  else
+    line(em, "%s %s[%d];", acc_t, dst, nd);
+  line(em, "fa::reduce<%s, %s, %s, 0x%x, 0x%x>(%s, %s, fa_lane, fa_warp, fa_smem);", opname,
+       bits_list(em, keep, nk), bits_list(em, red, nr), (unsigned)lane_mask, (unsigned)warp_mask, dst, in);
+  if (warp_mask) {
+    int size = widen ? 4 : fa_dtype_size(dt);
+    note_scratch(em, (size_t)em->plan.warps * 32u * (size_t)nd * (size_t)size);
+  }
+  if (is_block(r)) {
+    if (widen) {
+      declare_block(em, r, layout_name(em, r->layout));
+      line(em, "#pragma unroll");
+      line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(r->layout));
+      line(em, "  %s[fa_e] = fa::convert<%s>(%s[fa_e]);", info(em, r)->name, ctype(dt), dst);
+    }
+    if (r->layout && nregs(r->layout) != nd)
+      fail(em, op->loc, "internal compiler error: reduction result has %d registers, its layout %d", nd,
+           nregs(r->layout));
+  } else {
+    line(em, "const %s %s = %s;", ctype(dt), info(em, r)->name,
+         widen ? aprintf(em, "fa::convert<%s>(%s[0])", ctype(dt), dst) : aprintf(em, "%s[0]", dst));
+  }
+}
+
+static void emit_dot(Emitter *em, const IrOp *op) {
+  const FaDotPlan *dp = op->aux;
+  const IrValue *a = op->operands[0], *b = op->operands[1], *r = op->results[0];
+  const FaLayout *lc = dp->acc;
+  DType in = a->type.dtype, out = r->type.dtype;
+  int M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
+  DType acc_dt;
+  if (dp->kind == FA_DOT_MMA)
+    acc_dt = DT_F32;
+  else if (in == DT_F64)
+    acc_dt = DT_F64;
+  else if (fa_dtype_is_float(in))
+    acc_dt = DT_F32;
+  else if (in == DT_I64)
+    acc_dt = DT_I64;
+  else
+    acc_dt = DT_I32;
+  const char *acc_t = ctype(acc_dt);
+  bool direct = acc_dt == out;
+  const char *c = direct ? info(em, r)->name : fresh_tmp(em, "acc");
+  if (direct)
+    declare_block(em, r, layout_name(em, lc));
+  else
+    line(em, "%s %s[%d];", acc_t, c, nregs(lc));
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(lc));
+  if (op->noperands > 2)
+    line(em, "  %s[fa_e] = %s;", c, cast_expr(em, acc_dt, op->operands[2]->type.dtype, operand(em, op, 2)));
+  else
+    line(em, "  %s[fa_e] = %s;", c, zero_of(em, acc_dt));
+  const FaLayout *la = need_of(em, op, 0), *lb = need_of(em, op, 1);
+  const char *aa = array_in(em, a, la), *bb = array_in(em, b, lb);
+  if (in == DT_F32 && op->sub == DOT_TF32) {
+    /* tf32: operands rounded to 10 mantissa bits first, as the interpreter does */
+    const char *ta = fresh_tmp(em, "tf32a"), *tb = fresh_tmp(em, "tf32b");
+    line(em, "float %s[%d], %s[%d];", ta, nregs(la), tb, nregs(lb));
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e) %s[fa_e] = fa::round_tf32(%s[fa_e]);", nregs(la), ta, aa);
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e) %s[fa_e] = fa::round_tf32(%s[fa_e]);", nregs(lb), tb, bb);
+    aa = ta;
+    bb = tb;
+  }
+  if (dp->kind == FA_DOT_MMA) {
+    int mt = M / (16 * dp->wm), nt = N / (8 * dp->wn), kt = K / 16;
+    line(em, "fa::mma<%d, %d, %d>(%s, %s, %s);  // per warp: %d x %d tiles of 16x8, %d steps of k16", mt, nt, kt, c,
+         aa, bb, mt, nt, kt);
+  } else {
+    line(em, "fa::dot_fma<%s, %s, %s, %d, %d, %d>(%s, %s, %s, fa_lane, fa_warp, fa_smem);", layout_name(em, la),
+         layout_name(em, lb), layout_name(em, lc), M, N, K, c, aa, bb);
+    int size = fa_dtype_size(in);
+    note_scratch(em, (size_t)(M * K + K * N) * (size_t)size);
+  }
+  if (!direct) {
+    declare_block(em, r, layout_name(em, lc));
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(lc));
+    line(em, "  %s[fa_e] = %s;", info(em, r)->name, cast_expr(em, out, acc_dt, aprintf(em, "%s[fa_e]", c)));
+  }
+}
+
+/* broadcast, expand_dims, reshape, trans of stored values. */
+static void emit_reshape_like(Emitter *em, const IrOp *op) {
+  const IrValue *x = op->operands[0], *r = op->results[0];
+  const FaLayout *need = need_of(em, op, 0);
+  const char *src = array_in(em, x, need);
+  if (op->kind != IR_BROADCAST || fa_type_numel(x->type) == fa_type_numel(r->type)) {
+    /* the same registers under another shape */
+    line(em, "%s (&%s)[%d] = %s;  // %s", elem_ctype(em, r->type), info(em, r)->name, nregs(r->layout), src,
+         layout_name(em, r->layout));
+    return;
+  }
+  /* broadcast: register bit i of the result is register bit map[i] of the
+   * operand, or none for the stretched dimensions */
+  const FaLayout *l = r->layout;
+  unsigned stretched = 0;
+  for (int d = 0; d < r->type.rank; d++)
+    if (x->type.shape[d] != r->type.shape[d]) {
+      int first, count;
+      fa_layout_dim_bits(l, d, &first, &count);
+      for (int j = 0; j < count; j++)
+        stretched |= 1u << (first + j);
+    }
+  int map[FA_LAYOUT_MAX_BITS], n = 0;
+  for (int i = 0; i < l->nreg; i++)
+    map[i] = (stretched & (1u << l->reg[i])) ? -1 : n++;
+  declare_block(em, r, layout_name(em, l));
+  line(em, "fa::regmap<%s>(%s, %s);  // broadcast", bits_list(em, map, l->nreg), info(em, r)->name, src);
+}
+
+static void emit_assert(Emitter *em, const IrOp *op) {
+  const char *msg = op->str ? op->str : "device assertion failed";
+  StrBuf esc;
+  fa_sb_init(&esc);
+  for (const char *p = msg; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fa_sb_putc(&esc, '\\');
+    if ((unsigned char)*p < 0x20)
+      fa_sb_putc(&esc, ' ');
+    else
+      fa_sb_putc(&esc, *p);
+  }
+  const char *file = op->loc.src && op->loc.src->name ? op->loc.src->name : "<string>";
+  StrBuf fesc;
+  fa_sb_init(&fesc);
+  for (const char *p = file; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fa_sb_putc(&fesc, '\\');
+    fa_sb_putc(&fesc, (unsigned char)*p < 0x20 ? ' ' : *p);
+  }
+  const char *call = aprintf(em, "fa::assert_fail(\"%s\", \"%s\", %d, \"%s\")", esc.data ? esc.data : "",
+                             fesc.data ? fesc.data : "", op->loc.line, em->fn->name ? em->fn->name : "kernel");
+  fa_sb_free(&esc);
+  fa_sb_free(&fesc);
+  if (!is_block(op->operands[0])) {
+    line(em, "if (!(%s)) %s;", value_ref(em, op->operands[0]), call);
+    return;
+  }
+  const FaLayout *l = op->aux;
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(l));
+  line(em, "  if (!(%s)) %s;", operand(em, op, 0), call);
+}
+
+/* Declares the variable of a loop-carried value or an if result. */
+static void declare_var(Emitter *em, const IrValue *v, const char *name) {
+  if (is_block(v))
+    line(em, "%s %s[%d];  // %s", elem_ctype(em, v->type), name, nregs(v->layout), layout_name(em, v->layout));
+  else
+    line(em, "%s %s;", elem_ctype(em, v->type), name);
+}
+
+/* dst = value (in dst's layout). */
+static void assign_var(Emitter *em, const char *dst, const IrValue *dstv, const IrOp *user, int i) {
+  const IrValue *x = user->operands[i];
+  if (is_block(dstv)) {
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(dstv->layout));
+    line(em, "  %s[fa_e] = %s;", dst, operand(em, user, i));
+  } else {
+    line(em, "%s = %s;", dst, value_ref(em, x));
+  }
+}
+
+static void emit_for(Emitter *em, const IrOp *op) {
+  IrRegion *body = op->regions[0];
+  int n = op->nresults;
+  /* loop-carried variables: named after the iteration values */
+  for (int i = 0; i < n; i++) {
+    IrValue *arg = body->args[1 + i];
+    const char *name = fresh_name(em, arg->name ? arg->name : op->results[i]->name);
+    info(em, arg)->name = name;
+    info(em, op->results[i])->name = name;
+    declare_var(em, arg, name);
+    assign_var(em, name, arg, op, 3 + i);
+  }
+  IrValue *iv = body->args[0];
+  const char *ivn = fresh_name(em, iv->name ? iv->name : "iv");
+  info(em, iv)->name = ivn;
+  line(em, "for (%s %s = %s; %s < %s; %s += %s) {", ctype(iv->type.dtype), ivn, value_ref(em, op->operands[0]), ivn,
+       value_ref(em, op->operands[1]), ivn, value_ref(em, op->operands[2]));
+  em->indent++;
+  for (int i = 0; i < n; i++)
+    emit_conversions(em, body->args[1 + i]);
+  emit_region(em, body);
+  /* the yield: through temporaries when an update reads another carried value */
+  const IrOp *y = body->last;
+  if (y && y->kind == IR_YIELD && y->noperands == n) {
+    bool swap = false;
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n; j++)
+        if (i != j && y->operands[i] == body->args[1 + j])
+          swap = true;
+    const char **tmp = fa_arena_alloc(&em->fc->arena, (size_t)(n + 1) * sizeof *tmp);
+    if (!tmp) {
+      em->ok = false;
+      return;
+    }
+    for (int i = 0; i < n; i++) {
+      IrValue *arg = body->args[1 + i];
+      if (y->operands[i] == arg && !fa_value_is_virtual(&em->plan, arg)) {
+        tmp[i] = NULL;
+        continue;
+      }
+      if (swap) {
+        tmp[i] = fresh_tmp(em, "next");
+        declare_var(em, arg, tmp[i]);
+        assign_var(em, tmp[i], arg, y, i);
+      } else {
+        assign_var(em, info(em, arg)->name, arg, y, i);
+        tmp[i] = NULL;
+      }
+    }
+    if (swap)
+      for (int i = 0; i < n; i++)
+        if (tmp[i]) {
+          IrValue *arg = body->args[1 + i];
+          if (is_block(arg)) {
+            line(em, "#pragma unroll");
+            line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(arg->layout));
+            line(em, "  %s[fa_e] = %s[fa_e];", info(em, arg)->name, tmp[i]);
+          } else {
+            line(em, "%s = %s;", info(em, arg)->name, tmp[i]);
+          }
+        }
+  }
+  em->indent--;
+  line(em, "}");
+  for (int i = 0; i < n; i++)
+    emit_conversions(em, op->results[i]);
+}
+
+static void emit_if(Emitter *em, const IrOp *op) {
+  for (int i = 0; i < op->nresults; i++) {
+    const char *name = fresh_name(em, op->results[i]->name);
+    info(em, op->results[i])->name = name;
+    declare_var(em, op->results[i], name);
+  }
+  line(em, "if (%s) {", value_ref(em, op->operands[0]));
+  for (int r = 0; r < op->nregions; r++) {
+    if (r == 1)
+      line(em, "} else {");
+    em->indent++;
+    const IrRegion *reg = op->regions[r];
+    emit_region(em, reg);
+    const IrOp *y = reg->last;
+    if (y && y->kind == IR_YIELD)
+      for (int i = 0; i < y->noperands && i < op->nresults; i++)
+        assign_var(em, info(em, op->results[i])->name, op->results[i], y, i);
+    em->indent--;
+  }
+  line(em, "}");
+  for (int i = 0; i < op->nresults; i++)
+    emit_conversions(em, op->results[i]);
+}
+
+static void emit_op(Emitter *em, const IrOp *op) {
+  if (op->kind == IR_YIELD || op->kind == IR_RETURN)
+    return;
+  /* values computed at their uses need no code here */
+  if (op->nresults == 1 && is_block(op->results[0]) && fa_value_is_virtual(&em->plan, op->results[0]))
+    return;
+  if (op->kind == IR_CONST)
+    return;
+  source_comment(em, op->loc);
+  const IrValue *r = op->nresults > 0 ? op->results[0] : NULL;
+  if (r && op->kind != IR_FOR && op->kind != IR_IF) {
+    for (int i = 0; i < op->nresults; i++)
+      info(em, op->results[i])->name = fresh_name(em, op->results[i]->name);
+  }
+  switch (op->kind) {
+  case IR_PROGRAM_ID:
+  case IR_NUM_PROGRAMS: {
+    static const char axes[] = "xyz";
+    int axis = op->axis >= 0 && op->axis < 3 ? op->axis : 0;
+    line(em, "const %s %s = (%s)%s.%c;", ctype(r->type.dtype), info(em, r)->name, ctype(r->type.dtype),
+         op->kind == IR_PROGRAM_ID ? "blockIdx" : "gridDim", axes[axis]);
+    break;
+  }
+  case IR_ARANGE:
+  case IR_SPLAT:
+    break; /* virtual */
+  case IR_BROADCAST:
+  case IR_EXPAND_DIMS:
+  case IR_RESHAPE:
+  case IR_TRANS:
+    if (is_block(r))
+      emit_reshape_like(em, op);
+    else
+      line(em, "%s = %s;", const_decl(em, r), operand(em, op, 0));
+    break;
+  case IR_CAST:
+    emit_elementwise(em, r, cast_expr(em, r->type.dtype, op->operands[0]->type.dtype, operand(em, op, 0)));
+    break;
+  case IR_UNARY: emit_elementwise(em, r, unary_expr(em, op, operand(em, op, 0))); break;
+  case IR_BINARY: emit_elementwise(em, r, binary_expr(em, op, operand(em, op, 0), operand(em, op, 1))); break;
+  case IR_CMP:
+    emit_elementwise(em, r, aprintf(em, "(%s %s %s)", operand(em, op, 0), cmp_sym(op->sub), operand(em, op, 1)));
+    break;
+  case IR_SELECT:
+    emit_elementwise(em, r,
+                     aprintf(em, "(%s ? %s : %s)", operand(em, op, 0), operand(em, op, 1), operand(em, op, 2)));
+    break;
+  case IR_PTR_ADD:
+    emit_elementwise(em, r, aprintf(em, "(%s + %s)", operand(em, op, 0), operand(em, op, 1)));
+    break;
+  case IR_REDUCE: emit_reduce(em, op); break;
+  case IR_DOT: emit_dot(em, op); break;
+  case IR_LOAD: emit_load(em, op); break;
+  case IR_STORE:
+  case IR_ATOMIC_ADD: emit_store(em, op); break;
+  case IR_MAKE_BLOCK_PTR: emit_make_block_ptr(em, op); break;
+  case IR_ADVANCE: emit_advance(em, op); break;
+  case IR_LOAD_BLOCK: emit_load_block(em, op); break;
+  case IR_STORE_BLOCK: emit_store_block(em, op); break;
+  case IR_FOR: emit_for(em, op); return;
+  case IR_IF: emit_if(em, op); return;
+  case IR_ASSERT: emit_assert(em, op); break;
+  default: fail(em, op->loc, "the CUDA backend does not support '%s' yet", fa_ir_op_name(op->kind)); return;
+  }
+  for (int i = 0; i < op->nresults; i++)
+    emit_conversions(em, op->results[i]);
+}
+
+static void emit_region(Emitter *em, const IrRegion *r) {
+  for (const IrOp *op = r->first; op && em->ok; op = op->next)
+    emit_op(em, op);
+}
+
+/* Divisibility of every integer scalar, in program order, before emitting:
+ * a load in a loop needs what the end of the loop body adds to its pointer. */
+static void analyse_divisibility(Emitter *em, const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    analyse_div_op(em, op);
+    if (op->kind == IR_FOR && op->nregions == 1 && op->regions[0]->nargs > 0)
+      info(em, op->regions[0]->args[0])->div_log2 = min_i(div_of(em, op->operands[0]), div_of(em, op->operands[2]));
+    for (int i = 0; i < op->nregions; i++)
+      analyse_divisibility(em, op->regions[i]);
+  }
+}
+
+/* ---- the kernel ----------------------------------------------------------------------------------------- */
+
+static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
+  char arch[32];
+  fa_cuda_target_name(em->target, arch, sizeof arch);
+  const char *file = em->fn->loc.src && em->fn->loc.src->name ? em->fn->loc.src->name : "<string>";
+  fa_sb_printf(out, "// %s: kernel '%s' for %s, %d warps (%d threads), %d stages.\n", file,
+               em->fn->name ? em->fn->name : "?", arch, em->plan.warps, kout->threads, em->k->stages);
+  fa_sb_puts(out, "// Generated by fadsl " PACKAGE_VERSION " from the kernel's specialised tile IR.\n");
+  fa_sb_printf(out, "// Dynamic shared memory: %zu bytes.\n", kout->shared_bytes);
+  fa_sb_puts(out, "#include \"fadsl_device.cuh\"\n\n");
+  bool any = false;
+  for (int i = 0; i < em->plan.layouts.len; i++) {
+    const FaLayout *l = em->plan.layouts.items[i];
+    if (!em->layout_used[l->id])
+      continue;
+    if (!any)
+      fa_sb_puts(out, "// Layouts: bit i of (register index, lane, warp) selects that bit of the row-major\n"
+                      "// flat element index (-1: threads differing in that bit hold copies).\n");
+    any = true;
+    fa_sb_puts(out, "// ");
+    fa_layout_describe(l, out);
+    fa_sb_printf(out, "\nusing fa_L%d = ", l->id);
+    fa_layout_print_type(l, out);
+    fa_sb_puts(out, ";\n");
+  }
+  if (any)
+    fa_sb_putc(out, '\n');
+  fa_sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", kout->threads, kout->entry);
+  for (int i = 0; i < em->fn->nparams; i++) {
+    const IrValue *v = em->fn->params[i].value;
+    fa_sb_printf(out, "%s%s%s%s", i ? ", " : "", elem_ctype(em, v->type), v->type.dtype == DT_PTR ? "" : " ",
+                 info(em, v)->name);
+  }
+  fa_sb_puts(out, ") {\n");
+  fa_sb_puts(out, "  extern __shared__ __attribute__((aligned(16))) unsigned char fa_smem[];\n");
+  fa_sb_puts(out, "  const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
+  for (int i = 0; i < em->plan.layouts.len; i++) {
+    const FaLayout *l = em->plan.layouts.items[i];
+    if (em->toff_used[l->id])
+      fa_sb_printf(out, "  const int fa_t%d = fa_L%d::thread_offset(fa_lane, fa_warp);\n", l->id, l->id);
+  }
+}
+
+bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCudaKernel *out) {
+  memset(out, 0, sizeof *out);
+  if (!k || !k->device) {
+    fa_error(&fc->diag, fa_noloc(), "internal compiler error: no kernel to emit");
+    return false;
+  }
+  if (target.sm < 80) {
+    fa_error(&fc->diag, k->device->loc, "the CUDA backend needs sm_80 or newer (got sm_%d)", target.sm);
+    return false;
+  }
+  Emitter em;
+  memset(&em, 0, sizeof em);
+  em.fc = fc;
+  em.k = k;
+  em.fn = k->device;
+  em.target = target;
+  em.ok = true;
+  fa_sb_init(&em.body);
+  em.indent = 1;
+  int errors_before = fc->diag.errors;
+  if (!fa_assign_layouts(fc, k, &em.plan)) {
+    fa_layout_plan_free(&em.plan);
+    fa_sb_free(&em.body);
+    return false;
+  }
+  em.nvalues = em.fn->next_value_id;
+  em.vi = calloc((size_t)(em.nvalues > 0 ? em.nvalues : 1), sizeof *em.vi);
+  if (!em.vi) {
+    fa_error(&fc->diag, em.fn->loc, "out of memory in the CUDA emitter");
+    fa_layout_plan_free(&em.plan);
+    fa_sb_free(&em.body);
+    return false;
+  }
+  /* parameters */
+  for (int i = 0; i < em.fn->nparams; i++) {
+    const IrValue *v = em.fn->params[i].value;
+    ValInfo *vi = info(&em, v);
+    vi->name = fresh_name(&em, em.fn->params[i].name ? em.fn->params[i].name : v->name);
+    if (v->type.dtype == DT_PTR) {
+      int size = fa_dtype_size(v->type.pointee), d = 0;
+      while (size > 0 && (size << (d + 1)) <= 16)
+        d++;
+      vi->div_log2 = d;
+    }
+  }
+  analyse_divisibility(&em, em.fn->body);
+  collect_conversions(&em, em.fn->body);
+  /* layout ids may grow while emitting (operand needs are interned lazily) */
+  em.nlayouts_alloc = em.plan.layouts.len + 256;
+  em.layout_used = calloc((size_t)em.nlayouts_alloc, 1);
+  em.toff_used = calloc((size_t)em.nlayouts_alloc, 1);
+  if (!em.layout_used || !em.toff_used)
+    em.ok = false;
+  if (em.ok)
+    emit_region(&em, em.fn->body);
+  if (em.ok && em.plan.layouts.len > em.nlayouts_alloc) {
+    fa_error(&fc->diag, em.fn->loc, "internal compiler error: too many layouts");
+    em.ok = false;
+  }
+  bool ok = em.ok && fc->diag.errors == errors_before;
+  if (ok) {
+    out->entry = fresh_name(&em, em.fn->name ? em.fn->name : "kernel");
+    out->threads = 32 * em.plan.warps;
+    out->shared_bytes = (em.scratch_bytes + 15) & ~(size_t)15;
+    out->nargs = em.fn->nparams;
+    out->args = fa_arena_alloc(&fc->arena, (size_t)(out->nargs > 0 ? out->nargs : 1) * sizeof *out->args);
+    if (!out->args)
+      ok = false;
+    for (int i = 0; ok && i < out->nargs; i++) {
+      const IrValue *v = em.fn->params[i].value;
+      out->args[i].kind = v->type.dtype == DT_PTR ? CUDA_ARG_POINTER : CUDA_ARG_SCALAR;
+      out->args[i].param = i;
+      out->args[i].dtype = v->type.dtype == DT_PTR ? v->type.pointee : v->type.dtype;
+    }
+  }
+  if (ok) {
+    StrBuf src;
+    fa_sb_init(&src);
+    emit_prologue(&em, &src, out);
+    fa_sb_puts(&src, em.body.data ? em.body.data : "");
+    fa_sb_puts(&src, "}\n");
+    out->source = fa_arena_strdup(&fc->arena, src.data ? src.data : "");
+    fa_sb_free(&src);
+    if (!out->source)
+      ok = false;
+  }
+  if (!ok && fc->diag.errors == errors_before)
+    fa_error(&fc->diag, em.fn->loc, "internal compiler error: CUDA emission of '%s' failed",
+             em.fn->name ? em.fn->name : "?");
+  fa_ptrvec_free(&em.names);
+  fa_sb_free(&em.body);
+  free(em.vi);
+  free(em.layout_used);
+  free(em.toff_used);
+  fa_layout_plan_free(&em.plan);
+  if (!ok)
+    memset(out, 0, sizeof *out);
+  return ok;
+}

@@ -1,0 +1,25 @@
+/* fadslc_cuda.h - fadslc's --emit=cuda|ptx|cubin (fadslc_cuda.c): specialise
+ * a kernel, emit its CUDA C++, and compile that with NVRTC through the
+ * runtime's wrapper. */
+#ifndef FADSL_FADSLC_CUDA_H
+#define FADSL_FADSLC_CUDA_H
+
+#include <stdio.h>
+
+#include "ast.h"
+#include "sema.h"
+
+typedef struct FaCompileRequest {
+  const char *kernel;         /* --kernel NAME */
+  const FaBinding *defines;   /* -D NAME=VALUE, parsed */
+  int ndefines;
+  int warps, stages;          /* 0: the kernel's default configuration */
+  const char *arch;           /* --arch; NULL: sm_80 */
+  const char *what;           /* "cuda", "ptx" or "cubin" */
+} FaCompileRequest;
+
+/* Writes the requested output to `out`.  Returns false after reporting
+ * errors through fc->diag. */
+bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileRequest *req, FILE *out);
+
+#endif

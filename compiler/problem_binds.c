@@ -1,0 +1,133 @@
+/* problem_binds.c - constexpr values for a stand-alone compile (see
+ * problem_binds.h). */
+#include "problem_binds.h"
+
+#include <string.h>
+
+static int find_binding(const FaBinding *b, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (b[i].name && !strcmp(b[i].name, name))
+      return i;
+  return -1;
+}
+
+static const FaParamInfo *find_constexpr(const FaKernelInfo *k, const char *name) {
+  for (int i = 0; i < k->nparams; i++)
+    if (k->params[i].kind == PARAM_CONSTEXPR && !strcmp(k->params[i].name, name))
+      return &k->params[i];
+  return NULL;
+}
+
+static bool is_problem_size(const FaProgram *p, const char *name) {
+  for (int i = 0; i < p->nproblems; i++)
+    if (find_binding(p->problems[i]->sizes, p->problems[i]->nsizes, name) >= 0)
+      return true;
+  return false;
+}
+
+/* Evaluates without reporting: a problem's local assignments may be buffer
+ * allocations, which are not compile-time values. */
+static bool eval_quietly(FaCompiler *fc, const FaProgram *p, const Node *e, const FaBinding *b, int n,
+                         FaConst *out) {
+  Diag saved = fc->diag;
+  fa_diag_init(&fc->diag, NULL);
+  bool ok = fa_eval_const(fc, p, e, b, n, out) && fc->diag.errors == 0;
+  fa_diag_free(&fc->diag);
+  fc->diag = saved;
+  return ok;
+}
+
+/* The call of kernel k in a problem's body, or NULL. */
+static const Node *find_launch(const Node *fn, const char *kernel) {
+  for (int i = 0; i < fn->body.len; i++) {
+    const Node *s = fn->body.items[i];
+    if (s->kind == N_EXPR_STMT && s->lhs && s->lhs->kind == N_CALL && s->lhs->lhs &&
+        s->lhs->lhs->kind == N_NAME && !strcmp(s->lhs->lhs->name, kernel))
+      return s->lhs;
+  }
+  return NULL;
+}
+
+int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k,
+                                   const FaBinding *given, int ngiven, FaBinding **out,
+                                   FaLaunchConfig *config) {
+  int cap = k->nparams + ngiven + 8;
+  FaBinding *b = fa_arena_alloc(&fc->arena, (size_t)cap * sizeof *b);
+  /* problem sizes and locals, for evaluating the launch's arguments */
+  int scap = 256;
+  FaBinding *env = fa_arena_alloc(&fc->arena, (size_t)scap * sizeof *env);
+  if (!b || !env) {
+    fa_error(&fc->diag, fa_noloc(), "out of memory");
+    return -1;
+  }
+  int n = 0;
+  for (int i = 0; i < ngiven; i++) {
+    if (find_constexpr(k, given[i].name)) {
+      if (find_binding(b, n, given[i].name) < 0)
+        b[n++] = given[i];
+    } else if (!is_problem_size(p, given[i].name)) {
+      fa_error(&fc->diag, fa_noloc(), "-D %s: kernel '%s' has no constexpr parameter '%s' (and no problem size "
+               "has that name)", given[i].name, k->name, given[i].name);
+      return -1;
+    }
+  }
+  /* the default configuration */
+  FaBinding *defaults = NULL;
+  FaLaunchConfig dcfg = {4, 2};
+  int nd = fa_kernel_default_bindings(fc, k, &defaults, &dcfg);
+  for (int i = 0; i < nd; i++)
+    if (find_binding(b, n, defaults[i].name) < 0 && find_constexpr(k, defaults[i].name) && n < cap)
+      b[n++] = defaults[i];
+  if (config->warps <= 0)
+    config->warps = dcfg.warps > 0 ? dcfg.warps : 4;
+  if (config->stages <= 0)
+    config->stages = dcfg.stages > 0 ? dcfg.stages : 2;
+  /* what a problem description passes */
+  for (int pi = 0; pi < p->nproblems; pi++) {
+    const FaProblemInfo *pr = p->problems[pi];
+    const Node *call = find_launch(pr->fn, k->name);
+    if (!call)
+      continue;
+    int ne = 0;
+    for (int i = 0; i < pr->nsizes && ne < scap; i++) {
+      int g = find_binding(given, ngiven, pr->sizes[i].name);
+      env[ne++] = g >= 0 ? given[g] : pr->sizes[i];
+    }
+    for (int i = 0; i < pr->fn->body.len; i++) {
+      const Node *s = pr->fn->body.items[i];
+      if (s->kind != N_ASSIGN || !s->rhs || s->args.len != 1 || s->args.items[0]->kind != N_NAME || ne >= scap)
+        continue;
+      FaConst v;
+      if (eval_quietly(fc, p, s->rhs, env, ne, &v)) {
+        env[ne].name = s->args.items[0]->name;
+        env[ne].value = v;
+        ne++;
+      }
+    }
+    for (int i = 0; i < call->kwargs.len; i++) {
+      const Node *kw = call->kwargs.items[i];
+      if (!kw->name || !find_constexpr(k, kw->name) || find_binding(b, n, kw->name) >= 0 || n >= cap)
+        continue;
+      FaConst v;
+      if (!fa_eval_const(fc, p, kw->rhs, env, ne, &v))
+        return -1;
+      b[n].name = kw->name;
+      b[n].value = v;
+      n++;
+    }
+    for (int i = 0; i < call->args.len && i < k->nparams; i++) {
+      const FaParamInfo *pa = &k->params[i];
+      if (pa->kind != PARAM_CONSTEXPR || find_binding(b, n, pa->name) >= 0 || n >= cap)
+        continue;
+      FaConst v;
+      if (!fa_eval_const(fc, p, call->args.items[i], env, ne, &v))
+        return -1;
+      b[n].name = pa->name;
+      b[n].value = v;
+      n++;
+    }
+    break;
+  }
+  *out = b;
+  return n;
+}

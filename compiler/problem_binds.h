@@ -1,0 +1,20 @@
+/* problem_binds.h - the constexpr values of a kernel for a stand-alone
+ * compile (fadslc --emit=cuda|ptx|cubin, the NVRTC sweep test): those given
+ * on the command line, then the kernel's default configuration (the first
+ * value of each @autotune axis, the constexpr defaults), then what the file's
+ * problem description passes when it launches the kernel (evaluated with the
+ * problem's default sizes, which -D may override by name). */
+#ifndef FADSL_PROBLEM_BINDS_H
+#define FADSL_PROBLEM_BINDS_H
+
+#include "sema.h"
+
+/* `given`: -D values; names that are neither constexpr parameters of the
+ * kernel nor sizes of a problem description are errors.  *config is set from
+ * the default configuration where its fields are 0.  Stores the bindings
+ * (arena) and returns their number, or -1 after reporting errors. */
+int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k,
+                                   const FaBinding *given, int ngiven, FaBinding **out,
+                                   FaLaunchConfig *config);
+
+#endif
