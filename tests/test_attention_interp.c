@@ -1,0 +1,200 @@
+/* test_attention_interp.c - attention.fa's forward and backward kernels on
+ * the CPU interpreter against the float64 reference, on fresh random inputs
+ * every run.
+ *
+ * The seed is printed; FADSL_TEST_SEED=N reproduces a run.  Each case rounds
+ * random inputs to f16 or bf16, runs the kernels on outputs poisoned with
+ * NaN (so an element a kernel forgets to write fails), and compares
+ * ||out - ref|| / ||ref|| with the reference computed in float64 on the same
+ * rounded inputs.  NaN never passes.
+ *
+ * Sanitizer builds run a lighter subset by default (it says so, and which);
+ * FADSL_TEST_FULL=1 runs every case there too.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attention_ref.h"
+#include "attn_interp.h"
+#include "interp.h"
+
+#ifndef FADSL_ATTENTION_SRC
+#error "FADSL_ATTENTION_SRC must name attention.fa"
+#endif
+
+typedef struct Case {
+  int B, H, KVH, Nq, Nkv, D;
+  bool causal;
+  DType dtype;
+  int block_q, block_k;
+  bool light;       /* part of the sanitizer subset */
+} Case;
+
+/* N not a multiple of the block (1, 77, 200), Nq != Nkv, GQA 4:1, causal and
+ * not, D in {16, 32, 64, 128}, f16 and bf16; several tile shapes. */
+static const Case cases[] = {
+    {1, 2, 2, 1, 1, 16, false, DT_F16, 16, 16, true},
+    {1, 2, 2, 1, 1, 32, true, DT_BF16, 16, 16, false},
+    {2, 2, 2, 77, 77, 16, true, DT_F16, 32, 16, true},
+    {1, 4, 1, 77, 77, 32, false, DT_F16, 32, 32, false},
+    {1, 4, 1, 77, 77, 64, true, DT_BF16, 32, 16, true},
+    {1, 2, 1, 200, 200, 128, true, DT_F16, 32, 32, false},
+    {1, 1, 1, 200, 200, 128, false, DT_BF16, 32, 16, false},
+    {1, 2, 2, 77, 200, 64, false, DT_F16, 32, 32, true},
+    {1, 2, 2, 200, 33, 32, false, DT_BF16, 16, 16, false},
+    {2, 4, 1, 200, 200, 64, false, DT_F16, 32, 32, false},
+    {1, 2, 2, 128, 128, 16, true, DT_BF16, 32, 32, false},
+    {1, 1, 1, 200, 200, 32, true, DT_F16, 16, 16, false},
+    {1, 4, 2, 1, 77, 128, false, DT_F16, 32, 32, false},
+    {1, 4, 1, 77, 77, 128, true, DT_BF16, 32, 32, false},
+    {1, 8, 2, 200, 200, 16, true, DT_F16, 32, 16, false},
+    {2, 2, 1, 33, 150, 64, false, DT_BF16, 32, 32, false},
+};
+
+/* splitmix64 + Box-Muller: standard normal samples */
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+static double rng_normal(void) {
+  double u1 = ((double)(rng_next() >> 11) + 0.5) * 0x1p-53, u2 = (double)(rng_next() >> 11) * 0x1p-53;
+  return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+}
+
+/* n random values in dtype (16-bit patterns) and their exact values as doubles */
+static void random_array(DType dt, int64_t n, uint16_t **bits, double **vals) {
+  *bits = malloc((size_t)n * 2);
+  *vals = malloc((size_t)n * sizeof **vals);
+  for (int64_t i = 0; i < n; i++) {
+    fa_host_set(dt, *bits, i, rng_normal());
+    (*vals)[i] = fa_host_get(dt, *bits, i);
+  }
+}
+
+static double *to_double(DType dt, const void *data, int64_t n) {
+  double *d = malloc((size_t)n * sizeof *d);
+  for (int64_t i = 0; i < n; i++)
+    d[i] = fa_host_get(dt, data, i);
+  return d;
+}
+
+static void *poisoned(DType dt, int64_t n) {
+  void *p = malloc((size_t)n * (size_t)fa_dtype_size(dt));
+  for (int64_t i = 0; i < n; i++)
+    fa_host_set(dt, p, i, NAN);
+  return p;
+}
+
+static int failures;
+
+static void check(const char *what, double err, double bound) {
+  bool ok = err < bound;   /* false for NaN */
+  printf("    %-4s rel err %.3e  (bound %.0e)%s\n", what, err, bound, ok ? "" : "  FAIL");
+  if (!ok)
+    failures++;
+}
+
+static bool run_case(const Case *c, const char *program) {
+  FaAttnShape s = {c->B, c->H, c->KVH, c->Nq, c->Nkv, c->D, c->causal, 1.0 / sqrt((double)c->D)};
+  printf("B=%d H=%d KVH=%d Nq=%d Nkv=%d D=%d %s %s (BLOCK_Q=%d BLOCK_K=%d)\n", c->B, c->H, c->KVH, c->Nq, c->Nkv,
+         c->D, c->causal ? "causal" : "full", fa_dtype_name(c->dtype), c->block_q, c->block_k);
+  int64_t nq = (int64_t)c->B * c->H * c->Nq * c->D, nkv = (int64_t)c->B * c->KVH * c->Nkv * c->D;
+  int64_t rows = (int64_t)c->B * c->H * c->Nq;
+  uint16_t *q, *k, *v, *dO;
+  double *qd, *kd, *vd, *dOd;
+  random_array(c->dtype, nq, &q, &qd);
+  random_array(c->dtype, nkv, &k, &kd);
+  random_array(c->dtype, nkv, &v, &vd);
+  random_array(c->dtype, nq, &dO, &dOd);
+  void *o = poisoned(c->dtype, nq), *dq = poisoned(c->dtype, nq);
+  void *dk = poisoned(c->dtype, nkv), *dv = poisoned(c->dtype, nkv);
+  float *lse2 = poisoned(DT_F32, rows);
+
+  FaCompiler fc;
+  fa_compiler_init(&fc, stderr);
+  FaAttnRunner r;
+  bool ok = fa_attn_open(&r, &fc, program, c->block_q, c->block_k, 1);
+  ok = ok && fa_attn_forward(&r, &s, c->dtype, q, k, v, o, lse2);
+  ok = ok && fa_attn_backward(&r, &s, c->dtype, q, k, v, o, dO, lse2, dq, dk, dv);
+  if (!ok) {
+    printf("    FAIL: the kernels did not run\n");
+    failures++;
+  } else {
+    double *ro = malloc((size_t)nq * sizeof *ro), *rl = malloc((size_t)rows * sizeof *rl);
+    double *rdq = malloc((size_t)nq * sizeof *rdq), *rdk = malloc((size_t)nkv * sizeof *rdk);
+    double *rdv = malloc((size_t)nkv * sizeof *rdv);
+    fa_attn_ref_forward(&s, qd, kd, vd, ro, rl);
+    fa_attn_ref_backward(&s, qd, kd, vd, dOd, rdq, rdk, rdv);
+    bool bf = c->dtype == DT_BF16;
+    double *got = to_double(c->dtype, o, nq);
+    check("o", fa_rel_err(got, ro, nq), bf ? 1e-2 : 2e-3);
+    free(got);
+    got = to_double(DT_F32, lse2, rows);
+    for (int64_t i = 0; i < rows; i++)
+      got[i] *= M_LN2;
+    check("lse", fa_rel_err(got, rl, rows), 1e-4);
+    free(got);
+    got = to_double(c->dtype, dq, nq);
+    check("dq", fa_rel_err(got, rdq, nq), bf ? 3e-2 : 1e-2);
+    free(got);
+    got = to_double(c->dtype, dk, nkv);
+    check("dk", fa_rel_err(got, rdk, nkv), bf ? 3e-2 : 1e-2);
+    free(got);
+    got = to_double(c->dtype, dv, nkv);
+    check("dv", fa_rel_err(got, rdv, nkv), bf ? 3e-2 : 1e-2);
+    free(got);
+    free(ro);
+    free(rl);
+    free(rdq);
+    free(rdk);
+    free(rdv);
+  }
+  fa_compiler_free(&fc);
+  free(q), free(k), free(v), free(dO), free(qd), free(kd), free(vd), free(dOd);
+  free(o), free(dq), free(dk), free(dv), free(lse2);
+  return ok;
+}
+
+int main(void) {
+  const char *seed_env = getenv("FADSL_TEST_SEED");
+  uint64_t seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+  rng_state = seed;
+  printf("seed %llu (FADSL_TEST_SEED=%llu reproduces this run)\n", (unsigned long long)seed,
+         (unsigned long long)seed);
+  const char *program = fa_attn_find_program(NULL);
+  if (!program)
+    program = FADSL_ATTENTION_SRC;
+  printf("program %s\n", program);
+  bool light = false;
+#ifdef FADSL_LIGHT_DEFAULT
+  light = true;
+#endif
+  const char *full = getenv("FADSL_TEST_FULL");
+  if (full && *full && strcmp(full, "0"))
+    light = false;
+  const char *lt = getenv("FADSL_TEST_LIGHT");
+  if (lt && *lt && strcmp(lt, "0"))
+    light = true;
+  int n = FA_ARRAY_LEN(cases), run = 0;
+  if (light) {
+    int m = 0;
+    for (int i = 0; i < n; i++)
+      m += cases[i].light;
+    printf("light subset: %d of %d cases (a sanitizer build; FADSL_TEST_FULL=1 runs them all)\n", m, n);
+  }
+  for (int i = 0; i < n; i++) {
+    if (light && !cases[i].light)
+      continue;
+    run_case(&cases[i], program);
+    run++;
+  }
+  printf("%d cases, %d failed checks\n", run, failures);
+  return failures ? 1 : 0;
+}
