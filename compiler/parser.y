@@ -307,6 +307,8 @@ static Node *join_strings(FaParseState *ps, NodeList parts) {
 %token POW "'**'" FLOORDIV "'//'" SHL "'<<'" SHR "'>>'"
 %token LE "'<='" GE "'>='" EQ "'=='" NE "'!='" ARROW "'->'" ELLIPSIS "'...'"
 %token <op> AUGOP "augmented assignment operator"
+/* braces have no use yet, but the lexer pairs them like the other brackets */
+%token '{' '}'
 
 %type <node> module funcdef decorator param type type_base
 %type <node> small_stmt assign compound if_stmt for_stmt while_stmt
@@ -394,6 +396,8 @@ param
 type
   : type_base
   | '*' type            { $$ = mk(ps, N_PTR_TYPE, @1); $$->lhs = $2; fin(ps, $$); }
+  | POW type            { Node *inner = mk(ps, N_PTR_TYPE, @1); inner->lhs = $2; fin(ps, inner);
+                          $$ = mk(ps, N_PTR_TYPE, @1); $$->lhs = inner; fin(ps, $$); }
   | '*' type_base '[' expr_seq ']'
                         { $$ = mk(ps, N_PTR_TYPE, @1); $$->lhs = $2; $$->args = $4; fin(ps, $$); }
   | '*' type_base '[' expr_seq ',' ']'
