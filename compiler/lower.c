@@ -170,6 +170,8 @@ static const char *describe(Lower *L, const LVal *v) {
     return "?";
   switch (v->kind) {
   case LV_CONST: {
+    if (v->c.kind == CK_NONE)
+      return "None";
     StrBuf sb;
     fa_sb_init(&sb);
     fa_sb_printf(&sb, "%s ", fa_const_kind_name(v->c.kind));

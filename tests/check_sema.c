@@ -762,6 +762,7 @@ START_TEST(test_attention_kernels) {
             total++;
           }
   }
+  fprintf(stderr, "attention: %d specialisations\n", total);
   ck_assert_int_gt(total, 10);
   ck_assert_int_gt(with_dot, 0);
   ctx_free(&c);
