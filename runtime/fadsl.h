@@ -245,13 +245,19 @@ FADSL_API fadsl_status fadsl_args_set_dtype(fadsl_args *a, const char *name, con
 
 /* Chooses the launch configuration explicitly (warps per program, software
  * pipelining stages; 0 leaves that one to the tuning database / default).
- * The configuration used for a launch is, per choice:
- *   1. explicit: a constexpr of the @autotune space bound with
- *      fadsl_args_set*, or warps/stages given here;
+ * Each axis of the kernel's @autotune space (its constexprs, warps, stages)
+ * gets its value from, in this order:
+ *   1. explicit: a constexpr of the space bound with fadsl_args_set*, or
+ *      warps/stages given here;
  *   2. tuned: the tuning database's entry for this kernel, GPU and the
  *      launch's @autotune key values, or the nearest key's entry;
- *   3. default: the first value of each @autotune list; warps = 4 and
- *      stages = 2 where the space does not list them. */
+ *   3. default: the first point of the space, in declaration order with the
+ *      last axis varying fastest, that satisfies @autotune(prune=...) with
+ *      the launch's other arguments (without a prune: the first value of each
+ *      list).  warps = 4 and stages = 2 where the space does not list them.
+ * fadsl_kernel_info.config_source says which: "explicit", "tuned",
+ * "nearest", "default", or "explicit+default" when the caller fixed some
+ * axes and the defaults filled the rest. */
 FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stages);
 
 /* ---- launching and compiling ------------------------------------------------ */
@@ -264,7 +270,7 @@ typedef struct fadsl_kernel_info {
   const char *arch;             /* "sm_90a", "sm_80", ... */
   const char *constexprs;       /* e.g. "BLOCK_Q=128 BLOCK_K=64 d_head=64 T=f16" */
   int warps, stages;
-  const char *config_source;    /* "explicit", "tuned", "nearest" or "default" */
+  const char *config_source;    /* "explicit", "tuned", "nearest", "default", "explicit+default" */
   const char *cache;            /* "memory", "disk" or "miss" (compiled now) */
   int threads;                  /* per program (thread block) */
   size_t shared_bytes;          /* dynamic shared memory per program */

@@ -87,30 +87,125 @@ static FaConst key_value(const fadsl_args *a, const char *name) {
 
 static int config_value(const FaConst *c) { return c->kind == CK_INT ? (int)c->i : 0; }
 
+static bool is_config_axis(const char *name) {
+  return !strcmp(name, "warps") || !strcmp(name, "stages");
+}
+
+/* The value the caller gave an axis, or NULL. */
+static const FaConst *explicit_axis_value(const fadsl_args *a, const FaTuneAxis *ax, FaConst *tmp) {
+  const FaKernelInfo *k = a->kernel->info;
+  memset(tmp, 0, sizeof *tmp);
+  if (!strcmp(ax->name, "warps") || !strcmp(ax->name, "stages")) {
+    int v = !strcmp(ax->name, "warps") ? a->warps : a->stages;
+    if (v <= 0) return NULL;
+    tmp->kind = CK_INT;
+    tmp->i = v;
+    return tmp;
+  }
+  int i;
+  if (!find_param(k, ax->name, &i) || !a->args[i].bound) return NULL;
+  *tmp = key_value(a, ax->name);
+  return tmp;
+}
+
+/* Whether the point `values` (one per axis) satisfies @autotune(prune=...),
+ * evaluated with the launch's other arguments in scope.  A prune that cannot
+ * be evaluated (it needs a value the caller has not bound) admits the point:
+ * specialisation then judges it. */
+static bool prune_admits(const fadsl_args *a, const FaConst *values, Arena *arena) {
+  const FaKernelInfo *k = a->kernel->info;
+  if (!k->prune) return true;
+  int n = 0;
+  FaBinding *binds = fa_arena_alloc(arena, sizeof *binds * (size_t)(k->nparams + k->ntune + 2));
+  if (!binds) return true;
+  for (int i = 0; i < k->nparams; i++) {
+    bool axis = false;
+    for (int t = 0; t < k->ntune; t++) axis |= !strcmp(k->tune[t].name, k->params[i].name);
+    FaConst c = key_value(a, k->params[i].name);
+    if (axis || c.kind == CK_NONE) continue;
+    binds[n].name = k->params[i].name;
+    binds[n++].value = c;
+  }
+  bool has_warps = false, has_stages = false;
+  for (int t = 0; t < k->ntune; t++) {
+    binds[n].name = k->tune[t].name;
+    binds[n++].value = values[t];
+    has_warps |= !strcmp(k->tune[t].name, "warps");
+    has_stages |= !strcmp(k->tune[t].name, "stages");
+  }
+  FaConst dflt = {CK_INT, 0, 0, DT_VOID, NULL};
+  if (!has_warps) {
+    dflt.i = a->warps > 0 ? a->warps : 4;
+    binds[n].name = "warps";
+    binds[n++].value = dflt;
+  }
+  if (!has_stages) {
+    dflt.i = a->stages > 0 ? a->stages : 2;
+    binds[n].name = "stages";
+    binds[n++].value = dflt;
+  }
+  FaCompiler scratch;
+  fa_compiler_init(&scratch, NULL);
+  FaConst out;
+  memset(&out, 0, sizeof out);
+  bool ok = fa_eval_const(&scratch, a->kernel->program->prog, k->prune, binds, n, &out);
+  fa_compiler_free(&scratch);
+  if (!ok) return true;
+  return out.kind == CK_FLOAT ? out.f != 0 : out.i != 0;
+}
+
+/* Picks the default for the open axes: the first point of the space, in
+ * declaration order with the last axis varying fastest, that satisfies the
+ * prune expression (so, without a prune, the first value of each list).
+ * values[t] is preset for fixed axes; open[t] marks the others. */
+static void choose_default(const fadsl_args *a, FaConst *values, const bool *open, Arena *arena) {
+  const FaKernelInfo *k = a->kernel->info;
+  int nt = k->ntune, idx[16] = {0};
+  if (nt > 16) nt = 16;
+  for (int t = 0; t < nt; t++)
+    if (open[t] && k->tune[t].nvalues > 0) values[t] = k->tune[t].values[0];
+  FaConst *first = fa_arena_alloc(arena, sizeof *first * (size_t)(nt + 1));
+  if (!first) return;
+  memcpy(first, values, sizeof *first * (size_t)nt);
+  for (int tries = 0; tries < 100000; tries++) {
+    for (int t = 0; t < nt; t++)
+      if (open[t] && k->tune[t].nvalues > 0) values[t] = k->tune[t].values[idx[t]];
+    if (prune_admits(a, values, arena)) return;
+    int t = nt - 1;   /* next point: an odometer over the open axes */
+    for (; t >= 0; t--) {
+      if (!open[t] || k->tune[t].nvalues == 0) continue;
+      if (++idx[t] < k->tune[t].nvalues) break;
+      idx[t] = 0;
+    }
+    if (t < 0) break;
+  }
+  memcpy(values, first, sizeof *first * (size_t)nt);   /* nothing passes: the plain first values */
+}
+
 /* Resolves every tunable choice: explicit > tuning database > default. */
 static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPlan *plan) {
   const FaKernelInfo *k = a->kernel->info;
   int nt = k->ntune;
-  const FaConst **chosen = fa_arena_alloc(&plan->arena, sizeof *chosen * (size_t)(nt + 1));
-  if (!chosen) return FADSL_ERROR_OUT_OF_MEMORY;
-  bool any_explicit = a->warps > 0 || a->stages > 0, all_explicit = true;
-  int warps = a->warps, stages = a->stages;
+  FaConst *values = fa_arena_alloc(&plan->arena, sizeof *values * (size_t)(nt + 1));
+  bool *open = fa_arena_alloc(&plan->arena, sizeof *open * (size_t)(nt + 1));
+  if (!values || !open) return FADSL_ERROR_OUT_OF_MEMORY;
+  bool any_explicit = a->warps > 0 || a->stages > 0, any_open = false;
 
   /* 1. explicit: axes the caller bound */
   for (int t = 0; t < nt; t++) {
-    const char *name = k->tune[t].name;
-    int i;
-    bool given = !strcmp(name, "warps")    ? a->warps > 0
-                 : !strcmp(name, "stages") ? a->stages > 0
-                 : find_param(k, name, &i) && a->args[i].bound;
-    any_explicit |= given;
-    if (!given) all_explicit = false;
+    FaConst tmp;
+    const FaConst *v = explicit_axis_value(a, &k->tune[t], &tmp);
+    if (v) values[t] = *v;
+    open[t] = !v;
+    any_explicit |= v != NULL;
+    any_open |= !v;
   }
 
   /* 2. the tuning database, for the axes still open */
   FaTuneChoice choice;
   memset(&choice, 0, sizeof choice);
-  if (!all_explicit && ctx->tune_db) {
+  bool from_db = false;
+  if (any_open && ctx->tune_db) {
     FaBinding *key = fa_arena_alloc(&plan->arena, sizeof *key * (size_t)(k->nkey + 1));
     if (!key) return FADSL_ERROR_OUT_OF_MEMORY;
     for (int j = 0; j < k->nkey; j++) {
@@ -121,48 +216,46 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
                      ctx->device_ready ? ctx->info.name : "", plan->arch, PACKAGE_VERSION};
     fa_tune_lookup(&q, &plan->arena, &choice);
   }
-  bool from_db = false;
-
-  /* 3. defaults; and assemble the config */
-  for (int t = 0; t < nt; t++) {
-    const FaTuneAxis *ax = &k->tune[t];
-    int i = -1;
-    bool is_warps = !strcmp(ax->name, "warps"), is_stages = !strcmp(ax->name, "stages");
-    if (is_warps ? a->warps > 0 : is_stages ? a->stages > 0 : find_param(k, ax->name, &i) && a->args[i].bound)
-      continue;
-    const FaConst *v = NULL;
-    if (choice.match != FA_TUNE_NOT_FOUND) {
-      if (is_warps && choice.config.warps > 0) {
-        warps = choice.config.warps;
-        from_db = true;
-        continue;
+  if (choice.match != FA_TUNE_NOT_FOUND) {
+    for (int t = 0; t < nt; t++) {
+      if (!open[t]) continue;
+      const char *name = k->tune[t].name;
+      int cfg = !strcmp(name, "warps") ? choice.config.warps
+                : !strcmp(name, "stages") ? choice.config.stages : 0;
+      if (cfg > 0) {
+        values[t].kind = CK_INT;
+        values[t].i = cfg;
+        open[t] = false;
       }
-      if (is_stages && choice.config.stages > 0) {
-        stages = choice.config.stages;
-        from_db = true;
-        continue;
-      }
-      for (int c = 0; c < choice.nvalues; c++)
-        if (!strcmp(choice.values[c].name, ax->name)) v = &choice.values[c].value;
-      if (v) from_db = true;
+      for (int c = 0; c < choice.nvalues && open[t]; c++)
+        if (!strcmp(choice.values[c].name, name)) {
+          values[t] = choice.values[c].value;
+          open[t] = false;
+        }
+      from_db |= !open[t];
     }
-    if (!v && ax->nvalues > 0) v = &ax->values[0];
-    if (!v) continue;
-    if (is_warps)
-      warps = config_value(v);
-    else if (is_stages)
-      stages = config_value(v);
-    else
-      chosen[t] = v;
   }
-  if (warps <= 0) warps = 4;
-  if (stages <= 0) stages = 2;
-  plan->config.warps = warps;
-  plan->config.stages = stages;
+
+  /* 3. defaults for what is still open */
+  bool defaulted = false;
+  for (int t = 0; t < nt; t++) defaulted |= open[t];
+  if (defaulted) choose_default(a, values, open, &plan->arena);
+
+  int warps = a->warps, stages = a->stages;
+  if (choice.match != FA_TUNE_NOT_FOUND) {
+    if (warps <= 0) warps = choice.config.warps;
+    if (stages <= 0) stages = choice.config.stages;
+  }
+  for (int t = 0; t < nt; t++) {
+    if (!strcmp(k->tune[t].name, "warps")) warps = config_value(&values[t]);
+    if (!strcmp(k->tune[t].name, "stages")) stages = config_value(&values[t]);
+  }
+  plan->config.warps = warps > 0 ? warps : 4;
+  plan->config.stages = stages > 0 ? stages : 2;
   plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest")
-                 : all_explicit && (nt > 0 || any_explicit) ? "explicit"
-                 : any_explicit                             ? "explicit+default"
-                                                            : "default";
+                 : !any_explicit ? "default"
+                 : defaulted     ? "explicit+default"
+                                 : "explicit";
 
   /* the constexpr bindings, in parameter order */
   plan->binds = fa_arena_alloc(&plan->arena, sizeof *plan->binds * (size_t)(k->nparams + 1));
@@ -180,7 +273,7 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
     }
     const FaConst *v = NULL;
     for (int t = 0; t < nt; t++)
-      if (!strcmp(k->tune[t].name, p->name)) v = chosen[t];
+      if (!strcmp(k->tune[t].name, p->name) && !is_config_axis(p->name)) v = &values[t];
     if (!v && p->has_default && p->default_value.kind != CK_NONE) v = &p->default_value;
     if (!v) continue;   /* fa_rt_args_check_complete has reported real omissions */
     b->value = *v;

@@ -11,6 +11,10 @@
 
 #include "rt.h"
 
+#ifndef FADSL_TOP_SRCDIR
+#define FADSL_TOP_SRCDIR "."
+#endif
+
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) { return "leak:libnvrtc\nleak:libcuda\n"; }
 
@@ -205,6 +209,203 @@ START_TEST(test_hopper_target) {
 }
 END_TEST
 
+/* ---- whole programs through the public API ------------------------------------- */
+
+static const char *scale_fa =
+    "@kernel(grid=(cdiv(n, BLOCK),))\n"
+    "@autotune(BLOCK=[128, 256], warps=[4, 8], key=(n,))\n"
+    "def scale(x: *f32[n], y: *f32[n], a: f32, n: i32, BLOCK: constexpr, SQUARE: constexpr = False):\n"
+    "    i = program_id(0) * BLOCK + arange(0, BLOCK)\n"
+    "    m = i < n\n"
+    "    v = load(x + i, mask=m)\n"
+    "    if SQUARE:\n"
+    "        v = v * v\n"
+    "    store(y + i, v * a, mask=m)\n";
+
+START_TEST(test_launch_program) {
+  enum { N = 10007 };
+  fadsl_program *p;
+  ck_assert_int_eq(fadsl_program_load_string(ctx, "scale.fa", scale_fa, &p), FADSL_SUCCESS);
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(p, "scale", &k), FADSL_SUCCESS);
+  float *x = malloc(sizeof(float) * N), *r = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; i++) x[i] = (float)(i % 101) - 50.0f;
+  uint64_t dx, dy, small;
+  ck_assert_int_eq(fadsl_malloc(ctx, sizeof(float) * N, &dx), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, sizeof(float) * N, &dy), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, sizeof(float) * (N - 1), &small), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_memcpy_htod(ctx, dx, x, sizeof(float) * N), FADSL_SUCCESS);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "x", dx), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "y", dy), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_f32(a, "a", 2.5f), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "n", N), FADSL_SUCCESS);
+  fadsl_kernel_info info;
+  fadsl_status st = fadsl_launch(k, a, NULL, &info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  ck_assert_uint_eq(info.grid[0], (N + 127) / 128);
+  ck_assert_uint_eq(info.grid[1], 1);
+  ck_assert_str_eq(info.config_source, "default");
+  ck_assert_str_eq(info.cache, "miss");
+  ck_assert_str_eq(info.arch, ctx->info.arch);
+  ck_assert_int_eq(fadsl_synchronize(ctx, NULL), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_memcpy_dtoh(ctx, r, dy, sizeof(float) * N), FADSL_SUCCESS);
+  for (int i = 0; i < N; i++) ck_assert_float_eq(r[i], x[i] * 2.5f);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_str_eq(info.cache, "memory");
+
+  /* explicit configuration, another specialisation */
+  ck_assert_int_eq(fadsl_args_set_int(a, "BLOCK", 256), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_bool(a, "SQUARE", 1), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_config(a, 8, 2), FADSL_SUCCESS);
+  st = fadsl_launch(k, a, NULL, &info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  ck_assert_str_eq(info.config_source, "explicit");
+  ck_assert_int_eq(info.threads, 256);
+  ck_assert_uint_eq(info.grid[0], (N + 255) / 256);
+  ck_assert_int_eq(fadsl_memcpy_dtoh(ctx, r, dy, sizeof(float) * N), FADSL_SUCCESS);
+  for (int i = 0; i < N; i++) ck_assert_float_eq(r[i], x[i] * x[i] * 2.5f);
+
+  /* a buffer smaller than the kernel's declared extent is refused */
+  fadsl_args_clear(a);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "x", dx), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "y", small), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_f32(a, "a", 1.0f), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "n", N), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(fadsl_context_last_error(ctx), "buffer 'y' is too small"));
+  /* n = 0: an empty grid launches nothing, successfully */
+  fadsl_args_clear(a);
+  fadsl_args_set_ptr(a, "x", dx);
+  fadsl_args_set_ptr(a, "y", dy);
+  fadsl_args_set_f32(a, "a", 1.0f);
+  fadsl_args_set_i32(a, "n", 0);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_uint_eq(info.grid[0], 0);
+  fadsl_args_destroy(a);
+  fadsl_program_destroy(p);
+  fadsl_free(ctx, dx);
+  fadsl_free(ctx, dy);
+  fadsl_free(ctx, small);
+  free(x);
+  free(r);
+}
+END_TEST
+
+static uint16_t to_half(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+  int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+  if (exp <= 0) return (uint16_t)sign;   /* the test's values are never that small */
+  uint32_t h = (uint32_t)exp << 10 | mant >> 13, rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
+  return (uint16_t)(sign | h);
+}
+static float from_half(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+  uint32_t x;
+  if (exp == 0 && mant == 0) x = sign;
+  else if (exp == 0) {   /* subnormal */
+    float f = ldexpf((float)mant, -24);
+    return sign ? -f : f;
+  } else x = sign | (exp - 15 + 127) << 23 | mant << 13;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+/* attention.fa's forward kernel on the GPU against a float64 reference
+ * (small, odd length; grouped-query: 2 query heads per kv head). */
+START_TEST(test_attention_forward) {
+  enum { B = 1, H = 2, KVH = 1, G = H / KVH, N = 77, D = 64 };
+  fadsl_program *p;
+  fadsl_status st =
+      fadsl_program_load_file(ctx, FADSL_TOP_SRCDIR "/examples/attention/attention.fa", &p);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(p, "attn_fwd", &k), FADSL_SUCCESS);
+  size_t nq = (size_t)B * H * N * D, nk = (size_t)B * KVH * N * D;
+  uint16_t *q = malloc(2 * nq), *kk = malloc(2 * nk), *v = malloc(2 * nk), *o = malloc(2 * nq);
+  srand(1234);
+  for (size_t i = 0; i < nq; i++) q[i] = to_half((float)rand() / RAND_MAX * 2 - 1);
+  for (size_t i = 0; i < nk; i++) kk[i] = to_half((float)rand() / RAND_MAX * 2 - 1);
+  for (size_t i = 0; i < nk; i++) v[i] = to_half((float)rand() / RAND_MAX * 2 - 1);
+  uint64_t dq, dk, dv, dlse, dout;
+  ck_assert_int_eq(fadsl_malloc(ctx, 2 * nq, &dq), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, 2 * nk, &dk), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, 2 * nk, &dv), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, 2 * nq, &dout), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, 4 * (size_t)B * H * N, &dlse), FADSL_SUCCESS);
+  fadsl_memcpy_htod(ctx, dq, q, 2 * nq);
+  fadsl_memcpy_htod(ctx, dk, kk, 2 * nk);
+  fadsl_memcpy_htod(ctx, dv, v, 2 * nk);
+  float scale = 1.0f / sqrtf((float)D);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  fadsl_args_set_ptr(a, "t_q", dq);
+  fadsl_args_set_ptr(a, "t_k", dk);
+  fadsl_args_set_ptr(a, "t_v", dv);
+  fadsl_args_set_f32(a, "sm_scale", scale);
+  fadsl_args_set_ptr(a, "t_lse", dlse);
+  fadsl_args_set_ptr(a, "t_o", dout);
+  fadsl_args_set_i32(a, "n_zh", B * KVH);
+  fadsl_args_set_i32(a, "q_seq_len", N);
+  fadsl_args_set_i32(a, "kv_seq_len", N);
+  fadsl_args_set_int(a, "n_groups", G);
+  fadsl_args_set_int(a, "d_head", D);
+  fadsl_args_set_bool(a, "is_causal", 0);
+  ck_assert_int_eq(fadsl_args_set_dtype(a, "T", "f16"), FADSL_SUCCESS);
+  fadsl_kernel_info info;
+  st = fadsl_launch(k, a, NULL, &info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  ck_assert_int_eq(fadsl_synchronize(ctx, NULL), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_memcpy_dtoh(ctx, o, dout, 2 * nq), FADSL_SUCCESS);
+  double err2 = 0, ref2 = 0;
+  double *s = malloc(sizeof(double) * N);
+  for (int h = 0; h < B * H; h++) {
+    int kvh = h / G;
+    for (int i = 0; i < N; i++) {
+      double m = -1e300, l = 0;
+      for (int j = 0; j < N; j++) {
+        double dot = 0;
+        for (int d = 0; d < D; d++)
+          dot += (double)from_half(q[((size_t)h * N + i) * D + d]) *
+                 from_half(kk[((size_t)kvh * N + j) * D + d]);
+        s[j] = dot * scale;
+        if (s[j] > m) m = s[j];
+      }
+      for (int j = 0; j < N; j++) l += exp(s[j] - m);
+      for (int d = 0; d < D; d++) {
+        double ref = 0;
+        for (int j = 0; j < N; j++) ref += exp(s[j] - m) / l * from_half(v[((size_t)kvh * N + j) * D + d]);
+        double got = from_half(o[((size_t)h * N + i) * D + d]);
+        ck_assert_msg(got == got, "NaN in the output");
+        err2 += (got - ref) * (got - ref);
+        ref2 += ref * ref;
+      }
+    }
+  }
+  double rel = sqrt(err2 / ref2);
+  fprintf(stderr, "attn_fwd on %s [%s] warps=%d stages=%d: relative error %.3g\n", info.arch,
+          info.constexprs, info.warps, info.stages, rel);
+  ck_assert_msg(rel < 2e-3, "relative error %g", rel);
+  free(s);
+  fadsl_args_destroy(a);
+  fadsl_program_destroy(p);
+  fadsl_free(ctx, dq);
+  fadsl_free(ctx, dk);
+  fadsl_free(ctx, dv);
+  fadsl_free(ctx, dout);
+  fadsl_free(ctx, dlse);
+  free(q);
+  free(kk);
+  free(v);
+  free(o);
+}
+END_TEST
+
 int main(void) {
   if (getenv("FADSL_NO_DRIVER")) unsetenv("FADSL_NO_DRIVER");
   fadsl_context *probe = NULL;
@@ -225,6 +426,8 @@ int main(void) {
   tcase_add_test(tc, test_large_dynamic_shared);
   tcase_add_test(tc, test_launch_error_is_a_status);
   tcase_add_test(tc, test_hopper_target);
+  tcase_add_test(tc, test_launch_program);
+  tcase_add_test(tc, test_attention_forward);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   /* no fork: a CUDA context does not survive fork() */
