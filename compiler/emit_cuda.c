@@ -47,6 +47,12 @@ typedef struct ValInfo {
   Conversion *convs;        /* converted copies to make after the definition */
   int nconvs;
   int div_log2;             /* integers and pointers: a known power-of-two divisor (elements) */
+  /* a shared-memory copy ("tile") for tensor-core products, written after the definition */
+  bool staged;
+  int tile_inner;           /* the dimension stored contiguously */
+  int tile_pitch;           /* bytes per row */
+  int stage_vec;            /* elements per store when writing it */
+  size_t tile_offset;       /* in the dynamic shared memory */
 } ValInfo;
 
 typedef struct Emitter {
@@ -60,10 +66,12 @@ typedef struct Emitter {
   PtrVec names;             /* identifiers in use */
   StrBuf body;
   int indent;
+  bool *live;               /* by value id: some live op uses it */
   bool *layout_used;        /* by layout id: the type alias is needed */
   bool *toff_used;          /* by layout id: the thread offset variable is needed */
   int nlayouts_alloc;
   size_t scratch_bytes;     /* shared memory for library scratch */
+  size_t tile_bytes;        /* shared memory for tiles, below the scratch */
   int last_line;            /* of the last source line comment */
   const Source *last_src;
   int tmp_counter;
@@ -545,13 +553,132 @@ static void add_conversion(Emitter *em, const IrValue *x, const FaLayout *need) 
   vi->nconvs++;
 }
 
+/* ---- tiles (shared-memory copies of dot operands) ------------------------------------------- */
+
+static bool reads_tile(const IrOp *op, int i) {
+  const FaDotPlan *dp = op->kind == IR_DOT ? op->aux : NULL;
+  return dp && dp->kind == FA_DOT_MMA && (i == 1 || (i == 0 && !dp->a_in_regs));
+}
+
+/* The value whose tile a dot operand reads (the operand, or what it is the
+ * transpose of), and whether the operand is that value transposed. */
+static const IrValue *tile_source(Emitter *em, const IrValue *x, bool *flip) {
+  *flip = false;
+  if (x->def && x->def->kind == IR_TRANS && x->type.rank == 2 && x->def->perm[0] == 1 &&
+      !fa_value_is_virtual(&em->plan, x->def->operands[0]) && x->def->operands[0]->layout) {
+    *flip = true;
+    return x->def->operands[0];
+  }
+  return x;
+}
+
+static int dim_of_bit(const FaLayout *l, int bit) {
+  for (int d = 0; d < l->rank; d++) {
+    int first, count;
+    fa_layout_dim_bits(l, d, &first, &count);
+    if (bit >= first && bit < first + count)
+      return d;
+  }
+  return l->rank - 1;
+}
+
+static void request_tile(Emitter *em, const IrValue *x) {
+  ValInfo *vi = info(em, x);
+  if (vi->staged || !x->layout || x->type.rank != 2)
+    return;
+  const FaLayout *l = x->layout;
+  int size = fa_dtype_size(x->type.dtype);
+  int d_in = l->nreg > 0 ? dim_of_bit(l, l->reg[0]) : 1;
+  int first, count;
+  fa_layout_dim_bits(l, d_in, &first, &count);
+  int run = 0;
+  while (run < l->nreg && run < count && l->reg[run] == first + run)
+    run++;
+  int v = 1 << run;
+  while (v * size > 16)
+    v /= 2;
+  vi->staged = true;
+  vi->tile_inner = d_in;
+  vi->stage_vec = v;
+  vi->tile_pitch = x->type.shape[d_in] * size + 16;
+  vi->tile_offset = (em->tile_bytes + 15) & ~(size_t)15;
+  em->tile_bytes = vi->tile_offset + (size_t)x->type.shape[1 - d_in] * (size_t)vi->tile_pitch;
+}
+
+/* ---- liveness ----------------------------------------------------------------------------------- */
+
+static bool has_effects(IrOpKind k) {
+  switch (k) {
+  case IR_STORE:
+  case IR_STORE_BLOCK:
+  case IR_ATOMIC_ADD:
+  case IR_ASSERT:
+  case IR_FOR:
+  case IR_IF:
+  case IR_YIELD:
+  case IR_RETURN: return true;
+  default: return false;
+  }
+}
+
+static bool op_live(Emitter *em, const IrOp *op) {
+  if (has_effects(op->kind))
+    return true;
+  for (int i = 0; i < op->nresults; i++)
+    if (em->live[op->results[i]->id])
+      return true;
+  return false;
+}
+
+static void list_ops(const IrRegion *r, PtrVec *ops) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    fa_ptrvec_push(ops, (void *)op);
+    for (int i = 0; i < op->nregions; i++)
+      list_ops(op->regions[i], ops);
+  }
+}
+
+/* One backward pass: in the flattened program order every use comes after
+ * its definition, so marking in reverse order reaches a fixed point. */
+static void compute_liveness(Emitter *em) {
+  PtrVec ops = {0};
+  list_ops(em->fn->body, &ops);
+  for (int n = ops.len - 1; n >= 0; n--) {
+    const IrOp *op = ops.items[n];
+    if (!op_live(em, op))
+      continue;
+    for (int i = 0; i < op->noperands; i++) {
+      const IrValue *x = op->operands[i];
+      if (reads_tile(op, i)) {
+        bool flip;
+        x = tile_source(em, x, &flip);
+      }
+      em->live[x->id] = true;
+    }
+  }
+  fa_ptrvec_free(&ops);
+}
+
 static void collect_conversions(Emitter *em, const IrRegion *r) {
   for (const IrOp *op = r->first; op; op = op->next) {
-    for (int i = 0; i < op->noperands; i++)
-      add_conversion(em, op->operands[i], need_of(em, op, i));
+    if (!op_live(em, op))
+      continue;
+    for (int i = 0; i < op->noperands; i++) {
+      if (reads_tile(op, i)) {
+        bool flip;
+        request_tile(em, tile_source(em, op->operands[i], &flip));
+      } else {
+        add_conversion(em, op->operands[i], need_of(em, op, i));
+      }
+    }
     for (int i = 0; i < op->nregions; i++)
       collect_conversions(em, op->regions[i]);
   }
+}
+
+/* Library scratch space: above the tiles. */
+static const char *scratch(Emitter *em) {
+  return em->tile_bytes ? aprintf(em, "(fa_smem + %zu)", em->tile_bytes) : "fa_smem";
 }
 
 static void note_scratch(Emitter *em, size_t bytes) {
@@ -559,11 +686,50 @@ static void note_scratch(Emitter *em, size_t bytes) {
     em->scratch_bytes = bytes;
 }
 
+static bool inside_loop(const IrValue *x) {
+  for (const IrRegion *r = x->def ? x->def->parent : x->region; r && r->parent_op; r = r->parent_op->parent)
+    if (r->parent_op->kind == IR_FOR)
+      return true;
+  return false;
+}
+
+static void emit_stage(Emitter *em, const IrValue *x) {
+  const ValInfo *vi = info(em, x);
+  if (inside_loop(x))
+    line(em, "__syncthreads();  // products of the previous iteration may still read the tile");
+  line(em, "fa::stage<%s, %d, %d>(fa_smem + %zu, %d, %s, %s);  // shared-memory copy for tensor-core products",
+       layout_name(em, x->layout), vi->tile_inner, vi->stage_vec, vi->tile_offset, vi->tile_pitch, vi->name,
+       thread_offset(em, x->layout));
+  line(em, "__syncthreads();");
+}
+
+/* dst (declared, in layout `to`) = src (in layout `from`), a block of type t. */
+static void emit_convert(Emitter *em, const char *dst, const char *src, IrType t, const FaLayout *from,
+                         const FaLayout *to) {
+  int perm[FA_LAYOUT_MAX_BITS];
+  if (fa_layout_register_permutation(from, to, perm)) {
+    StrBuf sb;
+    fa_sb_init(&sb);
+    for (int b = 0; b < to->nreg; b++)
+      fa_sb_printf(&sb, "%s%d", b ? ", " : "", perm[b]);
+    line(em, "fa::regmap<fa::Bits<%s>>(%s, %s);  // same threads, other registers", sb.data ? sb.data : "", dst,
+         src);
+    fa_sb_free(&sb);
+    return;
+  }
+  line(em, "fa::convert<%s, %s>(%s, %s, fa_lane, fa_warp, %s);", layout_name(em, from), layout_name(em, to), dst, src,
+       scratch(em));
+  int size = t.dtype == DT_PTR ? 8 : fa_dtype_size(t.dtype);
+  note_scratch(em, (size_t)fa_type_numel(t) * (size_t)(size > 0 ? size : 1));
+}
+
 /* Emits the converted copies of x that its uses need. */
 static void emit_conversions(Emitter *em, const IrValue *x) {
   if (!is_block(x) || fa_value_is_virtual(&em->plan, x))
     return;
   ValInfo *vi = info(em, x);
+  if (vi->staged)
+    emit_stage(em, x);
   const FaLayout *src = x->layout;
   for (int i = 0; i < vi->nconvs; i++) {
     Conversion *c = &vi->convs[i];
@@ -571,21 +737,7 @@ static void emit_conversions(Emitter *em, const IrValue *x) {
     c->name = fresh_name(em, aprintf(em, "%s_L%d", vi->name, dst->id));
     const char *t = elem_ctype(em, x->type);
     line(em, "%s %s[%d];  // %s in %s", t, c->name, nregs(dst), vi->name, layout_name(em, dst));
-    int perm[FA_LAYOUT_MAX_BITS];
-    if (fa_layout_register_permutation(src, dst, perm)) {
-      StrBuf sb;
-      fa_sb_init(&sb);
-      for (int b = 0; b < dst->nreg; b++)
-        fa_sb_printf(&sb, "%s%d", b ? ", " : "", perm[b]);
-      line(em, "fa::regmap<fa::Bits<%s>>(%s, %s);  // same threads, other registers", sb.data ? sb.data : "",
-           c->name, vi->name);
-      fa_sb_free(&sb);
-    } else {
-      line(em, "fa::convert<%s, %s>(%s, %s, fa_lane, fa_warp, fa_smem);", layout_name(em, src),
-           layout_name(em, dst), c->name, vi->name);
-      int size = x->type.dtype == DT_PTR ? 8 : fa_dtype_size(x->type.dtype);
-      note_scratch(em, (size_t)fa_type_numel(x->type) * (size_t)(size > 0 ? size : 1));
-    }
+    emit_convert(em, c->name, vi->name, x->type, src, dst);
   }
 }
 
@@ -751,10 +903,15 @@ static void emit_store(Emitter *em, const IrOp *op) {
       return;
     }
     const IrValue *r = op->results[0];
+    if (!em->live[r->id]) {
+      line(em, "if (threadIdx.x == 0%s%s)", cond ? " && " : "", cond ? cond : "");
+      line(em, "  fa::atomic_add(%s, %s);", p, v);
+      return;
+    }
     const char *t = elem_ctype(em, r->type);
     line(em, "%s %s = %s;", t, info(em, r)->name, zero_of(em, r->type.dtype));
     line(em, "{  // one thread adds; all see the previous value");
-    line(em, "  %s *fa_old = static_cast<%s *>(static_cast<void *>(fa_smem));", t, t);
+    line(em, "  %s *fa_old = static_cast<%s *>(static_cast<void *>(%s));", t, t, scratch(em));
     line(em, "  if (threadIdx.x == 0)");
     line(em, "    *fa_old = %s ? fa::atomic_add(%s, %s) : %s;", cond ? cond : "true", p, v,
          zero_of(em, r->type.dtype));
@@ -774,6 +931,18 @@ static void emit_store(Emitter *em, const IrOp *op) {
   const char *cond = op->noperands > 2 ? operand(em, op, 2) : NULL;
   bool dups = fa_layout_lane_dups(l) || fa_layout_warp_dups(l);
   const char *ln = layout_name(em, l);
+  if (atomic && !em->live[op->results[0]->id]) {
+    /* the previous values are not used: one thread per element adds */
+    if (dups)
+      line(em, "if (%s::owner(fa_lane, fa_warp))", ln);
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(l));
+    if (cond)
+      line(em, "  if (%s) fa::atomic_add(%s, %s);", cond, p, v);
+    else
+      line(em, "  fa::atomic_add(%s, %s);", p, v);
+    return;
+  }
   if (atomic) {
     const IrValue *r = op->results[0];
     declare_block(em, r, NULL);
@@ -902,27 +1071,45 @@ static void emit_reduce(Emitter *em, const IrOp *op) {
   }
   int nd = 1 << nk;
   const char *opname = op->sub == RED_SUM ? "fa::OpSum" : op->sub == RED_MAX ? "fa::OpMax" : "fa::OpMin";
-  const char *dst = (is_block(r) && !widen) ? info(em, r)->name : fresh_tmp(em, "red");
-  if (is_block(r) && !widen)
+  /* the result comes out in the slice of the operand's layout */
+  const FaLayout *sl = NULL;
+  if (is_block(r)) {
+    FaLayout x;
+    fa_layout_slice(&x, src, op->axis);
+    sl = fa_layout_intern(em->fc, &em->plan, &x);
+    if (!sl || sl->id >= em->nlayouts_alloc) {
+      fail(em, op->loc, "internal compiler error: too many layouts");
+      return;
+    }
+  }
+  bool direct = is_block(r) && !widen && sl == r->layout;
+  const char *dst = direct ? info(em, r)->name : fresh_tmp(em, "red");
+  if (direct)
     declare_block(em, r, layout_name(em, r->layout));
   else
     line(em, "%s %s[%d];", acc_t, dst, nd);
-  line(em, "fa::reduce<%s, %s, %s, 0x%x, 0x%x>(%s, %s, fa_lane, fa_warp, fa_smem);", opname,
-       bits_list(em, keep, nk), bits_list(em, red, nr), (unsigned)lane_mask, (unsigned)warp_mask, dst, in);
+  line(em, "fa::reduce<%s, %s, %s, 0x%x, 0x%x>(%s, %s, fa_lane, fa_warp, %s);", opname, bits_list(em, keep, nk),
+       bits_list(em, red, nr), (unsigned)lane_mask, (unsigned)warp_mask, dst, in, scratch(em));
   if (warp_mask) {
     int size = widen ? 4 : fa_dtype_size(dt);
     note_scratch(em, (size_t)em->plan.warps * 32u * (size_t)nd * (size_t)size);
   }
   if (is_block(r)) {
     if (widen) {
-      declare_block(em, r, layout_name(em, r->layout));
+      const char *rounded = sl == r->layout ? info(em, r)->name : fresh_tmp(em, "red");
+      if (sl == r->layout)
+        declare_block(em, r, layout_name(em, r->layout));
+      else
+        line(em, "%s %s[%d];", ctype(dt), rounded, nd);
       line(em, "#pragma unroll");
-      line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(r->layout));
-      line(em, "  %s[fa_e] = fa::convert<%s>(%s[fa_e]);", info(em, r)->name, ctype(dt), dst);
+      line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nd);
+      line(em, "  %s[fa_e] = fa::convert<%s>(%s[fa_e]);", rounded, ctype(dt), dst);
+      dst = rounded;
     }
-    if (r->layout && nregs(r->layout) != nd)
-      fail(em, op->loc, "internal compiler error: reduction result has %d registers, its layout %d", nd,
-           nregs(r->layout));
+    if (sl != r->layout) {
+      declare_block(em, r, layout_name(em, r->layout));
+      emit_convert(em, info(em, r)->name, dst, r->type, sl, r->layout);
+    }
   } else {
     line(em, "const %s %s = %s;", ctype(dt), info(em, r)->name,
          widen ? aprintf(em, "fa::convert<%s>(%s[0])", ctype(dt), dst) : aprintf(em, "%s[0]", dst));
@@ -959,9 +1146,31 @@ static void emit_dot(Emitter *em, const IrOp *op) {
     line(em, "  %s[fa_e] = %s;", c, cast_expr(em, acc_dt, op->operands[2]->type.dtype, operand(em, op, 2)));
   else
     line(em, "  %s[fa_e] = %s;", c, zero_of(em, acc_dt));
-  const FaLayout *la = need_of(em, op, 0), *lb = need_of(em, op, 1);
-  const char *aa = array_in(em, a, la), *bb = array_in(em, b, lb);
-  if (in == DT_F32 && op->sub == DOT_TF32) {
+  if (dp->kind == FA_DOT_MMA) {
+    int mt = M / (16 * dp->wm), nt = N / (8 * dp->wn), kt = K / 16;
+    bool bflip;
+    const IrValue *bs = tile_source(em, b, &bflip);
+    const ValInfo *bi = info(em, bs);
+    bool b_k_inner = bflip ? bi->tile_inner == 1 : bi->tile_inner == 0;
+    const char *b_tile = aprintf(em, "fa::smem_addr(fa_smem + %zu), %d", bi->tile_offset, bi->tile_pitch);
+    if (dp->a_in_regs) {
+      line(em, "fa::mma_rs<%d, %d, %d, %d, %d, %s>(%s, %s, %s, fa_lane, fa_warp);", mt, nt, kt, dp->wm, dp->wn,
+           b_k_inner ? "true" : "false", c, array_in(em, a, dp->a), b_tile);
+    } else {
+      bool aflip;
+      const IrValue *as = tile_source(em, a, &aflip);
+      const ValInfo *ai = info(em, as);
+      bool a_k_inner = aflip ? ai->tile_inner == 0 : ai->tile_inner == 1;
+      line(em, "fa::mma_ss<%d, %d, %d, %d, %d, %s, %s, %s>(%s, fa::smem_addr(fa_smem + %zu), %d, %s, fa_lane, "
+           "fa_warp);", mt, nt, kt, dp->wm, dp->wn, a_k_inner ? "true" : "false", b_k_inner ? "true" : "false",
+           ctype(in), c, ai->tile_offset, ai->tile_pitch, b_tile);
+    }
+    line(em, "// (per warp: %d x %d tiles of 16x8, %d steps of k16)", mt, nt, kt);
+  }
+  const FaLayout *la = dp->kind == FA_DOT_MMA ? NULL : need_of(em, op, 0);
+  const FaLayout *lb = dp->kind == FA_DOT_MMA ? NULL : need_of(em, op, 1);
+  const char *aa = la ? array_in(em, a, la) : NULL, *bb = lb ? array_in(em, b, lb) : NULL;
+  if (dp->kind == FA_DOT_FMA && in == DT_F32 && op->sub == DOT_TF32) {
     /* tf32: operands rounded to 10 mantissa bits first, as the interpreter does */
     const char *ta = fresh_tmp(em, "tf32a"), *tb = fresh_tmp(em, "tf32b");
     line(em, "float %s[%d], %s[%d];", ta, nregs(la), tb, nregs(lb));
@@ -972,13 +1181,9 @@ static void emit_dot(Emitter *em, const IrOp *op) {
     aa = ta;
     bb = tb;
   }
-  if (dp->kind == FA_DOT_MMA) {
-    int mt = M / (16 * dp->wm), nt = N / (8 * dp->wn), kt = K / 16;
-    line(em, "fa::mma<%d, %d, %d>(%s, %s, %s);  // per warp: %d x %d tiles of 16x8, %d steps of k16", mt, nt, kt, c,
-         aa, bb, mt, nt, kt);
-  } else {
-    line(em, "fa::dot_fma<%s, %s, %s, %d, %d, %d>(%s, %s, %s, fa_lane, fa_warp, fa_smem);", layout_name(em, la),
-         layout_name(em, lb), layout_name(em, lc), M, N, K, c, aa, bb);
+  if (dp->kind == FA_DOT_FMA) {
+    line(em, "fa::dot_fma<%s, %s, %s, %d, %d, %d>(%s, %s, %s, fa_lane, fa_warp, %s);", layout_name(em, la),
+         layout_name(em, lb), layout_name(em, lc), M, N, K, c, aa, bb, scratch(em));
     int size = fa_dtype_size(in);
     note_scratch(em, (size_t)(M * K + K * N) * (size_t)size);
   }
@@ -1171,7 +1376,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
   /* values computed at their uses need no code here */
   if (op->nresults == 1 && is_block(op->results[0]) && fa_value_is_virtual(&em->plan, op->results[0]))
     return;
-  if (op->kind == IR_CONST)
+  if (op->kind == IR_CONST || !op_live(em, op))
     return;
   source_comment(em, op->loc);
   const IrValue *r = op->nresults > 0 ? op->results[0] : NULL;
@@ -1340,7 +1545,13 @@ bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCuda
     }
   }
   analyse_divisibility(&em, em.fn->body);
-  collect_conversions(&em, em.fn->body);
+  em.live = calloc((size_t)(em.nvalues > 0 ? em.nvalues : 1), sizeof *em.live);
+  if (!em.live) {
+    em.ok = false;
+  } else {
+    compute_liveness(&em);
+    collect_conversions(&em, em.fn->body);
+  }
   /* layout ids may grow while emitting (operand needs are interned lazily) */
   em.nlayouts_alloc = em.plan.layouts.len + 256;
   em.layout_used = calloc((size_t)em.nlayouts_alloc, 1);
@@ -1357,7 +1568,7 @@ bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCuda
   if (ok) {
     out->entry = fresh_name(&em, em.fn->name ? em.fn->name : "kernel");
     out->threads = 32 * em.plan.warps;
-    out->shared_bytes = (em.scratch_bytes + 15) & ~(size_t)15;
+    out->shared_bytes = em.tile_bytes + ((em.scratch_bytes + 15) & ~(size_t)15);
     out->nargs = em.fn->nparams;
     out->args = fa_arena_alloc(&fc->arena, (size_t)(out->nargs > 0 ? out->nargs : 1) * sizeof *out->args);
     if (!out->args)
@@ -1386,6 +1597,7 @@ bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCuda
   fa_ptrvec_free(&em.names);
   fa_sb_free(&em.body);
   free(em.vi);
+  free(em.live);
   free(em.layout_used);
   free(em.toff_used);
   fa_layout_plan_free(&em.plan);

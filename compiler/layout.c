@@ -92,6 +92,9 @@ bool fa_layout_blocked(FaLayout *out, int rank, const int *shape, const int *ord
   int vbits = rank > 0 ? ilog2(vec) : 0;
   if (vbits > count0)
     vbits = count0;
+  /* a small block: fewer elements per thread rather than threads holding copies */
+  if (vbits > n - FA_LAYOUT_LANE_BITS - out->nwarp)
+    vbits = n - FA_LAYOUT_LANE_BITS - out->nwarp > 0 ? n - FA_LAYOUT_LANE_BITS - out->nwarp : 0;
   int i = 0;
   for (; i < vbits; i++)
     push_reg(out, seq[i]);
@@ -790,8 +793,10 @@ static void plan_dot(Pass *p, IrOp *op) {
   IrType ta = op->operands[0]->type, tb = op->operands[1]->type, tr = op->results[0]->type;
   int M = ta.shape[0], K = ta.shape[1], N = tb.shape[1];
   bool half = ta.dtype == DT_F16 || ta.dtype == DT_BF16;
+  /* constants as operands (rare) go the simple way */
+  bool stored = !fa_value_is_virtual(p->plan, op->operands[0]) && !fa_value_is_virtual(p->plan, op->operands[1]);
   int wm, wn;
-  if (half && fa_mma_warps(M, N, K, p->plan->warps, &wm, &wn)) {
+  if (half && stored && fa_mma_warps(M, N, K, p->plan->warps, &wm, &wn)) {
     FaLayout a, b, c;
     bool ok = fa_layout_mma(&c, M, N, p->plan->warps, wm, wn) &&
               fa_layout_dot_operand(&a, 0, M, N, K, p->plan->warps, wm, wn) &&
@@ -874,8 +879,9 @@ const FaLayout *fa_layout_operand_need(FaCompiler *fc, FaLayoutPlan *plan, const
       return NULL;
     if (i == 2)
       return dp->acc;
-    const FaLayout *need = i == 0 ? dp->a : dp->b;
-    return need ? need : own;
+    if (dp->kind == FA_DOT_MMA)
+      return i == 0 && dp->a_in_regs ? dp->a : own; /* else staged from its own layout */
+    return own;
   }
   case IR_REDUCE: return own;
   case IR_STORE_BLOCK: return l;
@@ -929,6 +935,24 @@ static bool run_pass(Pass *p, const IrKernel *k) {
     if (is_block(v) && !fa_value_is_virtual(p->plan, v) && !v->layout) {
       set_layout(p, v, fa_layout_default(p->fc, p->plan, v->type));
       drain(p);
+    }
+  }
+  /* where the A operands of tensor-core products come from */
+  for (int i = 0; i < p->ops.len && p->ok; i++) {
+    IrOp *op = p->ops.items[i];
+    FaDotPlan *dp = op->kind == IR_DOT ? op->aux : NULL;
+    if (!dp || dp->kind != FA_DOT_MMA)
+      continue;
+    const IrValue *a = op->operands[0];
+    int perm[FA_LAYOUT_MAX_BITS];
+    if (fa_value_is_virtual(p->plan, a) || !a->layout) {
+      dp->a_in_regs = false;
+    } else if (fa_layout_register_permutation(a->layout, dp->a, perm)) {
+      dp->a_in_regs = true;
+    } else {
+      /* converting into fragments would cost registers for the whole loop: the
+         shared-memory copy (written once) is read with ldmatrix instead */
+      dp->a_in_regs = false;
     }
   }
   /* a loop's results are its carried variables after the last iteration */

@@ -119,11 +119,18 @@ typedef enum FaDotKind {
   FA_DOT_FMA,   /* CUDA cores through shared memory (f32/f64/int operands, small shapes) */
 } FaDotKind;
 
+/* FA_DOT_MMA reads its B operand, and its A operand unless a_in_regs, from
+ * a shared-memory copy of the value (written once, after the value's
+ * definition) with ldmatrix; A comes from registers in layout `a` when the
+ * value already is in that layout up to a register permutation (the
+ * accumulator of a previous product, cast), or when it is defined outside
+ * the loop around the product and small enough to stay in registers. */
 typedef struct FaDotPlan {
   FaDotKind kind;
   int wm, wn;                 /* FA_DOT_MMA: warps along M and N */
-  const FaLayout *a, *b;      /* the layouts its operands need */
+  const FaLayout *a, *b;      /* the register fragments of the operands */
   const FaLayout *acc;        /* the layout of its result (and accumulator) */
+  bool a_in_regs;             /* FA_DOT_MMA: A from registers (layout a), else shared memory */
 } FaDotPlan;
 
 /* Per-kernel results of the pass. */

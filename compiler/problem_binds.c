@@ -48,10 +48,75 @@ static const Node *find_launch(const Node *fn, const char *kernel) {
   return NULL;
 }
 
+static bool is_config_axis(const char *name) { return !strcmp(name, "warps") || !strcmp(name, "stages"); }
+
+/* Chooses a value for each @autotune axis not bound yet (warps and stages
+ * into *config unless set): the first combination, in the order of the
+ * declaration (last axis fastest), that the prune expression accepts. */
+static bool autotune_default(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding *b, int *n,
+                             int cap, FaLaunchConfig *config) {
+  int nt = k->ntune;
+  int idx[16] = {0};
+  if (nt > 16)
+    nt = 16;
+  int base = *n;
+  for (;;) {
+    int m = base;
+    for (int a = 0; a < nt && m + 2 < cap; a++) {
+      const FaTuneAxis *ax = &k->tune[a];
+      if (ax->nvalues <= 0)
+        continue;
+      bool fixed = is_config_axis(ax->name) ? (!strcmp(ax->name, "warps") ? config->warps > 0 : config->stages > 0)
+                                            : find_binding(b, base, ax->name) >= 0;
+      if (fixed)
+        continue;
+      b[m].name = ax->name;
+      b[m].value = ax->values[idx[a]];
+      m++;
+    }
+    /* warps / stages given on the command line take part in the prune too */
+    if (config->warps > 0 && m < cap)
+      b[m++] = (FaBinding){"warps", {CK_INT, config->warps, 0, DT_VOID, NULL}};
+    if (config->stages > 0 && m < cap)
+      b[m++] = (FaBinding){"stages", {CK_INT, config->stages, 0, DT_VOID, NULL}};
+    FaConst keep = {CK_BOOL, 1, 0, DT_VOID, NULL};
+    if (k->prune && !fa_eval_const(fc, p, k->prune, b, m, &keep))
+      return false;
+    if (keep.i) {
+      /* move warps / stages out of the bindings */
+      int w = base;
+      for (int i = base; i < m; i++) {
+        if (is_config_axis(b[i].name)) {
+          if (!strcmp(b[i].name, "warps") && config->warps <= 0)
+            config->warps = (int)b[i].value.i;
+          if (!strcmp(b[i].name, "stages") && config->stages <= 0)
+            config->stages = (int)b[i].value.i;
+          continue;
+        }
+        b[w++] = b[i];
+      }
+      *n = w;
+      return true;
+    }
+    /* next combination */
+    int a = nt - 1;
+    for (; a >= 0; a--) {
+      if (++idx[a] < k->tune[a].nvalues)
+        break;
+      idx[a] = 0;
+    }
+    if (a < 0) {
+      fa_error(&fc->diag, k->prune ? k->prune->loc : fa_noloc(),
+               "no configuration of kernel '%s' passes its @autotune prune with these values", k->name);
+      return false;
+    }
+  }
+}
+
 int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k,
                                    const FaBinding *given, int ngiven, FaBinding **out,
                                    FaLaunchConfig *config) {
-  int cap = k->nparams + ngiven + 8;
+  int cap = k->nparams + ngiven + k->ntune + 8;
   FaBinding *b = fa_arena_alloc(&fc->arena, (size_t)cap * sizeof *b);
   /* problem sizes and locals, for evaluating the launch's arguments */
   int scap = 256;
@@ -71,17 +136,6 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
       return -1;
     }
   }
-  /* the default configuration */
-  FaBinding *defaults = NULL;
-  FaLaunchConfig dcfg = {4, 2};
-  int nd = fa_kernel_default_bindings(fc, k, &defaults, &dcfg);
-  for (int i = 0; i < nd; i++)
-    if (find_binding(b, n, defaults[i].name) < 0 && find_constexpr(k, defaults[i].name) && n < cap)
-      b[n++] = defaults[i];
-  if (config->warps <= 0)
-    config->warps = dcfg.warps > 0 ? dcfg.warps : 4;
-  if (config->stages <= 0)
-    config->stages = dcfg.stages > 0 ? dcfg.stages : 2;
   /* what a problem description passes */
   for (int pi = 0; pi < p->nproblems; pi++) {
     const FaProblemInfo *pr = p->problems[pi];
@@ -128,6 +182,22 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
     }
     break;
   }
+  /* the autotune space: its first configuration that the prune accepts */
+  if (k->ntune > 0 && !autotune_default(fc, p, k, b, &n, cap, config))
+    return -1;
+  /* constexpr defaults */
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *pa = &k->params[i];
+    if (pa->kind == PARAM_CONSTEXPR && pa->has_default && find_binding(b, n, pa->name) < 0 && n < cap) {
+      b[n].name = pa->name;
+      b[n].value = pa->default_value;
+      n++;
+    }
+  }
+  if (config->warps <= 0)
+    config->warps = 4;
+  if (config->stages <= 0)
+    config->stages = 2;
   *out = b;
   return n;
 }

@@ -91,6 +91,37 @@ FA_DEV unsigned smem_addr(const void *p) {
   return r;
 }
 
+/* Shared-memory copies of dot operands ("tiles"): a 2-D block stored with
+ * one of its dimensions (D_IN) contiguous, rows of `pitch` bytes (the row
+ * length plus 16 bytes, which spreads the 8 rows an ldmatrix reads over all
+ * banks). */
+
+/* Writes a block held in layout L into its tile, V elements (registers in a
+ * row along D_IN) per store.  Threads holding copies write equal values. */
+template <class L, int D_IN, int V, class T>
+FA_DEV void stage(unsigned char *tile, int pitch, const T (&src)[L::nregs], int toff) {
+#pragma unroll
+  for (int g = 0; g < L::nregs / V; ++g) {
+    const int r = L::coord(toff, g * V, 1 - D_IN), c = L::coord(toff, g * V, D_IN);
+    unsigned char *p = tile + r * pitch + c * (int)sizeof(T);
+    if constexpr (V * (int)sizeof(T) >= 4) {
+      constexpr int W = V * (int)sizeof(T) / 4;
+      unsigned w[W];
+#pragma unroll
+      for (int i = 0; i < W; ++i)
+        w[i] = 0;
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        pack<T, W>(w, i, src[g * V + i]);
+      st_words<W>(p, w);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        reinterpret_cast<T *>(p)[i] = src[g * V + i];
+    }
+  }
+}
+
 /* ldmatrix: four 8x8 matrices of 16-bit elements; lane l gives the address of
  * row l % 8 of matrix l / 8; register i receives the fragment of matrix i. */
 FA_DEV void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
@@ -102,6 +133,105 @@ FA_DEV void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+
+/* Fragments of tiles (fa_mma.cuh's register order).  A [M, K] stored with k
+ * contiguous (K_INNER) or m contiguous; B [K, N] stored with k contiguous
+ * (K_INNER) or n contiguous.  Each lane supplies one row address of the 8x8
+ * matrices; .trans transposes the matrices stored the other way round. */
+template <bool K_INNER>
+FA_DEV void load_a_frag(unsigned (&r)[4], unsigned tile, int pitch, int m0, int k0, int lane) {
+  if constexpr (K_INNER) {
+    const int m = m0 + (lane & 7) + ((lane >> 3) & 1) * 8, k = k0 + (lane >> 4) * 8;
+    ldmatrix_x4(r, tile + m * pitch + k * 2);
+  } else {
+    const int k = k0 + (lane & 7) + (lane >> 4) * 8, m = m0 + ((lane >> 3) & 1) * 8;
+    ldmatrix_x4_trans(r, tile + k * pitch + m * 2);
+  }
+}
+/* B fragments of one n8 column block over k0 .. k0+31: r = {b0, b1} of k
+ * step k0 / 16 and {b0, b1} of the next. */
+template <bool K_INNER>
+FA_DEV void load_b_frag_x4(unsigned (&r)[4], unsigned tile, int pitch, int n0, int k0, int lane) {
+  if constexpr (K_INNER) {
+    const int n = n0 + (lane & 7), k = k0 + (lane >> 3) * 8;
+    ldmatrix_x4(r, tile + n * pitch + k * 2);
+  } else {
+    const int k = k0 + (lane & 7) + (lane >> 3) * 8;
+    ldmatrix_x4_trans(r, tile + k * pitch + n0 * 2);
+  }
+}
+/* The same over k0 .. k0+15 (lanes 16..31 supply no address). */
+template <bool K_INNER>
+FA_DEV void load_b_frag_x2(unsigned (&r)[2], unsigned tile, int pitch, int n0, int k0, int lane) {
+  const int l = lane & 15;
+  if constexpr (K_INNER) {
+    const int n = n0 + (l & 7), k = k0 + (l >> 3) * 8;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(tile + n * pitch + k * 2));
+  } else {
+    const int k = k0 + (l & 7) + (l >> 3) * 8;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(tile + k * pitch + n0 * 2));
+  }
+}
+
+/* One k16 step of a product whose B is read from a tile: the warp's place
+ * along N is wn = (warp / WM) % WN (8-column blocks interleaved, as in the
+ * layouts of the operand and the accumulator). */
+template <int MT, int NT, int WM, int WN, bool B_K_INNER, class T>
+FA_DEV void mma_k_step(float (&c)[MT * NT * 4], const unsigned (&af)[MT][4], unsigned b_tile, int b_pitch, int kt,
+                       int lane, int warp) {
+  const int wn = (warp / WM) % WN;
+  unsigned bf[NT][2];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    load_b_frag_x2<B_K_INNER>(bf[nt], b_tile, b_pitch, (nt * WN + wn) * 8, kt * 16, lane);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int ic = (mt * NT + nt) * 4;
+      mma_16816(c[ic], c[ic + 1], c[ic + 2], c[ic + 3], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0],
+                bf[nt][1], T{});
+    }
+}
+
+/* c += a . b, A in registers (layout of fa_mma.cuh), B from a tile. */
+template <int MT, int NT, int KT, int WM, int WN, bool B_K_INNER, class T>
+FA_DEV void mma_rs(float (&c)[MT * NT * 4], const T (&a)[MT * KT * 8], unsigned b_tile, int b_pitch, int lane,
+                   int warp) {
+#pragma unroll
+  for (int kt = 0; kt < KT; ++kt) {
+    unsigned af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int ia = (mt * KT + kt) * 8;
+      af[mt][0] = pack2(a[ia], a[ia + 1]);
+      af[mt][1] = pack2(a[ia + 2], a[ia + 3]);
+      af[mt][2] = pack2(a[ia + 4], a[ia + 5]);
+      af[mt][3] = pack2(a[ia + 6], a[ia + 7]);
+    }
+    mma_k_step<MT, NT, WM, WN, B_K_INNER, T>(c, af, b_tile, b_pitch, kt, lane, warp);
+  }
+}
+
+/* c += a . b, both from tiles; the warp's place along M is warp % WM
+ * (16-row blocks interleaved). */
+template <int MT, int NT, int KT, int WM, int WN, bool A_K_INNER, bool B_K_INNER, class T>
+FA_DEV void mma_ss(float (&c)[MT * NT * 4], unsigned a_tile, int a_pitch, unsigned b_tile, int b_pitch, int lane,
+                   int warp) {
+  const int wm = warp % WM;
+#pragma unroll
+  for (int kt = 0; kt < KT; ++kt) {
+    unsigned af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      load_a_frag<A_K_INNER>(af[mt], a_tile, a_pitch, (mt * WM + wm) * 16, kt * 16, lane);
+    mma_k_step<MT, NT, WM, WN, B_K_INNER, T>(c, af, b_tile, b_pitch, kt, lane, warp);
+  }
 }
 
 /* cp.async of 16 bytes; src_bytes = 0 fills the destination with zeros. */
