@@ -8,8 +8,9 @@
  * ||out - ref|| / ||ref|| with the reference computed in float64 on the same
  * rounded inputs.  NaN never passes.
  *
- * Sanitizer builds run a lighter subset by default (it says so, and which);
- * FADSL_TEST_FULL=1 runs every case there too.
+ * Sanitizer builds run a lighter subset by default (it says so, and how
+ * many); FADSL_TEST_FULL=1 runs every case there too, FADSL_TEST_LIGHT=1
+ * runs the subset anywhere.
  */
 #include <math.h>
 #include <stdint.h>
@@ -53,6 +54,12 @@ static const Case cases[] = {
     {1, 4, 1, 77, 77, 128, true, DT_BF16, 32, 32, false},
     {1, 8, 2, 200, 200, 16, true, DT_F16, 32, 16, false},
     {2, 2, 1, 33, 150, 64, false, DT_BF16, 32, 32, false},
+    {1, 1, 1, 77, 77, 256, false, DT_F16, 16, 16, false},
+    /* longer sequences, larger tiles */
+    {1, 4, 1, 1000, 1000, 64, true, DT_F16, 64, 32, false},
+    {2, 2, 2, 513, 513, 128, false, DT_BF16, 64, 64, false},
+    {1, 2, 1, 300, 700, 32, false, DT_F16, 32, 16, false},
+    {1, 2, 2, 1000, 1000, 16, true, DT_BF16, 32, 32, false},
 };
 
 /* splitmix64 + Box-Muller: standard normal samples */

@@ -292,6 +292,12 @@ static bool write_f32(const char *path, DType dt, const void *data, int ndim, co
   return ok;
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void report(const char *what, DType dt, const void *data, const double *ref, int64_t n, double mul,
                    double bound, bool *within) {
   double *got = malloc((size_t)(n ? n : 1) * sizeof *got);
@@ -375,14 +381,14 @@ int main(int argc, char **argv) {
   FaAttnRunner r;
   ok = out && lse2 && (!backward || (dq && dk && dv));
   ok = ok && fa_attn_open(&r, &fc, program, o.block_q, o.block_k, o.threads);
-  clock_t t0 = clock();
+  double t0 = now_s();
   ok = ok && fa_attn_forward(&r, &s, dt, q.data, k.data, v.data, out, lse2);
-  clock_t t1 = clock();
+  double t1 = now_s();
   if (ok)
-    printf("forward: %.2f s on the interpreter\n", (double)(t1 - t0) / CLOCKS_PER_SEC);
+    printf("forward: %.2f s on the interpreter\n", t1 - t0);
   ok = ok && (!backward || fa_attn_backward(&r, &s, dt, q.data, k.data, v.data, out, dO.data, lse2, dq, dk, dv));
   if (ok && backward)
-    printf("backward: %.2f s on the interpreter\n", (double)(clock() - t1) / CLOCKS_PER_SEC);
+    printf("backward: %.2f s on the interpreter\n", now_s() - t1);
 
   int64_t rshape[3] = {s.B, s.H, s.Nq};
   if (ok && o.o)

@@ -1,0 +1,105 @@
+#!/bin/sh
+# fadsl-run.sh - fadsl-run end to end on the interpreter: buffers created for
+# --out, .npy inputs converted to the parameters' types (f16 rounding), the
+# values written back, and every argument mistake or bad access reported by
+# name with exit status 1 (2 for bad usage).  The kernels are tests/run/fill.fa.
+set -u
+run=${FADSL_RUN:-$(pwd)/tools/fadsl-run}
+srcdir=${srcdir:-.}
+fa=$srcdir/tests/run/fill.fa
+dir=${TMPDIR:-/tmp}/fadsl-run-test.$$
+mkdir -p "$dir" || exit 99
+trap 'rm -rf "$dir"' EXIT INT TERM
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# values F.npy: the float32 elements of a .npy (version 1 header) as bit
+# patterns in hex, one per line (exact, unlike a decimal print)
+values() {
+  hl=$(od -A n -t u2 -j 8 -N 2 "$1" | tr -d ' ')
+  od -A n -v -t x4 -j $((10 + hl)) "$1" | tr -s ' ' '\n' | sed '/^$/d'
+}
+
+# expect_values F.npy "HEX0 HEX1 ..." "what they are": the first elements are exactly these
+expect_values() {
+  got=$(values "$1" | head -n "$(echo "$2" | wc -w)" | tr '\n' ' ' | sed 's/ $//')
+  if [ "$got" != "$2" ]; then
+    fail "$1: float32 bits '$got', wanted '$2' ($3)"
+  else
+    echo "ok: $(basename "$1") = $3"
+  fi
+}
+
+# expect STATUS MESSAGE ARGS...: fadsl-run ARGS exits with STATUS and says MESSAGE
+expect() {
+  want=$1 msg=$2
+  shift 2
+  "$run" "$@" > "$dir/out" 2> "$dir/err"
+  status=$?
+  if [ "$status" -ne "$want" ] || ! grep -qF -- "$msg" "$dir/err"; then
+    fail "fadsl-run $*: status $status, wanted $want and '$msg'"
+    cat "$dir/err"
+  else
+    echo "ok: $(grep -F -m1 -- "$msg" "$dir/err" | cut -c1-150)"
+  fi
+}
+
+# an output-only buffer of the declared extent, float32 and f16
+"$run" "$fa" fill --interpret -D T=f32 --arg n=37 --arg step=0.5 --out out="$dir/x.npy" || fail "fill f32"
+expect_values "$dir/x.npy" "00000000 3f000000 3f800000 3fc00000 40000000 40200000" "0 0.5 1 1.5 2 2.5"
+[ "$(values "$dir/x.npy" | wc -l)" -eq 37 ] || fail "x.npy does not hold 37 elements"
+grep -q "'shape': (37,)" "$dir/x.npy" || fail "x.npy header lacks shape (37,)"
+"$run" "$fa" fill --interpret -D T=f16 -D BLOCK=32 --arg n=37 --arg step=0.3333333333 --out out="$dir/y.npy" \
+  || fail "fill f16"
+# f16 values, written as float32: 1/3 -> 0.333251953125, 2/3 -> 0.66650390625
+expect_values "$dir/y.npy" "00000000 3eaaa000 3f2aa000 3f800000" "0 0.333251953125 0.66650390625 1"
+
+# inputs converted to the parameter's dtype; T taken from y.npy when not given
+"$run" "$fa" add --interpret -D T=f16 --arg x="$dir/x.npy" --arg y="$dir/y.npy" --arg n=37 \
+  --out out="$dir/o.npy" || fail "add f16"
+# 0.5 + 0.333251953125 = 0.833251953125, a tie in f16: to even, 0.8330078125
+expect_values "$dir/o.npy" "00000000 3f554000 3fd54000 40200000" "0 0.8330078125 1.666015625 2.5"
+expect 0 "T = f32, from" "$fa" add --interpret --arg x="$dir/x.npy" --arg y="$dir/y.npy" --arg n=37 \
+  --out out="$dir/o32.npy"
+expect_values "$dir/o32.npy" "00000000 3f555000 3fd55000 40200000" "0 0.833251953125 1.66650390625 2.5"
+
+# argument mistakes
+expect 1 "missing --arg y=FILE.npy for the pointer parameter 'y'" \
+  "$fa" add --interpret -D T=f16 --arg x="$dir/x.npy" --arg n=37 --out out="$dir/o.npy"
+expect 1 "missing --arg n=NUMBER for the i32 scalar parameter 'n'" \
+  "$fa" add --interpret -D T=f16 --arg x="$dir/x.npy" --arg y="$dir/y.npy"
+expect 1 "kernel 'add' has no parameter 'zz'" \
+  "$fa" add --interpret -D T=f16 --arg x="$dir/x.npy" --arg y="$dir/y.npy" --arg n=37 --arg zz=1
+expect 1 "but 'x' declares the extent [36] = 36 elements" \
+  "$fa" add --interpret -D T=f16 --arg x="$dir/x.npy" --arg y="$dir/y.npy" --arg n=36
+expect 1 "'n' is a scalar parameter and wants a number" \
+  "$fa" add --interpret -D T=f16 --arg x="$dir/x.npy" --arg y="$dir/y.npy" --arg n="$dir/x.npy"
+expect 1 "'y' is a pointer parameter and wants a .npy file" \
+  "$fa" add --interpret -D T=f16 --arg x="$dir/x.npy" --arg y=3 --arg n=37
+expect 1 "the value does not fit" \
+  "$fa" add --interpret -D T=f16 --arg x="$dir/x.npy" --arg y="$dir/y.npy" --arg n=99999999999
+expect 1 "has no kernel 'nope'" "$fa" nope --interpret
+expect 1 "'out' declares no extent, so its size is unknown" \
+  "$fa" copy4 --interpret --arg x="$dir/x.npy" --out out="$dir/c.npy"
+
+# bad accesses are located errors, not crashes
+line=$(grep -n 'a = load(x + offs)' "$fa" | cut -d: -f1)
+expect 1 "fill.fa:$line:9: error: load out of bounds of buffer 'x' (element 37, size 37)" \
+  "$fa" overread --interpret --arg x="$dir/x.npy" --arg n=37 --out out="$dir/o.npy"
+expect 1 "in program (2, 0, 0) of kernel 'overread'" \
+  "$fa" overread --interpret --arg x="$dir/x.npy" --arg n=37 --out out="$dir/o.npy"
+"$run" "$fa" fill --interpret -D T=f32 -D BLOCK=2 --arg n=3 --arg step=1 --out out="$dir/x3.npy" || fail "fill 3"
+expect 1 "load out of bounds of buffer 'x' (element 3, size 3)" \
+  "$fa" copy4 --interpret --arg x="$dir/x3.npy" --arg out="$dir/x.npy"
+
+# usage
+expect 2 "not available yet" "$fa" add --gpu
+expect 2 "choose one of --interpret and --gpu" "$fa" add
+expect 2 "unknown option" "$fa" add --interpret --frobnicate
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
