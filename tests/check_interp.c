@@ -800,6 +800,153 @@ START_TEST(test_errors) {
 }
 END_TEST
 
+
+/* advance moves a block pointer; PAD_NONE pads floats with NaN; 3-D block pointers */
+START_TEST(test_advance_and_3d) {
+  Kit t;
+  kit_init(&t);
+  IrValue *px = param_ptr(&t, "x", DT_F32), *po = param_ptr(&t, "o", DT_F32);
+  int blk[1] = {8};
+  int64_t shape[1] = {10}, strides[1] = {1}, offs[1] = {0};
+  IrValue *bp = bptr(&t, px, 1, shape, strides, offs, blk);
+  IrValue *adv_ops[2] = {bp, i32(&t, 8)};
+  IrValue *bp2 = fa_ir_op1(&t.b, IR_ADVANCE, 0, L(2, 1), bp->type, adv_ops, 2);
+  IrValue *a = load_block(&t, bp2, 1, PAD_NONE);
+  IrValue *z = load_block(&t, bp2, 1, PAD_ZERO);
+  store(&t, ptrs(&t, po, arange(&t, 8)), a, NULL);
+  IrValue *o8 = op2(&t, IR_BINARY, BIN_ADD, blk1(DT_I32, 8), arange(&t, 8), ci(&t, blk1(DT_I32, 8), 8));
+  store(&t, ptrs(&t, po, o8), z, NULL);
+  /* a [2, 3, 5] tensor through a [2, 4, 8] block at (0, 1, 2): element (a, b, c) is x[15a + 5(b+1) + c+2] */
+  int blk3[3] = {2, 4, 8};
+  int64_t shape3[3] = {2, 3, 5}, strides3[3] = {15, 5, 1}, offs3[3] = {0, 1, 2};
+  IrValue *b3 = load_block(&t, bptr(&t, px, 3, shape3, strides3, offs3, blk3), 7, PAD_ZERO);
+  int64_t oshape[3] = {2, 4, 8}, ostr[3] = {32, 8, 1}, zero3[3] = {0, 0, 0};
+  IrValue *o3 = op2(&t, IR_PTR_ADD, 0, po->type, po, i32(&t, 16));
+  store_block(&t, bptr(&t, o3, 3, oshape, ostr, zero3, blk3), b3, 0);
+  ret(&t);
+  float x[30], o[16 + 64];
+  for (int i = 0; i < 30; i++)
+    x[i] = (float)(i + 1);
+  Arg args[2] = {buf(DT_F32, x, 30), buf(DT_F32, o, 80)};
+  ck_assert_msg(run1(&t, args, 2), "%s", diag_text(&t));
+  ck_assert(o[0] == 9.0f && o[1] == 10.0f);
+  for (int i = 2; i < 8; i++)
+    ck_assert_msg(isnan(o[i]), "PAD_NONE gives NaN for floats (o[%d] = %g)", i, (double)o[i]);
+  ck_assert(o[8] == 9.0f && o[9] == 10.0f && o[10] == 0.0f && o[15] == 0.0f);
+  for (int a3 = 0; a3 < 2; a3++)
+    for (int b = 0; b < 4; b++)
+      for (int c = 0; c < 8; c++) {
+        float want = b + 1 < 3 && c + 2 < 5 ? x[15 * a3 + 5 * (b + 1) + c + 2] : 0.0f;
+        ck_assert_msg(o[16 + a3 * 32 + b * 8 + c] == want, "3-D block (%d,%d,%d)", a3, b, c);
+      }
+  kit_free(&t);
+}
+END_TEST
+
+/* atomic_add in f16 rounds after each addition and returns the old values;
+ * masked-off lanes neither add nor read */
+START_TEST(test_atomic_f16_masked) {
+  Kit t;
+  kit_init(&t);
+  IrValue *ph = param_ptr(&t, "h", DT_F16), *po = param_ptr(&t, "old", DT_F32);
+  IrType i32t = fa_type_scalar(DT_I32);
+  IrOp *pid = fa_ir_op(&t.b, IR_PROGRAM_ID, L(2, 1), NULL, 0, &i32t, 1);
+  IrValue *offs = arange(&t, 4);
+  IrValue *mask = op2(&t, IR_CMP, CMP_LT, blk1(DT_I1, 4), offs, ci(&t, blk1(DT_I32, 4), 2));
+  IrValue *val = op1(&t, IR_CAST, 0, blk1(DT_F16, 4), cf(&t, blk1(DT_F32, 4), 0.1));
+  IrValue *ops[3] = {ptrs(&t, ph, offs), val, mask};
+  IrType rt = blk1(DT_F16, 4);
+  IrOp *at = fa_ir_op(&t.b, IR_ATOMIC_ADD, L(2, 1), ops, 3, &rt, 1);
+  /* old[pid * 4 + lane] = previous value */
+  IrValue *base = op1(&t, IR_SPLAT, 0, blk1(DT_I32, 4), op2(&t, IR_BINARY, BIN_MUL, i32t, pid->results[0], i32(&t, 4)));
+  store(&t, ptrs(&t, po, op2(&t, IR_BINARY, BIN_ADD, blk1(DT_I32, 4), base, offs)),
+        op1(&t, IR_CAST, 0, blk1(DT_F32, 4), at->results[0]), NULL);
+  ret(&t);
+  uint16_t h[4] = {0x3c00, 0x3c00, 0x3c00, 0x3c00};   /* 1.0 */
+  float old[12];
+  Arg args[2] = {buf(DT_F16, h, 4), buf(DT_F32, old, 12)};
+  ck_assert_msg(run_grid(&t, args, 2, 3, 1, 1), "%s", diag_text(&t));
+  /* 1 + 0.1 (f16 0.0999755859375) = 1.0999755859375 -> f16 1.099609375 (0x3c66),
+   * + 0.0999755859375 -> 1.1995849609375 -> 1.19921875 (0x3ccc), -> 1.298828125 (0x3d32) */
+  ck_assert_uint_eq(h[0], 0x3d32);
+  ck_assert_uint_eq(h[1], 0x3d32);
+  ck_assert_uint_eq(h[2], 0x3c00);
+  ck_assert_uint_eq(h[3], 0x3c00);
+  ck_assert(old[0] == 1.0f && old[4] == 1.099609375f && old[8] == 1.19921875f);
+  ck_assert(old[2] == 0.0f && old[11] == 0.0f);
+  kit_free(&t);
+}
+END_TEST
+
+/* A declared extent bounds the accesses even when the buffer is larger, and a
+ * buffer smaller than its extent is refused before the run. */
+START_TEST(test_declared_extent) {
+  Kit t;
+  kit_init(&t);
+  IrParam *pp = fa_ir_add_param(t.fn, "x", fa_type_ptr(DT_F32, 0, NULL), 0, L(1, 1));
+  pp->extent_rank = 1;
+  IrValue *pn = param_scalar(&t, "n", DT_I32);
+  /* load x[n - 1 + 1]: one past the extent */
+  IrValue *v = load(&t, op2(&t, IR_PTR_ADD, 0, pp->value->type, pp->value, pn), NULL, NULL);
+  store(&t, pp->value, v, NULL);
+  ret(&t);
+  /* extents(x, n) = (n,) */
+  IrFunction *e = fa_ir_function_new(&t.fc.arena, "k.extents", L(1, 1));
+  fa_ir_add_param(e, "x", fa_type_ptr(DT_F32, 0, NULL), 0, L(1, 1));
+  IrValue *en = fa_ir_add_param(e, "n", fa_type_scalar(DT_I32), 1, L(1, 1))->value;
+  IrBuilder eb = {e, e->body};
+  IrValue *n64 = fa_ir_op1(&eb, IR_CAST, 0, L(1, 1), fa_type_scalar(DT_I64), &en, 1);
+  fa_ir_op(&eb, IR_RETURN, L(1, 1), &n64, 1, NULL, 0);
+  t.k.extents = e;
+  float x[8] = {0};
+  Arg args[2] = {buf(DT_F32, x, 8), {DT_VOID, NULL, 0, fa_host_int(DT_I32, 4)}};
+  ck_assert(!run1(&t, args, 2));
+  ck_assert_msg(strstr(diag_text(&t), "load out of bounds of buffer 'x' (element 4, size 4)"), "%s", diag_text(&t));
+  int64_t dims[FA_MAX_RANK];
+  ck_assert_int_eq(fa_interp_extent(t.in, 0, dims), 1);
+  ck_assert_int_eq(dims[0], 4);
+  ck_assert_int_eq(fa_interp_extent(t.in, 1, dims), 0);
+  kit_free(&t);
+
+  kit_init(&t);
+  pp = fa_ir_add_param(t.fn, "x", fa_type_ptr(DT_F32, 0, NULL), 0, L(1, 1));
+  pp->extent_rank = 1;
+  param_scalar(&t, "n", DT_I32);
+  ret(&t);
+  e = fa_ir_function_new(&t.fc.arena, "k.extents", L(1, 1));
+  fa_ir_add_param(e, "x", fa_type_ptr(DT_F32, 0, NULL), 0, L(1, 1));
+  en = fa_ir_add_param(e, "n", fa_type_scalar(DT_I32), 1, L(1, 1))->value;
+  eb.fn = e;
+  eb.region = e->body;
+  n64 = fa_ir_op1(&eb, IR_CAST, 0, L(1, 1), fa_type_scalar(DT_I64), &en, 1);
+  fa_ir_op(&eb, IR_RETURN, L(1, 1), &n64, 1, NULL, 0);
+  t.k.extents = e;
+  Arg args2[2] = {buf(DT_F32, x, 8), {DT_VOID, NULL, 0, fa_host_int(DT_I32, 9)}};
+  ck_assert(!run1(&t, args2, 2));
+  ck_assert_msg(strstr(diag_text(&t), "buffer for 'x' has 8 elements, but its declared extent needs 9"), "%s",
+                diag_text(&t));
+  kit_free(&t);
+}
+END_TEST
+
+/* With threads, a failing program is still reported with its location. */
+START_TEST(test_threads_error) {
+  Kit t;
+  kit_init(&t);
+  IrValue *po = param_ptr(&t, "o", DT_I32);
+  IrType i32t = fa_type_scalar(DT_I32);
+  IrOp *pid = fa_ir_op(&t.b, IR_PROGRAM_ID, L(2, 1), NULL, 0, &i32t, 1);
+  store_at(&t, L(7, 3), op2(&t, IR_PTR_ADD, 0, po->type, po, pid->results[0]), pid->results[0], NULL);
+  ret(&t);
+  int32_t o[10];
+  Arg args[1] = {buf(DT_I32, o, 10)};
+  ck_assert(!run_grid(&t, args, 1, 64, 1, 4));
+  ck_assert_msg(strstr(diag_text(&t), "t.fa:7:3: error: store out of bounds of buffer 'o'"), "%s", diag_text(&t));
+  ck_assert_msg(strstr(diag_text(&t), "of kernel 'k' (grid 64 x 1 x 1)"), "%s", diag_text(&t));
+  kit_free(&t);
+}
+END_TEST
+
 static Suite *interp_suite(void) {
   Suite *s = suite_create("interp");
   TCase *tc = tcase_create("builtins");
@@ -821,6 +968,10 @@ static Suite *interp_suite(void) {
   tcase_add_test(tc, test_threads);
   tcase_add_test(tc, test_host_function);
   tcase_add_test(tc, test_errors);
+  tcase_add_test(tc, test_advance_and_3d);
+  tcase_add_test(tc, test_atomic_f16_masked);
+  tcase_add_test(tc, test_declared_extent);
+  tcase_add_test(tc, test_threads_error);
   suite_add_tcase(s, tc);
   return s;
 }
