@@ -1,0 +1,418 @@
+/* gpu_codegen.c - runs small kernels on the GPU (through libfadsl) and on the
+ * CPU interpreter, from the same random inputs, and compares every buffer
+ * afterwards.  It checks the CUDA backend: layouts, masks, boundary checks,
+ * reductions, tensor-core and FMA products, atomics, loops; and the attention
+ * kernels on small shapes.
+ *
+ * usage: gpu_codegen SRCDIR [FILTER]
+ * Exit status: 0 all cases passed, 1 some failed, 77 no GPU (skipped).
+ * FADSL_TEST_SEED=N reproduces a run's inputs.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ast.h"
+#include "fadsl.h"
+#include "interp.h"
+#include "sema.h"
+
+typedef struct Case {
+  const char *file;        /* relative to SRCDIR */
+  const char *kernel;
+  const char *constexprs;  /* NAME=VALUE ... */
+  const char *scalars;     /* NAME=VALUE ... (runtime scalar parameters) */
+  int warps, stages;
+  const char *init;        /* NAME=LO:HI ...: uniform inputs of a buffer (default -2:2) */
+  double rtol, atol;       /* per element: |gpu - cpu| <= atol + rtol * |cpu| */
+} Case;
+
+#define CG "tests/gpu/codegen.fa"
+#define ATT "examples/attention/attention.fa"
+
+static const Case cases[] = {
+    /* elementwise: f16/bf16 results are compared to one ulp and a little
+       (exp2 / log2 are approximate on the GPU) */
+    {CG, "ew", "T=f32 BLOCK=128", "n=1000", 4, 2, NULL, 2e-5, 1e-5},
+    {CG, "ew", "T=f16 BLOCK=256", "n=777", 4, 2, NULL, 2e-3, 1e-3},
+    {CG, "ew", "T=bf16 BLOCK=64", "n=333", 2, 2, NULL, 1e-2, 1e-2},
+    {CG, "ew", "T=f16 BLOCK=16", "n=50", 4, 2, NULL, 2e-3, 1e-3},
+    {CG, "ints", "BLOCK=128", "n=1001", 4, 2, "x=-100000:100000", 0, 0},
+    {CG, "ints", "BLOCK=1024", "n=5000", 8, 2, "x=-100000:100000", 0, 0},
+    /* reductions: rows split over lanes, warps and registers */
+    {CG, "red", "N=64 T=f16 BM=32", "M=77 P=3", 4, 2, NULL, 1e-5, 1e-5},
+    {CG, "red", "N=16 T=f32 BM=128", "M=300 P=3", 8, 2, NULL, 1e-5, 1e-5},
+    {CG, "red", "N=256 T=bf16 BM=4", "M=10 P=3", 4, 2, NULL, 1e-5, 1e-5},
+    {CG, "red", "N=8 T=f32 BM=8", "M=20 P=3", 1, 2, NULL, 1e-5, 1e-5},
+    {CG, "red", "N=128 T=f32 BM=2", "M=5 P=3", 8, 2, NULL, 1e-5, 1e-5},
+    /* products through the tensor cores (f32 accumulation in another order:
+       compared with a tolerance relative to the sum of |products|) */
+    {CG, "mm", "T=f16 BM=64 BN=64 BK=32 TRANS_B=False ACC=True", "M=100 N=90 K=70", 4, 2, NULL, 1e-3, 2e-3},
+    {CG, "mm", "T=f16 BM=64 BN=64 BK=32 TRANS_B=True ACC=False", "M=100 N=90 K=70", 4, 2, NULL, 1e-3, 2e-3},
+    {CG, "mm", "T=bf16 BM=32 BN=128 BK=64 TRANS_B=True ACC=False", "M=64 N=200 K=130", 8, 2, NULL, 1e-2, 1e-2},
+    {CG, "mm", "T=f16 BM=128 BN=32 BK=16 TRANS_B=False ACC=True", "M=129 N=33 K=48", 8, 2, NULL, 1e-3, 2e-3},
+    {CG, "mm", "T=f16 BM=16 BN=16 BK=16 TRANS_B=False ACC=False", "M=40 N=40 K=40", 4, 2, NULL, 1e-3, 2e-3},
+    {CG, "mm", "T=f32 BM=32 BN=32 BK=16 TRANS_B=True ACC=True", "M=50 N=45 K=20", 4, 2, NULL, 1e-5, 1e-5},
+    {CG, "chain", "T=f16 BM=64 BN=64 BK=32 BD=64", "", 4, 2, "a=-1:1 b=-1:1", 2e-3, 2e-3},
+    {CG, "chain", "T=bf16 BM=128 BN=32 BK=64 BD=16", "", 8, 2, "a=-1:1 b=-1:1", 1e-2, 1e-2},
+    /* block pointers at every edge */
+    {CG, "edges", "T=f16 BM=32 BN=64", "M=70 N=100", 4, 2, NULL, 0, 0},
+    {CG, "edges", "T=f32 BM=16 BN=8", "M=33 N=17", 2, 2, NULL, 0, 0},
+    {CG, "edges", "T=bf16 BM=64 BN=128", "M=64 N=128", 8, 2, NULL, 0, 0},
+    /* atomics: the order of additions differs */
+    {CG, "atomics", "BLOCK=256", "n=3000", 4, 2, NULL, 1e-5, 1e-5},
+    {CG, "atomics", "BLOCK=32", "n=100", 4, 2, NULL, 1e-5, 1e-5},
+    {CG, "loops", "BM=32 BN=64", "M=70 N=300", 4, 2, NULL, 1e-5, 1e-5},
+    {CG, "loops", "BM=4 BN=128", "M=9 N=129", 1, 2, NULL, 1e-5, 1e-5},
+    /* attention on small shapes (the random LSE and D keep the exponents of
+       the backward pass in range) */
+    {ATT, "attn_fwd", "n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=32", "n_zh=2 q_seq_len=77 kv_seq_len=100 sm_scale=0.125",
+     4, 2, NULL, 2e-3, 2e-3},
+    {ATT, "attn_fwd", "n_groups=1 d_head=32 is_causal=True T=bf16 BLOCK_Q=128 BLOCK_K=64", "n_zh=3 q_seq_len=200 kv_seq_len=200 sm_scale=0.17",
+     8, 2, NULL, 1e-2, 1e-2},
+    {ATT, "attn_fwd", "n_groups=4 d_head=128 is_causal=True T=f16 BLOCK_Q=64 BLOCK_K=64", "n_zh=1 q_seq_len=130 kv_seq_len=130 sm_scale=0.088",
+     4, 2, NULL, 2e-3, 2e-3},
+    {ATT, "attn_fwd", "n_groups=1 d_head=16 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=64", "n_zh=2 q_seq_len=1 kv_seq_len=65 sm_scale=0.25",
+     4, 2, NULL, 2e-3, 2e-3},
+    {ATT, "attn_bwd_d", "n_groups=2 d_head=64 T=f16 BLOCK_Q=16", "n_zh=2 q_seq_len=77", 4, 2, NULL, 1e-4, 1e-4},
+    {ATT, "attn_bwd_dkdv", "n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=32 BLOCK_K=64",
+     "n_zh=2 q_seq_len=77 kv_seq_len=100 sm_scale=0.125", 4, 2, "t_lse=10:12 t_pdp=-0.5:0.5", 5e-3, 5e-3},
+    {ATT, "attn_bwd_dkdv", "n_groups=1 d_head=32 is_causal=True T=bf16 BLOCK_Q=64 BLOCK_K=128",
+     "n_zh=2 q_seq_len=150 kv_seq_len=150 sm_scale=0.17", 8, 2, "t_lse=8:10 t_pdp=-0.5:0.5", 2e-2, 2e-2},
+    {ATT, "attn_bwd_dq", "n_groups=2 d_head=64 is_causal=True T=f16 BLOCK_Q=64 BLOCK_K=32",
+     "n_zh=2 q_seq_len=100 kv_seq_len=100 sm_scale=0.125", 4, 2, "t_lse=10:12 t_pdp=-0.5:0.5", 5e-3, 5e-3},
+    {ATT, "attn_bwd_dq", "n_groups=1 d_head=128 is_causal=False T=f16 BLOCK_Q=128 BLOCK_K=128",
+     "n_zh=1 q_seq_len=90 kv_seq_len=140 sm_scale=0.088", 8, 2, "t_lse=14:16 t_pdp=-0.5:0.5", 5e-3, 5e-3},
+};
+
+/* ---- small helpers ------------------------------------------------------------------- */
+
+static uint64_t rng_state;
+static double urand(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* Finds NAME=VALUE in a space-separated list; copies VALUE into buf. */
+static bool lookup(const char *list, const char *name, char *buf, size_t size) {
+  size_t n = strlen(name);
+  for (const char *p = list; p && *p;) {
+    while (*p == ' ')
+      p++;
+    const char *end = strchr(p, ' ');
+    if (!end)
+      end = p + strlen(p);
+    if ((size_t)(end - p) > n && !strncmp(p, name, n) && p[n] == '=') {
+      size_t len = (size_t)(end - p) - n - 1;
+      if (len >= size)
+        len = size - 1;
+      memcpy(buf, p + n + 1, len);
+      buf[len] = '\0';
+      return true;
+    }
+    p = end;
+  }
+  return false;
+}
+
+static double half_to_double(uint16_t h) {
+  int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+  return s ? -v : v;
+}
+
+static double elem(DType dt, const void *buf, int64_t i) {
+  switch (dt) {
+  case DT_F16: return half_to_double(((const uint16_t *)buf)[i]);
+  case DT_BF16: return fa_bf16_bits_to_double(((const uint16_t *)buf)[i]);
+  case DT_F32: return ((const float *)buf)[i];
+  case DT_F64: return ((const double *)buf)[i];
+  case DT_I1:
+  case DT_I8: return ((const int8_t *)buf)[i];
+  case DT_I16: return ((const int16_t *)buf)[i];
+  case DT_I32: return ((const int32_t *)buf)[i];
+  case DT_U32: return ((const uint32_t *)buf)[i];
+  case DT_I64: return (double)((const int64_t *)buf)[i];
+  default: return 0;
+  }
+}
+
+static void fill(DType dt, void *buf, int64_t n, double lo, double hi) {
+  for (int64_t i = 0; i < n; i++) {
+    double u = lo + (hi - lo) * urand();
+    switch (dt) {
+    case DT_F16: ((uint16_t *)buf)[i] = fa_double_to_f16_bits(u); break;
+    case DT_BF16: ((uint16_t *)buf)[i] = fa_double_to_bf16_bits(u); break;
+    case DT_F32: ((float *)buf)[i] = (float)u; break;
+    case DT_F64: ((double *)buf)[i] = u; break;
+    case DT_I1: ((int8_t *)buf)[i] = u > (lo + hi) / 2; break;
+    case DT_I8: ((int8_t *)buf)[i] = (int8_t)floor(u); break;
+    case DT_I16: ((int16_t *)buf)[i] = (int16_t)floor(u); break;
+    case DT_I32: ((int32_t *)buf)[i] = (int32_t)floor(u); break;
+    case DT_U32: ((uint32_t *)buf)[i] = (uint32_t)floor(fabs(u)); break;
+    case DT_I64: ((int64_t *)buf)[i] = (int64_t)floor(u); break;
+    default: break;
+    }
+  }
+}
+
+static fadsl_value scalar_value(DType dt, const char *text) {
+  switch (dt) {
+  case DT_I64: return fadsl_i64(strtoll(text, NULL, 10));
+  case DT_F32: return fadsl_f32((float)strtod(text, NULL));
+  case DT_F64: return fadsl_f64(strtod(text, NULL));
+  default: return fadsl_i32((int32_t)strtol(text, NULL, 10));
+  }
+}
+
+/* ---- one case -------------------------------------------------------------------------- */
+
+typedef struct Buffer {
+  const char *name;
+  DType dtype;
+  int64_t count;
+  void *init, *cpu, *gpu;
+  uint64_t dev;
+} Buffer;
+
+static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", srcdir, c->file);
+  char label[512];
+  snprintf(label, sizeof label, "%s [%s] %s warps=%d", c->kernel, c->constexprs, c->scalars, c->warps);
+  FaCompiler fc;
+  fa_compiler_init(&fc, stderr);
+  int failed = 1;
+  Buffer *bufs = NULL;
+  int nbufs = 0;
+  FaInterp *in = NULL;
+  fadsl_program *prog = NULL;
+  fadsl_args *args = NULL;
+
+  /* the interpreter's specialisation */
+  const Source *src = fa_source_read(&fc, path);
+  Node *mod = src ? fa_parse(&fc, src) : NULL;
+  FaProgram *p = mod ? fa_program_check(&fc, mod) : NULL;
+  FaKernelInfo *ki = p ? fa_program_kernel(p, c->kernel) : NULL;
+  if (!ki) {
+    fprintf(stderr, "FAIL %s: cannot load the kernel\n", label);
+    goto done;
+  }
+  FaBinding binds[32];
+  int nb = 0;
+  for (int i = 0; i < ki->nparams && nb < 32; i++) {
+    char v[64];
+    if (ki->params[i].kind == PARAM_CONSTEXPR && lookup(c->constexprs, ki->params[i].name, v, sizeof v)) {
+      binds[nb].name = ki->params[i].name;
+      if (!fa_const_parse(v, &binds[nb].value)) {
+        fprintf(stderr, "FAIL %s: bad constexpr %s\n", label, v);
+        goto done;
+      }
+      nb++;
+    }
+  }
+  FaLaunchConfig cfg = {c->warps, c->stages};
+  IrKernel *ir = fa_specialize(&fc, p, ki, binds, nb, cfg);
+  in = ir ? fa_interp_new(&fc, ir) : NULL;
+  if (!in) {
+    fprintf(stderr, "FAIL %s: cannot specialise\n", label);
+    goto done;
+  }
+  const IrFunction *fn = ir->device;
+  for (int i = 0; i < fn->nparams; i++) {
+    const IrValue *v = fn->params[i].value;
+    char text[64];
+    if (v->type.dtype == DT_PTR)
+      continue;
+    if (!lookup(c->scalars, fn->params[i].name, text, sizeof text)) {
+      fprintf(stderr, "FAIL %s: no value for scalar '%s'\n", label, fn->params[i].name);
+      goto done;
+    }
+    FaHostValue hv = fa_dtype_is_float(v->type.dtype) ? fa_host_float(v->type.dtype, strtod(text, NULL))
+                                                       : fa_host_int(v->type.dtype, strtoll(text, NULL, 10));
+    if (!fa_interp_bind_scalar(in, i, hv))
+      goto done;
+  }
+  bufs = calloc((size_t)fn->nparams, sizeof *bufs);
+  if (!bufs)
+    goto done;
+  for (int i = 0; i < fn->nparams; i++) {
+    const IrValue *v = fn->params[i].value;
+    if (v->type.dtype != DT_PTR)
+      continue;
+    int64_t dims[FA_MAX_RANK];
+    int r = fa_interp_extent(in, i, dims);
+    if (r <= 0) {
+      fprintf(stderr, "FAIL %s: pointer '%s' declares no extent\n", label, fn->params[i].name);
+      goto done;
+    }
+    Buffer *b = &bufs[nbufs++];
+    b->name = fn->params[i].name;
+    b->dtype = v->type.pointee;
+    b->count = 1;
+    for (int d = 0; d < r; d++)
+      b->count *= dims[d];
+    size_t bytes = (size_t)(b->count > 0 ? b->count : 1) * (size_t)fa_dtype_size(b->dtype);
+    b->init = malloc(bytes);
+    b->cpu = malloc(bytes);
+    b->gpu = malloc(bytes);
+    if (!b->init || !b->cpu || !b->gpu)
+      goto done;
+    double lo = -2, hi = 2;
+    char range[64];
+    if (lookup(c->init, b->name, range, sizeof range))
+      sscanf(range, "%lf:%lf", &lo, &hi);
+    fill(b->dtype, b->init, b->count, lo, hi);
+    memcpy(b->cpu, b->init, bytes);
+    if (!fa_interp_bind_buffer(in, i, b->dtype, b->cpu, b->count))
+      goto done;
+  }
+  FaInterpOptions iopt = {1, NULL};
+  if (!fa_interp_run(in, &iopt)) {
+    fprintf(stderr, "FAIL %s: the interpreter failed\n", label);
+    goto done;
+  }
+
+  /* the GPU */
+  fadsl_kernel *k = NULL;
+  if (fadsl_program_load_file(ctx, path, &prog) || fadsl_program_kernel(prog, c->kernel, &k) ||
+      fadsl_args_create(k, &args)) {
+    fprintf(stderr, "FAIL %s: %s\n", label, fadsl_context_last_error(ctx));
+    goto done;
+  }
+  for (int i = 0; i < nb; i++) {
+    FaConst v = binds[i].value;
+    fadsl_status st = v.kind == CK_DTYPE  ? fadsl_args_set_dtype(args, binds[i].name, fa_dtype_name(v.dtype))
+                      : v.kind == CK_BOOL ? fadsl_args_set_bool(args, binds[i].name, (int)v.i)
+                      : v.kind == CK_FLOAT ? fadsl_args_set_float(args, binds[i].name, v.f)
+                                           : fadsl_args_set_int(args, binds[i].name, v.i);
+    if (st) {
+      fprintf(stderr, "FAIL %s: %s\n", label, fadsl_context_last_error(ctx));
+      goto done;
+    }
+  }
+  for (int i = 0, bi = 0; i < fn->nparams; i++) {
+    const IrValue *v = fn->params[i].value;
+    fadsl_status st;
+    if (v->type.dtype == DT_PTR) {
+      Buffer *b = &bufs[bi++];
+      size_t bytes = (size_t)(b->count > 0 ? b->count : 1) * (size_t)fa_dtype_size(b->dtype);
+      st = fadsl_malloc(ctx, bytes, &b->dev);
+      if (!st)
+        st = fadsl_memcpy_htod(ctx, b->dev, b->init, bytes);
+      if (!st)
+        st = fadsl_args_set_ptr(args, b->name, b->dev);
+    } else {
+      char text[64];
+      lookup(c->scalars, fn->params[i].name, text, sizeof text);
+      st = fadsl_args_set(args, fn->params[i].name, scalar_value(v->type.dtype, text));
+    }
+    if (st) {
+      fprintf(stderr, "FAIL %s: %s\n", label, fadsl_context_last_error(ctx));
+      goto done;
+    }
+  }
+  fadsl_args_set_config(args, c->warps, c->stages);
+  fadsl_kernel_info info;
+  if (fadsl_launch(k, args, NULL, &info) || fadsl_synchronize(ctx, NULL)) {
+    fprintf(stderr, "FAIL %s: %s\n", label, fadsl_context_last_error(ctx));
+    goto done;
+  }
+  failed = 0;
+  for (int i = 0; i < nbufs; i++) {
+    Buffer *b = &bufs[i];
+    size_t bytes = (size_t)(b->count > 0 ? b->count : 1) * (size_t)fa_dtype_size(b->dtype);
+    if (fadsl_memcpy_dtoh(ctx, b->gpu, b->dev, bytes)) {
+      fprintf(stderr, "FAIL %s: %s\n", label, fadsl_context_last_error(ctx));
+      failed = 1;
+      break;
+    }
+    int64_t bad = 0, first = -1;
+    double maxerr = 0, num = 0, den = 0;
+    for (int64_t e = 0; e < b->count; e++) {
+      double g = elem(b->dtype, b->gpu, e), r = elem(b->dtype, b->cpu, e);
+      bool ok;
+      if (isnan(r) || isnan(g))
+        ok = isnan(r) && isnan(g);
+      else if (isinf(r) || isinf(g))
+        ok = g == r;
+      else {
+        double d = fabs(g - r);
+        ok = d <= c->atol + c->rtol * fabs(r);
+        if (d > maxerr)
+          maxerr = d;
+        num += d * d;
+        den += r * r;
+      }
+      if (!ok) {
+        if (first < 0)
+          first = e;
+        bad++;
+      }
+    }
+    if (bad) {
+      fprintf(stderr, "FAIL %s: buffer '%s': %lld of %lld elements differ; first at %lld: gpu %.9g, cpu %.9g\n",
+              label, b->name, (long long)bad, (long long)b->count, (long long)first,
+              elem(b->dtype, b->gpu, first), elem(b->dtype, b->cpu, first));
+      failed = 1;
+    } else {
+      printf("  %-8s %-10s max |diff| %.3g, rel. norm %.3g\n", c->kernel, b->name, maxerr,
+             den > 0 ? sqrt(num / den) : 0.0);
+    }
+  }
+  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared)\n", failed ? "FAIL" : "ok  ", label,
+         info.registers, info.spill_bytes, info.shared_bytes);
+done:
+  for (int i = 0; i < nbufs; i++) {
+    if (bufs[i].dev)
+      fadsl_free(ctx, bufs[i].dev);
+    free(bufs[i].init);
+    free(bufs[i].cpu);
+    free(bufs[i].gpu);
+  }
+  free(bufs);
+  if (args)
+    fadsl_args_destroy(args);
+  if (prog)
+    fadsl_program_destroy(prog);
+  if (in)
+    fa_interp_free(in);
+  fa_compiler_free(&fc);
+  return failed;
+}
+
+int main(int argc, char **argv) {
+  const char *srcdir = argc > 1 ? argv[1] : ".";
+  const char *filter = argc > 2 ? argv[2] : NULL;
+  const char *seed_env = getenv("FADSL_TEST_SEED");
+  uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
+  printf("seed %llu (FADSL_TEST_SEED reproduces it)\n", (unsigned long long)seed);
+  fadsl_context *ctx = NULL;
+  fadsl_status st = fadsl_context_create(0, &ctx);
+  if (st == FADSL_ERROR_NO_DRIVER || st == FADSL_ERROR_NO_DEVICE) {
+    printf("SKIP: no GPU (%s)\n", ctx ? fadsl_context_last_error(ctx) : fadsl_status_string(st));
+    fadsl_context_destroy(ctx);
+    return 77;
+  }
+  if (st) {
+    fprintf(stderr, "cannot create a context: %s\n", ctx ? fadsl_context_last_error(ctx) : fadsl_status_string(st));
+    fadsl_context_destroy(ctx);
+    return 1;
+  }
+  int failures = 0, run = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    if (filter && !strstr(cases[i].kernel, filter))
+      continue;
+    rng_state = seed * 2654435761u + i * 97 + 1;
+    run++;
+    failures += run_case(srcdir, &cases[i], ctx);
+  }
+  printf("%d of %d cases passed\n", run - failures, run);
+  fadsl_context_destroy(ctx);
+  return failures ? 1 : 0;
+}
