@@ -85,6 +85,31 @@ START_TEST(test_read_numpy_layout) {
 }
 END_TEST
 
+/* format 2.0: a 4-byte header length */
+START_TEST(test_read_version2) {
+  int64_t v[3] = {-1, 0, 1LL << 40};
+  unsigned char bytes[256];
+  char hdr[128];
+  int n = snprintf(hdr, sizeof hdr, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }");
+  while ((12 + n + 1) % 64)
+    hdr[n++] = ' ';
+  hdr[n++] = '\n';
+  memcpy(bytes, "\x93NUMPY\x02\x00", 8);
+  bytes[8] = (unsigned char)n;
+  bytes[9] = bytes[10] = bytes[11] = 0;
+  memcpy(bytes + 12, hdr, (size_t)n);
+  memcpy(bytes + 12 + n, v, sizeof v);
+  write_bytes(path("v2.npy"), bytes, 12 + (size_t)n + sizeof v);
+  FaNpy a;
+  char err[256];
+  ck_assert_msg(fa_npy_read(path("v2.npy"), &a, err, sizeof err), "%s", err);
+  ck_assert_int_eq(a.dtype, DT_I64);
+  ck_assert_int_eq(a.count, 3);
+  ck_assert(((int64_t *)a.data)[2] == (1LL << 40));
+  fa_npy_free(&a);
+}
+END_TEST
+
 START_TEST(test_refusals) {
   float v[6] = {0};
   unsigned char bytes[512];
@@ -174,6 +199,7 @@ int main(void) {
   TCase *tc = tcase_create("npy");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_read_numpy_layout);
+  tcase_add_test(tc, test_read_version2);
   tcase_add_test(tc, test_refusals);
   tcase_add_test(tc, test_round_trips);
   tcase_add_test(tc, test_conversions);
