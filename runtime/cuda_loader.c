@@ -69,11 +69,28 @@ const char *fa_cuda_error_text(const FaDriverApi *d, CUresult r, char *buf, size
   return buf;
 }
 
+static void init_driver(FaCudaLoader *l, void *h);
+
 static void load_driver(FaCudaLoader *l) {
   if (l->flags & FA_LOADER_NO_DRIVER) {
     snprintf(l->driver_error, sizeof l->driver_error,
              "no CUDA driver found (libcuda.so.1 could not be loaded: disabled by FADSL_NO_DRIVER)");
     l->driver_state = FA_LOAD_FAILED;
+    return;
+  }
+  const char *over = getenv("FADSL_CUDA_DRIVER_PATH");
+  if (over && *over) {
+    void *h = dlopen(over, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char *e = dlerror();
+      snprintf(l->driver_error, sizeof l->driver_error,
+               "no CUDA driver found (libcuda.so.1 could not be loaded: %s; from "
+               "FADSL_CUDA_DRIVER_PATH)",
+               e ? e : over);
+      l->driver_state = FA_LOAD_FAILED;
+      return;
+    }
+    init_driver(l, h);
     return;
   }
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -89,6 +106,11 @@ static void load_driver(FaCudaLoader *l) {
       return;
     }
   }
+  init_driver(l, h);
+}
+
+/* Resolves the driver's symbols from an opened library and initialises it. */
+static void init_driver(FaCudaLoader *l, void *h) {
   const char *missing = resolve(h, driver_symbols, FA_ARRAY_LEN(driver_symbols), &l->driver);
   if (missing) {
     snprintf(l->driver_error, sizeof l->driver_error,

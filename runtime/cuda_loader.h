@@ -110,7 +110,8 @@ typedef struct FaCudaLoader {
 void fa_loader_init(FaCudaLoader *l, unsigned flags);
 void fa_loader_free(FaCudaLoader *l);
 
-/* Loads libcuda (libcuda.so.1, then libcuda.so), resolves the table and
+/* Loads libcuda ($FADSL_CUDA_DRIVER_PATH if set, else libcuda.so.1, then
+ * libcuda.so), resolves the table and
  * calls cuInit(0), once.  Returns the table, or NULL with *error set to a
  * message that stays valid until fa_loader_free: "no CUDA driver found
  * (libcuda.so.1 could not be loaded: ...)" when the library is missing. *no_device

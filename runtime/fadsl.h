@@ -44,6 +44,8 @@
  *                          CACHE_ROOT/tune.json, written by fadsl-tune).
  *   FADSL_NVRTC_PATH=PATH  libnvrtc to load (a file, or a directory holding
  *                          libnvrtc.so*) instead of searching for it.
+ *   FADSL_CUDA_DRIVER_PATH=FILE  the CUDA driver library to load instead of
+ *                          libcuda.so.1 (e.g. a compat driver).
  *   FADSL_NO_DRIVER=1      behave as if no CUDA driver were installed.
  */
 #ifndef FADSL_H

@@ -1,0 +1,347 @@
+/* check_runtime_fakegpu.c - libfadsl's launch path against a stand-in CUDA
+ * driver (runtime_fake_cuda.c, loaded through FADSL_CUDA_DRIVER_PATH by
+ * tests/runtime-fake-driver.sh), so that it runs on machines without a GPU:
+ * device queries and the architecture rule, the grid computed from
+ * @kernel(grid=...), the kernel parameters as packed for cuLaunchKernel,
+ * declared extents checked against allocations, the dynamic shared memory
+ * attribute, the context push/pop balance, FADSL_LOG=info's launch line.
+ * Nothing runs on a device here: the GPU tests check results. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt.h"
+
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libnvrtc\nleak:libcuda\nleak:cuModuleGetFunction\n"; }
+
+#ifndef FADSL_TOP_SRCDIR
+#define FADSL_TOP_SRCDIR "."
+#endif
+
+static fadsl_context *ctx;
+static char cache_dir[256];
+static void *fake;
+
+static void setup(void) {
+  unsetenv("FADSL_NO_DRIVER");
+  unsetenv("FAKE_CUDA_CC");
+  unsetenv("FAKE_CUDA_DEVICES");
+  unsetenv("FAKE_CUDA_INIT_ERROR");
+  snprintf(cache_dir, sizeof cache_dir, "/tmp/fadsl-fake-test-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(cache_dir));
+  setenv("FADSL_CACHE_DIR", cache_dir, 1);
+  setenv("FADSL_TUNE_DB", "/nonexistent/tune.json", 1);
+  fadsl_status st = fadsl_context_create(0, &ctx);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  const char *path = getenv("FADSL_CUDA_DRIVER_PATH");
+  ck_assert_msg(path != NULL, "run this through runtime-fake-driver.sh");
+  fake = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  ck_assert_msg(fake && dlsym(fake, "fake_cuda_launches"), "%s is not the stand-in driver", path);
+}
+
+static void teardown(void) {
+  fadsl_context_destroy(ctx);
+  if (fake) dlclose(fake);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cache_dir);
+}
+
+static int fake_int(const char *name) {
+  int (*f)(void);
+  void *p = dlsym(fake, name);
+  memcpy(&f, &p, sizeof p);
+  return f();
+}
+
+typedef struct Launch {
+  unsigned grid[3], block[3], shared;
+  uint64_t params[64];
+  int nparams;
+  const char *entry;
+} Launch;
+
+static Launch last_launch(void) {
+  Launch l;
+  const char *(*f)(unsigned *, unsigned *, unsigned *, uint64_t *, int *);
+  void *p = dlsym(fake, "fake_cuda_last_launch");
+  memcpy(&f, &p, sizeof p);
+  l.entry = f(l.grid, l.block, &l.shared, l.params, &l.nparams);
+  return l;
+}
+
+static float param_f32(uint64_t v) {
+  float f;
+  uint32_t bits = (uint32_t)v;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static const char *scale_fa =
+    "@kernel(grid=(cdiv(n, BLOCK), 3, 1))\n"
+    "@autotune(BLOCK=[128, 256], warps=[4, 8], key=(n,))\n"
+    "def scale(x: *f32[n], y: *f32[n], a: f32, n: i32, BLOCK: constexpr):\n"
+    "    i = program_id(0) * BLOCK + arange(0, BLOCK)\n"
+    "    m = i < n\n"
+    "    store(y + i, load(x + i, mask=m) * a, mask=m)\n";
+
+START_TEST(test_device_and_arch) {
+  fadsl_device_info info;
+  ck_assert_int_eq(fadsl_context_device_info(ctx, &info), FADSL_SUCCESS);
+  ck_assert_str_eq(info.name, "Fake GPU");
+  ck_assert_str_eq(info.arch, "sm_90a");
+  ck_assert_int_eq(info.multiprocessors, 132);
+  ck_assert_int_eq(info.driver_version, 13000);
+  fadsl_context_destroy(ctx);
+  setenv("FAKE_CUDA_CC", "86", 1);
+  ck_assert_int_eq(fadsl_context_create(0, &ctx), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_context_device_info(ctx, &info), FADSL_SUCCESS);
+  ck_assert_str_eq(info.arch, "sm_86");
+  fadsl_context_destroy(ctx);
+  /* a device number the machine does not have */
+  ck_assert_int_eq(fadsl_context_create(1, &ctx), FADSL_ERROR_NO_DEVICE);
+  ck_assert_str_eq(fadsl_context_last_error(ctx), "no CUDA device 1 (this machine has 1)");
+  fadsl_context_destroy(ctx);
+  /* a driver that finds no device at all */
+  setenv("FAKE_CUDA_INIT_ERROR", "100", 1);
+  ck_assert_int_eq(fadsl_context_create(0, &ctx), FADSL_ERROR_NO_DEVICE);
+  ck_assert_str_eq(fadsl_context_last_error(ctx),
+                   "no CUDA device found (cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected))");
+  uint64_t p;
+  ck_assert_int_eq(fadsl_malloc(ctx, 64, &p), FADSL_ERROR_NO_DEVICE);
+  unsetenv("FAKE_CUDA_INIT_ERROR");
+  unsetenv("FAKE_CUDA_CC");
+  fadsl_context_destroy(ctx);
+  /* a driver path that does not load */
+  char *saved = strdup(getenv("FADSL_CUDA_DRIVER_PATH"));
+  setenv("FADSL_CUDA_DRIVER_PATH", "/nonexistent/libcuda.so.1", 1);
+  ck_assert_int_eq(fadsl_context_create(0, &ctx), FADSL_ERROR_NO_DRIVER);
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "no CUDA driver found (libcuda.so.1 could not be "
+                                                      "loaded: /nonexistent/libcuda.so.1") &&
+                    strstr(fadsl_context_last_error(ctx), "FADSL_CUDA_DRIVER_PATH"),
+                "%s", fadsl_context_last_error(ctx));
+  setenv("FADSL_CUDA_DRIVER_PATH", saved, 1);
+  free(saved);
+}
+END_TEST
+
+START_TEST(test_launch_parameters_and_grid) {
+  FILE *log = tmpfile();
+  ctx->log.stream = log;
+  ctx->log.level = FA_LOG_INFO;
+  fadsl_program *prog;
+  ck_assert_int_eq(fadsl_program_load_string(ctx, "scale.fa", scale_fa, &prog), FADSL_SUCCESS);
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "scale", &k), FADSL_SUCCESS);
+  enum { N = 1000 };
+  uint64_t x, y, small;
+  ck_assert_int_eq(fadsl_malloc(ctx, 4 * N, &x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, 4 * N, &y), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, 4 * N - 4, &small), FADSL_SUCCESS);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "x", x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "y", y), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_f32(a, "a", 2.5f), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "n", N), FADSL_SUCCESS);
+  fadsl_kernel_info info;
+  fadsl_status st = fadsl_launch(k, a, NULL, &info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  ck_assert_int_eq(fake_int("fake_cuda_launches"), 1);
+  Launch l = last_launch();
+  ck_assert_str_eq(l.entry, info.entry);
+  ck_assert_uint_eq(l.grid[0], (N + 127) / 128);
+  ck_assert_uint_eq(l.grid[1], 3);
+  ck_assert_uint_eq(l.grid[2], 1);
+  ck_assert_uint_eq(l.block[0], 128);
+  ck_assert_uint_eq(l.block[1], 1);
+  ck_assert_int_eq(l.nparams, 4);
+  ck_assert_uint_eq(l.params[0], x);
+  ck_assert_uint_eq(l.params[1], y);
+  ck_assert_float_eq(param_f32(l.params[2]), 2.5f);
+  ck_assert_int_eq((int32_t)l.params[3], N);
+  ck_assert_uint_eq(info.grid[0], l.grid[0]);
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);   /* every push popped */
+
+  /* the launch line */
+  fflush(log);
+  rewind(log);
+  char line[512] = "";
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, log));
+  ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 (default) arch=sm_90a "
+                             "grid=(8,3,1) threads=128") &&
+                    strstr(line, "cache=miss"),
+                "%s", line);
+
+  /* a second launch: cached; a bigger explicit config */
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_str_eq(info.cache, "memory");
+  ck_assert_int_eq(fadsl_args_set_config(a, 8, 0), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  l = last_launch();
+  ck_assert_uint_eq(l.block[0], 256);
+  ck_assert_str_eq(info.config_source, "explicit+default");
+
+  /* declared extents against allocations */
+  fadsl_args_clear(a);
+  fadsl_args_set_ptr(a, "x", x);
+  fadsl_args_set_ptr(a, "y", small);
+  fadsl_args_set_f32(a, "a", 1);
+  fadsl_args_set_i32(a, "n", N);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx),
+                       "kernel 'scale': buffer 'y' is too small: the kernel declares f32[1000] "
+                       "(4000 bytes) but the allocation holds 3996 bytes from that address"),
+                "%s", fadsl_context_last_error(ctx));
+  fadsl_args_clear(a);
+  fadsl_args_set_ptr(a, "x", x + 8);   /* an offset into an allocation counts from there */
+  fadsl_args_set_ptr(a, "y", y);
+  fadsl_args_set_f32(a, "a", 1);
+  fadsl_args_set_i32(a, "n", N);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(fadsl_context_last_error(ctx), "buffer 'x' is too small"));
+  fadsl_args_clear(a);
+  fadsl_args_set_ptr(a, "x", 0);
+  fadsl_args_set_ptr(a, "y", y);
+  fadsl_args_set_f32(a, "a", 1);
+  fadsl_args_set_i32(a, "n", N);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(fadsl_context_last_error(ctx), "'x' is a null pointer"));
+  /* an empty problem launches nothing */
+  int before = fake_int("fake_cuda_launches");
+  fadsl_args_clear(a);
+  fadsl_args_set_ptr(a, "x", x);
+  fadsl_args_set_ptr(a, "y", y);
+  fadsl_args_set_f32(a, "a", 1);
+  fadsl_args_set_i32(a, "n", 0);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_int_eq(fake_int("fake_cuda_launches"), before);
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+
+  fadsl_args_destroy(a);
+  fadsl_program_destroy(prog);
+  fadsl_free(ctx, x);
+  fadsl_free(ctx, y);
+  fadsl_free(ctx, small);
+  fclose(log);
+}
+END_TEST
+
+/* attention.fa's forward kernel: the grid of its @kernel, its parameters in
+ * order, and the dynamic shared memory attribute for big tiles. */
+START_TEST(test_attention_launch) {
+  enum { B = 2, H = 8, KVH = 2, G = H / KVH, N = 1000, D = 128 };
+  fadsl_program *prog;
+  fadsl_status st = fadsl_program_load_file(ctx, FADSL_TOP_SRCDIR "/examples/attention/attention.fa", &prog);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "attn_fwd", &k), FADSL_SUCCESS);
+  size_t nq = (size_t)B * H * N * D * 2, nkv = (size_t)B * KVH * N * D * 2;
+  uint64_t q, kk, v, o, lse;
+  ck_assert_int_eq(fadsl_malloc(ctx, nq, &q), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &kk), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &v), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nq, &o), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, (size_t)B * H * N * 4, &lse), FADSL_SUCCESS);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  fadsl_args_set_ptr(a, "t_q", q);
+  fadsl_args_set_ptr(a, "t_k", kk);
+  fadsl_args_set_ptr(a, "t_v", v);
+  fadsl_args_set_f32(a, "sm_scale", 0.125f);
+  fadsl_args_set_ptr(a, "t_lse", lse);
+  fadsl_args_set_ptr(a, "t_o", o);
+  fadsl_args_set_i32(a, "n_zh", B * KVH);
+  fadsl_args_set_i32(a, "q_seq_len", N);
+  fadsl_args_set_i32(a, "kv_seq_len", N);
+  fadsl_args_set_int(a, "n_groups", G);
+  fadsl_args_set_int(a, "d_head", D);
+  fadsl_args_set_bool(a, "is_causal", 1);
+  fadsl_args_set_dtype(a, "T", "f16");
+  fadsl_args_set_int(a, "BLOCK_Q", 128);
+  fadsl_args_set_int(a, "BLOCK_K", 128);
+  fadsl_args_set_config(a, 8, 3);
+  fadsl_kernel_info info;
+  st = fadsl_launch(k, a, NULL, &info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  ck_assert_str_eq(info.config_source, "explicit");
+  Launch l = last_launch();
+  ck_assert_uint_eq(l.grid[0], (N + 127) / 128);
+  ck_assert_uint_eq(l.grid[1], B * KVH * G);
+  ck_assert_uint_eq(l.block[0], (unsigned)info.threads);
+  ck_assert_uint_eq(l.shared, info.shared_bytes);
+  if (info.shared_bytes > 48 * 1024)
+    ck_assert_int_eq(fake_int("fake_cuda_max_dynamic_shared"), (int)info.shared_bytes);
+  fprintf(stderr, "attn_fwd [%s] warps=%d stages=%d: %d threads, %zu bytes of shared memory, "
+          "%d parameters, %d tensor maps\n", info.constexprs, info.warps, info.stages, info.threads,
+          info.shared_bytes, l.nparams, fake_int("fake_cuda_tensor_maps"));
+  /* pointers and scalars appear with their values (TMA descriptors, when the
+   * backend asks for them, carry the address in this stand-in) */
+  int seen_q = 0, seen_scale = 0, seen_n = 0;
+  for (int i = 0; i < l.nparams; i++) {
+    seen_q |= l.params[i] == q;
+    seen_scale |= param_f32(l.params[i]) == 0.125f;
+    seen_n |= (int32_t)l.params[i] == N;
+  }
+  ck_assert(seen_q && seen_scale && seen_n);
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+  fadsl_args_destroy(a);
+  fadsl_program_destroy(prog);
+  fadsl_free(ctx, q);
+  fadsl_free(ctx, kk);
+  fadsl_free(ctx, v);
+  fadsl_free(ctx, o);
+  fadsl_free(ctx, lse);
+}
+END_TEST
+
+START_TEST(test_device_helpers) {
+  uint64_t p;
+  ck_assert_int_eq(fadsl_malloc(ctx, 256, &p), FADSL_SUCCESS);
+  unsigned char in[256], out[256];
+  for (int i = 0; i < 256; i++) in[i] = (unsigned char)i;
+  ck_assert_int_eq(fadsl_memcpy_htod(ctx, p, in, 256), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_memcpy_dtoh(ctx, out, p, 256), FADSL_SUCCESS);
+  ck_assert_mem_eq(in, out, 256);
+  ck_assert_int_eq(fadsl_memset(ctx, p, 7, 100), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_memcpy_dtoh(ctx, out, p, 256), FADSL_SUCCESS);
+  ck_assert_int_eq(out[99], 7);
+  ck_assert_int_eq(out[100], 100);
+  ck_assert_int_eq(fadsl_synchronize(ctx, NULL), FADSL_SUCCESS);   /* needs the context current */
+  void *e1, *e2;
+  ck_assert_int_eq(fadsl_event_create(ctx, &e1), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_event_create(ctx, &e2), FADSL_SUCCESS);
+  float ms = 0;
+  ck_assert_int_eq(fadsl_event_elapsed_ms(ctx, e1, e2, &ms), FADSL_SUCCESS);
+  ck_assert_float_eq(ms, 1.5f);
+  fadsl_event_destroy(ctx, e1);
+  fadsl_event_destroy(ctx, e2);
+  ck_assert_int_eq(fadsl_free(ctx, p), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_free(ctx, p), FADSL_ERROR_CUDA);   /* twice: the driver's error */
+  ck_assert_ptr_nonnull(strstr(fadsl_context_last_error(ctx), "cuMemFree failed: CUDA_ERROR_INVALID_VALUE"));
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("runtime_fakegpu");
+  TCase *tc = tcase_create("fakegpu");
+  tcase_set_timeout(tc, 300);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, test_device_and_arch);
+  tcase_add_test(tc, test_launch_parameters_and_grid);
+  tcase_add_test(tc, test_attention_launch);
+  tcase_add_test(tc, test_device_helpers);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
