@@ -1,0 +1,348 @@
+/* cuda_sweep.c - every kernel of examples/attention/attention.fa, emitted as
+ * CUDA C++ and compiled by NVRTC to a cubin for sm_80 and sm_90a, for every
+ * head dimension D in {16, 32, 64, 128, 256}.  A compile error, or any NVRTC
+ * warning, fails the test; each compile's registers, spills and shared
+ * memory are reported.
+ *
+ * The default run compiles every kernel once per D and architecture, with
+ * the configuration of its @autotune space (after prune; among those of
+ * moderate tile size), the dtype and the causal flag rotating from one
+ * compile to the next.  FADSL_FULL_SWEEP=1 compiles every configuration of the
+ * space for both dtypes and both causal flags.  Compiles run on
+ * FADSL_SWEEP_THREADS threads (default 2).
+ *
+ * usage: cuda_sweep SRCDIR     exit 0 pass, 1 failure, 77 no NVRTC
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../compiler/cuda.h" /* not the toolkit's <cuda.h> */
+#include "ast.h"
+#include "problem_binds.h"
+#include "sema.h"
+
+#include "cuda_loader.h"
+#include "nvrtc_compile.h"
+
+enum { MAX_BINDS = 16 };
+
+typedef struct Job {
+  const char *kernel;
+  int d_head;
+  const char *dtype;
+  bool causal;
+  FaBinding tune[MAX_BINDS]; /* the @autotune constexprs of this configuration */
+  int ntune;
+  int warps, stages;
+  const char *arch;
+  /* results */
+  bool ok;
+  char line[512];
+  char *error;
+} Job;
+
+typedef struct Sweep {
+  const char *path;
+  const FaNvrtcApi *api;
+  Job *jobs;
+  int njobs;
+  int next;
+  pthread_mutex_t lock;
+} Sweep;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void job_fail(Job *j, const char *what, const char *detail) {
+  j->ok = false;
+  size_t n = strlen(what) + (detail ? strlen(detail) : 0) + 4;
+  j->error = malloc(n);
+  if (j->error)
+    snprintf(j->error, n, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
+}
+
+static void describe(const Job *j, char *buf, size_t size) {
+  int n = snprintf(buf, size, "%-14s D=%-3d %-4s %s", j->kernel, j->d_head, j->dtype, j->causal ? "causal" : "full  ");
+  for (int i = 0; i < j->ntune && n > 0 && (size_t)n < size; i++) {
+    StrBuf v;
+    fa_sb_init(&v);
+    fa_const_print(j->tune[i].value, &v);
+    n += snprintf(buf + n, size - (size_t)n, " %s=%s", j->tune[i].name, v.data ? v.data : "?");
+    fa_sb_free(&v);
+  }
+  if (n > 0 && (size_t)n < size)
+    snprintf(buf + n, size - (size_t)n, " warps=%d stages=%d %s", j->warps, j->stages, j->arch);
+}
+
+static void run_job(Sweep *s, Job *j) {
+  double t0 = now();
+  FaCompiler fc;
+  fa_compiler_init(&fc, NULL);
+  const Source *src = fa_source_read(&fc, s->path);
+  Node *mod = src ? fa_parse(&fc, src) : NULL;
+  FaProgram *p = mod ? fa_program_check(&fc, mod) : NULL;
+  FaKernelInfo *k = p ? fa_program_kernel(p, j->kernel) : NULL;
+  FaBinding given[MAX_BINDS + 4];
+  int ng = 0;
+  given[ng++] = (FaBinding){"d_head", {CK_INT, j->d_head, 0, DT_VOID, NULL}};
+  given[ng++] = (FaBinding){"T", {CK_DTYPE, 0, 0, fa_dtype_from_name(j->dtype), NULL}};
+  for (int i = 0; i < j->ntune; i++)
+    given[ng++] = j->tune[i];
+  bool has_causal = false;
+  for (int i = 0; k && i < k->nparams; i++)
+    if (!strcmp(k->params[i].name, "is_causal"))
+      has_causal = true;
+  if (has_causal)
+    given[ng++] = (FaBinding){"is_causal", {CK_BOOL, j->causal, 0, DT_VOID, NULL}};
+  FaLaunchConfig cfg = {j->warps, j->stages};
+  FaBinding *binds = NULL;
+  int nb = k ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, &binds, &cfg) : -1;
+  IrKernel *ir = nb >= 0 ? fa_specialize(&fc, p, k, binds, nb, cfg) : NULL;
+  FaCudaTarget target;
+  FaCudaKernel ck;
+  if (!ir || !fa_cuda_target_parse(j->arch, &target) || !fa_emit_cuda(&fc, ir, target, &ck)) {
+    job_fail(j, "could not emit CUDA", fc.diag.text.data);
+    fa_compiler_free(&fc);
+    return;
+  }
+  int nh = 0;
+  const FaEmbeddedHeader *hs = fa_device_headers(&nh);
+  const char *names[16], *texts[16];
+  for (int i = 0; i < nh && i < 16; i++) {
+    names[i] = hs[i].name;
+    texts[i] = hs[i].text;
+  }
+  FaNvrtcOptions opt;
+  fa_nvrtc_options_init(&opt, j->arch);
+  opt.resource_usage = true;
+  FaNvrtcOutput out;
+  memset(&out, 0, sizeof out);
+  StrBuf err;
+  fa_sb_init(&err);
+  char unit[128];
+  snprintf(unit, sizeof unit, "%s.cu", j->kernel);
+  fadsl_status st = fa_nvrtc_compile(s->api, ck.source, unit, names, texts, nh < 16 ? nh : 16, &opt, &out, &err);
+  if (st != FADSL_SUCCESS) {
+    job_fail(j, "NVRTC failed", err.data ? err.data : out.log);
+  } else if (out.log && strstr(out.log, "warning")) {
+    job_fail(j, "NVRTC warned about the generated code", out.log);
+  } else {
+    FaKernelResources r;
+    if (!fa_parse_resource_usage(out.log, ck.entry, &r)) {
+      r.registers = r.spill_stores = r.spill_loads = r.stack_frame = -1;
+    }
+    char d[256];
+    describe(j, d, sizeof d);
+    snprintf(j->line, sizeof j->line, "ok   %s: %3d registers, %4d+%-4d bytes spilled, %6zu bytes shared, %.1f s", d,
+             r.registers, r.spill_stores, r.spill_loads, ck.shared_bytes, now() - t0);
+    j->ok = true;
+  }
+  fa_sb_free(&err);
+  fa_nvrtc_output_free(&out);
+  fa_compiler_free(&fc);
+}
+
+static void *worker(void *arg) {
+  Sweep *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->lock);
+    int i = s->next < s->njobs ? s->next++ : -1;
+    pthread_mutex_unlock(&s->lock);
+    if (i < 0)
+      return NULL;
+    Job *j = &s->jobs[i];
+    run_job(s, j);
+    pthread_mutex_lock(&s->lock);
+    if (j->ok) {
+      printf("%s\n", j->line);
+    } else {
+      char d[256];
+      describe(j, d, sizeof d);
+      printf("FAIL %s: %s\n", d, j->error ? j->error : "?");
+    }
+    fflush(stdout);
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+/* The configurations of a kernel's @autotune space that its prune accepts
+ * (with the problem's other values for D and dtype). */
+typedef struct Config {
+  FaBinding tune[MAX_BINDS];
+  int ntune;
+  int warps, stages;
+} Config;
+
+static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, int d_head, Config *out, int max) {
+  int n = 0, nt = k->ntune < MAX_BINDS ? k->ntune : MAX_BINDS;
+  int idx[MAX_BINDS] = {0};
+  if (nt == 0) {
+    out[0].ntune = 0;
+    out[0].warps = 4;
+    out[0].stages = 2;
+    return 1;
+  }
+  for (;;) {
+    Config c;
+    memset(&c, 0, sizeof c);
+    c.warps = 4;
+    c.stages = 2;
+    FaBinding env[MAX_BINDS + 8];
+    int ne = 0;
+    for (int a = 0; a < nt; a++) {
+      const FaTuneAxis *ax = &k->tune[a];
+      FaConst v = ax->values[idx[a]];
+      env[ne++] = (FaBinding){ax->name, v};
+      if (!strcmp(ax->name, "warps"))
+        c.warps = (int)v.i;
+      else if (!strcmp(ax->name, "stages"))
+        c.stages = (int)v.i;
+      else
+        c.tune[c.ntune++] = (FaBinding){ax->name, v};
+    }
+    /* the rest of the constexprs, as a stand-alone compile would take them */
+    FaBinding given = {"d_head", {CK_INT, d_head, 0, DT_VOID, NULL}};
+    FaBinding *all = NULL;
+    FaLaunchConfig cfg = {0, 0};
+    int na = fa_kernel_bindings_for_compile(fc, p, k, &given, 1, &all, &cfg);
+    for (int i = 0; i < na && ne < MAX_BINDS + 8; i++) {
+      bool dup = false;
+      for (int e = 0; e < ne; e++)
+        dup = dup || !strcmp(env[e].name, all[i].name);
+      if (!dup)
+        env[ne++] = all[i];
+    }
+    FaConst keep = {CK_BOOL, 1, 0, DT_VOID, NULL};
+    if (na < 0 || (k->prune && !fa_eval_const(fc, p, k->prune, env, ne, &keep)))
+      return -1;
+    if (keep.i && n < max)
+      out[n++] = c;
+    int a = nt - 1;
+    for (; a >= 0; a--) {
+      if (++idx[a] < k->tune[a].nvalues)
+        break;
+      idx[a] = 0;
+    }
+    if (a < 0)
+      return n;
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *srcdir = argc > 1 ? argv[1] : ".";
+  char path[4096];
+  snprintf(path, sizeof path, "%s/examples/attention/attention.fa", srcdir);
+  bool full = getenv("FADSL_FULL_SWEEP") && atoi(getenv("FADSL_FULL_SWEEP")) != 0;
+  int nthreads = getenv("FADSL_SWEEP_THREADS") ? atoi(getenv("FADSL_SWEEP_THREADS")) : 2;
+  if (nthreads < 1)
+    nthreads = 1;
+
+  FaCudaLoader loader;
+  fa_loader_init(&loader, 0);
+  const char *why = NULL;
+  const FaNvrtcApi *api = fa_loader_nvrtc(&loader, &why);
+  if (!api) {
+    printf("SKIP: NVRTC could not be loaded (%s)\n", why ? why : "?");
+    fa_loader_free(&loader);
+    return 77;
+  }
+
+  FaCompiler fc;
+  fa_compiler_init(&fc, stderr);
+  const Source *src = fa_source_read(&fc, path);
+  Node *mod = src ? fa_parse(&fc, src) : NULL;
+  FaProgram *p = mod ? fa_program_check(&fc, mod) : NULL;
+  if (!p) {
+    fprintf(stderr, "cannot load %s\n", path);
+    return 1;
+  }
+  static const int dheads[] = {16, 32, 64, 128, 256};
+  static const char *const archs[] = {"sm_80", "sm_90a"};
+  static const char *const dtypes[] = {"f16", "bf16"};
+  int cap = 1 << 16, njobs = 0;
+  Job *jobs = calloc((size_t)cap, sizeof *jobs);
+  Config *configs = calloc(4096, sizeof *configs);
+  if (!jobs || !configs)
+    return 1;
+  for (int ki = 0; ki < p->nkernels; ki++) {
+    const FaKernelInfo *k = p->kernels[ki];
+    for (int di = 0; di < 5; di++) {
+      int nc = enumerate(&fc, p, k, dheads[di], configs, 4096);
+      if (nc <= 0) {
+        fprintf(stderr, "FAIL %s: no configuration of its @autotune space passes prune (D=%d)\n", k->name,
+                dheads[di]);
+        return 1;
+      }
+      /* the quick sweep rotates over the configurations of moderate tile size
+         (BLOCK_Q * BLOCK_K * D <= 2^18): the largest ones take minutes each on
+         their own and do not fit a GPU's shared memory or registers at D = 256 */
+      int moderate[4096], nm = 0, smallest = 0;
+      long best = -1;
+      for (int ci = 0; ci < nc; ci++) {
+        long area = dheads[di];
+        for (int t = 0; t < configs[ci].ntune; t++)
+          if (configs[ci].tune[t].value.kind == CK_INT)
+            area *= configs[ci].tune[t].value.i;
+        if (area <= (1L << 18))
+          moderate[nm++] = ci;
+        if (best < 0 || area < best) {
+          best = area;
+          smallest = ci;
+        }
+      }
+      if (nm == 0)
+        moderate[nm++] = smallest;
+      for (int ai = 0; ai < 2; ai++) {
+        for (int ci = 0; ci < nc; ci++)
+          for (int ti = 0; ti < 2; ti++)
+            for (int causal = 0; causal < 2; causal++) {
+              int pick = ki + di * 2 + ai;
+              if (!full && (ci != moderate[pick % nm] || ti != (pick / 2 + ai) % 2 || causal != (pick + di) % 2))
+                continue;
+              if (njobs >= cap)
+                continue;
+              Job *j = &jobs[njobs++];
+              j->kernel = k->name;
+              j->d_head = dheads[di];
+              j->dtype = dtypes[ti];
+              j->causal = causal;
+              memcpy(j->tune, configs[ci].tune, sizeof j->tune);
+              j->ntune = configs[ci].ntune;
+              j->warps = configs[ci].warps;
+              j->stages = configs[ci].stages;
+              j->arch = archs[ai];
+            }
+      }
+    }
+  }
+  printf("%d compiles (%s sweep) on %d threads\n", njobs, full ? "full" : "quick; FADSL_FULL_SWEEP=1 for all",
+         nthreads);
+  fflush(stdout);
+  Sweep s = {path, api, jobs, njobs, 0, PTHREAD_MUTEX_INITIALIZER};
+  pthread_t th[64];
+  if (nthreads > 64)
+    nthreads = 64;
+  double t0 = now();
+  for (int i = 0; i < nthreads; i++)
+    pthread_create(&th[i], NULL, worker, &s);
+  for (int i = 0; i < nthreads; i++)
+    pthread_join(th[i], NULL);
+  int failed = 0;
+  for (int i = 0; i < njobs; i++) {
+    if (!jobs[i].ok)
+      failed++;
+    free(jobs[i].error);
+  }
+  printf("%d of %d compiles succeeded in %.0f s\n", njobs - failed, njobs, now() - t0);
+  free(jobs);
+  free(configs);
+  fa_compiler_free(&fc);
+  fa_loader_free(&loader);
+  return failed ? 1 : 0;
+}
