@@ -1,0 +1,361 @@
+/* compile.c - from the surviving points of a space to compiled kernels,
+ * as fast as the machine allows.
+ *
+ * 1. Generate: threads take candidates from a shared counter; each thread
+ *    parses the file into its own compiler context (the compiler has no
+ *    global state, but a context is not shared between threads) and, per
+ *    candidate, specialises and emits CUDA C++ in a fresh context.  This is
+ *    cheap (milliseconds) and tells, before any NVRTC run: which candidates
+ *    do not specialise (a static_assert, an unsupported shape), which need
+ *    more shared memory than the GPU has, and which emit the same source as
+ *    an earlier one (e.g. points that differ only in an axis the backend
+ *    ignores) -- those need no compile of their own.
+ * 2. Compile: threads call fadsl_compile for one candidate per distinct
+ *    source, so that libfadsl's kernel cache (memory and disk) is used and
+ *    filled: a second fadsl-tune run, and the launches that follow, find the
+ *    cubins there.  Then the duplicates are compiled: memory-cache hits.
+ * 3. Failures are compiled again one at a time to collect their messages
+ *    (a context's last error is shared by its threads). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../compiler/cuda.h"
+#include "tune.h"
+
+typedef struct GenResult GenResult;
+
+typedef struct GenShared {
+  TuneJob *job;
+  const char *text;
+  size_t len;
+  const char *file;
+  FaCudaTarget target;
+  size_t smem_limit;
+  FaBinding *constexprs;        /* the launch's constexpr values (not the axes) */
+  int nconstexprs;
+  pthread_mutex_t lock;
+  int next;
+  struct GenResult *results;    /* one per candidate */
+  char *setup_error;            /* a thread could not parse the file */
+} GenShared;
+
+static char *first_line(const char *text) {
+  if (!text) return strdup("(no message)");
+  while (*text == '\n') text++;
+  size_t n = strcspn(text, "\n");
+  char *s = malloc(n + 1);
+  if (s) {
+    memcpy(s, text, n);
+    s[n] = '\0';
+  }
+  return s;
+}
+
+/* Reason strings live in the job's arena, but threads must not allocate
+ * from it: they hand malloc'ed strings over and the main thread copies them. */
+struct GenResult {
+  char *reason;                 /* malloc'ed; NULL: generated fine */
+  const char *stage;
+};
+
+static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *k, TuneCand *c, GenResult *r) {
+  FaCompiler cfc;
+  fa_compiler_init(&cfc, NULL);
+  int n = sh->nconstexprs;
+  FaBinding *b = malloc(sizeof *b * (size_t)(n + c->cfg.nvalues + 1));
+  if (!b) {
+    r->stage = "specialise";
+    r->reason = strdup("out of memory");
+    fa_compiler_free(&cfc);
+    return;
+  }
+  memcpy(b, sh->constexprs, sizeof *b * (size_t)n);
+  memcpy(b + n, c->cfg.values, sizeof *b * (size_t)c->cfg.nvalues);
+  FaLaunchConfig config = c->cfg.config;
+  if (config.warps <= 0) config.warps = 4;
+  if (config.stages <= 0) config.stages = 2;
+  IrKernel *ir = fa_specialize(&cfc, p, k, b, n + c->cfg.nvalues, config);
+  free(b);
+  FaCudaKernel cuda;
+  memset(&cuda, 0, sizeof cuda);
+  if (!ir || cfc.diag.errors > 0) {
+    r->stage = "specialise";
+    r->reason = first_line(cfc.diag.text.data);
+  } else if (!fa_emit_cuda(&cfc, ir, sh->target, &cuda) || cfc.diag.errors > 0 || !cuda.source) {
+    r->stage = "generate";
+    r->reason = first_line(cfc.diag.text.data);
+  } else {
+    size_t len = strlen(cuda.source);
+    c->src_hash[0] = fa_hash64(cuda.source, len, 0x243f6a8885a308d3ull);
+    c->src_hash[1] = fa_hash64(cuda.source, len, 0x13198a2e03707344ull);
+    c->shared_bytes = cuda.shared_bytes;
+    c->threads = cuda.threads;
+    if (sh->smem_limit && cuda.shared_bytes > sh->smem_limit) {
+      r->stage = "shared memory";
+      StrBuf sb;
+      fa_sb_init(&sb);
+      fa_sb_printf(&sb, "needs %zu bytes of shared memory; the GPU gives a block at most %zu", cuda.shared_bytes,
+                   sh->smem_limit);
+      r->reason = fa_sb_take(&sb);
+    }
+  }
+  fa_compiler_free(&cfc);
+}
+
+
+static void *generate_worker(void *arg) {
+  GenShared *sh = arg;
+  TuneJob *job = sh->job;
+  FaCompiler front;
+  fa_compiler_init(&front, NULL);
+  Source *src = fa_source_new(&front, sh->file, sh->text, sh->len);
+  const Node *m = src ? fa_parse(&front, src) : NULL;
+  const FaProgram *p = m ? fa_program_check(&front, m) : NULL;
+  const FaKernelInfo *k = p ? fa_program_kernel(p, job->kernel->name) : NULL;
+  if (!k) {
+    pthread_mutex_lock(&sh->lock);
+    if (!sh->setup_error) sh->setup_error = first_line(front.diag.text.data);
+    pthread_mutex_unlock(&sh->lock);
+    fa_compiler_free(&front);
+    return NULL;
+  }
+  for (;;) {
+    pthread_mutex_lock(&sh->lock);
+    int i = sh->next;
+    while (i < job->ncands && job->cands[i].status != TUNE_PENDING) i++;
+    sh->next = i + 1;
+    pthread_mutex_unlock(&sh->lock);
+    if (i >= job->ncands) break;
+    generate_one(sh, p, k, &job->cands[i], &sh->results[i]);
+  }
+  fa_compiler_free(&front);
+  return NULL;
+}
+
+/* Runs `worker` in up to `jobs` threads (at least one: the caller's). */
+static void run_threads(void *(*worker)(void *), void *arg, int jobs, int work) {
+  if (jobs > work) jobs = work;
+  if (jobs < 1) jobs = 1;
+  pthread_t *t = calloc((size_t)jobs, sizeof *t);
+  int started = 0;
+  for (int i = 1; t && i < jobs; i++)
+    if (pthread_create(&t[started], NULL, worker, arg) == 0) started++;
+  worker(arg);
+  for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+  free(t);
+}
+
+static void reject(TuneRun *run, TuneCand *c, const char *stage, const char *reason) {
+  c->status = TUNE_REJECTED;
+  c->stage = stage;
+  c->reason = fa_arena_strdup(&run->fc->arena, reason ? reason : "");
+}
+
+static bool generate_all(TuneRun *run, TuneJob *job, const char *text, size_t len, FaCudaTarget target,
+                         size_t smem_limit, int jobs) {
+  GenShared sh;
+  memset(&sh, 0, sizeof sh);
+  sh.job = job;
+  sh.text = text;
+  sh.len = len;
+  sh.file = run->opt->file;
+  sh.target = target;
+  sh.smem_limit = smem_limit;
+  sh.results = calloc((size_t)job->ncands + 1, sizeof *sh.results);
+  sh.constexprs = fa_arena_alloc(&run->fc->arena, sizeof *sh.constexprs * (size_t)(job->nfixed + 1));
+  if (!sh.results || !sh.constexprs) {
+    free(sh.results);
+    return false;
+  }
+  for (int i = 0; i < job->nfixed; i++)
+    for (int j = 0; j < job->kernel->nparams; j++)
+      if (job->kernel->params[j].kind == PARAM_CONSTEXPR && !strcmp(job->kernel->params[j].name, job->fixed[i].name))
+        sh.constexprs[sh.nconstexprs++] = job->fixed[i];
+  pthread_mutex_init(&sh.lock, NULL);
+  run_threads(generate_worker, &sh, jobs, job->nsurvivors);
+  pthread_mutex_destroy(&sh.lock);
+  bool ok = !sh.setup_error;
+  if (!ok) fa_error(&run->fc->diag, fa_noloc(), "fadsl-tune: re-reading %s failed: %s", sh.file, sh.setup_error);
+  for (int i = 0; i < job->ncands; i++) {
+    if (sh.results[i].reason) reject(run, &job->cands[i], sh.results[i].stage, sh.results[i].reason);
+    free(sh.results[i].reason);
+  }
+  free(sh.results);
+  free(sh.setup_error);
+  /* group identical sources: the first candidate of each group compiles it */
+  job->nunique_sources = 0;
+  for (int i = 0; i < job->ncands; i++) {
+    TuneCand *c = &job->cands[i];
+    if (c->status != TUNE_PENDING) continue;
+    for (int j = 0; j < i && c->same_source_as < 0; j++) {
+      const TuneCand *d = &job->cands[j];
+      if (d->status == TUNE_PENDING && d->same_source_as < 0 && d->src_hash[0] == c->src_hash[0] &&
+          d->src_hash[1] == c->src_hash[1])
+        c->same_source_as = j;
+    }
+    if (c->same_source_as < 0) job->nunique_sources++;
+  }
+  return ok;
+}
+
+/* ---- compiling through libfadsl -------------------------------------------------------- */
+
+typedef struct CompileShared {
+  TuneJob *job;
+  fadsl_kernel *kernel;
+  const char *arch;
+  int *order;                   /* candidate indices to compile */
+  int norder;
+  pthread_mutex_t lock;
+  int next;
+  fadsl_status *status;         /* per candidate */
+  fadsl_kernel_info *info;      /* per candidate */
+  TuneProgress *progress;
+} CompileShared;
+
+static void *compile_worker(void *arg) {
+  CompileShared *sh = arg;
+  for (;;) {
+    pthread_mutex_lock(&sh->lock);
+    int n = sh->next++;
+    pthread_mutex_unlock(&sh->lock);
+    if (n >= sh->norder) break;
+    int i = sh->order[n];
+    TuneCand *c = &sh->job->cands[i];
+    double t0 = fa_tune_now();
+    sh->status[i] = fadsl_compile(sh->kernel, c->args, sh->arch, &sh->info[i]);
+    c->compile_s = fa_tune_now() - t0;
+    char line[512];
+    snprintf(line, sizeof line, "%s: %s (%.2f s%s)", c->label, sh->status[i] == FADSL_SUCCESS ? "compiled" : "failed",
+             c->compile_s,
+             sh->status[i] == FADSL_SUCCESS && sh->info[i].cache && strcmp(sh->info[i].cache, "miss")
+                 ? ", cached"
+                 : "");
+    fa_tune_progress_step(sh->progress, line);
+  }
+  return NULL;
+}
+
+static void take_info(TuneCand *c, const fadsl_kernel_info *info) {
+  c->registers = info->registers;
+  c->spill_bytes = info->spill_bytes;
+  c->local_bytes = info->local_bytes;
+  c->shared_bytes = info->shared_bytes;
+  c->threads = info->threads;
+  c->cache = info->cache;   /* a string constant of libfadsl */
+}
+
+bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *source_text, size_t source_len,
+                     const char *arch, size_t smem_limit, int jobs, TuneProgress *progress) {
+  FaCudaTarget target;
+  if (!fa_cuda_target_parse(arch, &target)) {
+    fa_error(&run->fc->diag, fa_noloc(), "unknown GPU architecture '%s' (expected e.g. sm_80 or sm_90a)", arch);
+    return false;
+  }
+  double t0 = fa_tune_now();
+  if (!generate_all(run, job, source_text, source_len, target, smem_limit, jobs)) return false;
+  job->emit_s = fa_tune_now() - t0;
+
+  /* arguments for every candidate still in the race */
+  StrBuf err;
+  fa_sb_init(&err);
+  for (int i = 0; i < job->ncands; i++) {
+    TuneCand *c = &job->cands[i];
+    if (c->status != TUNE_PENDING) continue;
+    c->args = fa_tune_make_args(run, &job->launch, k, &c->cfg, &err);
+    if (!c->args) {
+      reject(run, c, "arguments", err.data);
+      err.len = 0;
+      if (err.data) err.data[0] = '\0';
+    }
+  }
+  fa_sb_free(&err);
+
+  CompileShared sh;
+  memset(&sh, 0, sizeof sh);
+  sh.job = job;
+  sh.kernel = k;
+  sh.arch = arch;
+  sh.progress = progress;
+  sh.order = calloc((size_t)job->ncands + 1, sizeof *sh.order);
+  sh.status = calloc((size_t)job->ncands + 1, sizeof *sh.status);
+  sh.info = calloc((size_t)job->ncands + 1, sizeof *sh.info);
+  if (!sh.order || !sh.status || !sh.info) {
+    free(sh.order);
+    free(sh.status);
+    free(sh.info);
+    return false;
+  }
+  pthread_mutex_init(&sh.lock, NULL);
+  t0 = fa_tune_now();
+  /* first one candidate per distinct source, in parallel ... */
+  for (int i = 0; i < job->ncands; i++)
+    if (job->cands[i].status == TUNE_PENDING && job->cands[i].same_source_as < 0) sh.order[sh.norder++] = i;
+  fa_tune_progress_begin(progress, "compile", job->kernel->name, sh.norder);
+  run_threads(compile_worker, &sh, jobs, sh.norder);
+  fa_tune_progress_end(progress);
+  /* ... then the ones that share a source: cache hits, if the first compiled */
+  sh.norder = sh.next = 0;
+  for (int i = 0; i < job->ncands; i++) {
+    TuneCand *c = &job->cands[i];
+    if (c->status == TUNE_PENDING && c->same_source_as >= 0) {
+      if (sh.status[c->same_source_as] != FADSL_SUCCESS) {
+        reject(run, c, job->cands[c->same_source_as].stage ? job->cands[c->same_source_as].stage : "compile",
+               "same source as a candidate that failed to compile");
+        continue;
+      }
+      sh.order[sh.norder++] = i;
+    }
+  }
+  sh.progress = NULL;   /* quick: no progress display */
+  compile_worker(&sh);
+  pthread_mutex_destroy(&sh.lock);
+  job->compile_s = fa_tune_now() - t0;
+
+  for (int i = 0; i < job->ncands; i++) {
+    TuneCand *c = &job->cands[i];
+    if (c->status != TUNE_PENDING || !c->args) continue;
+    if (sh.status[i] != FADSL_SUCCESS) {
+      /* once more on its own, for a message that is surely this candidate's */
+      fadsl_kernel_info info;
+      fadsl_status st = fadsl_compile(k, c->args, arch, &info);
+      if (st == FADSL_SUCCESS) {   /* it worked this time: keep it */
+        sh.status[i] = st;
+        sh.info[i] = info;
+      } else {
+        char *msg = first_line(fadsl_context_last_error(run->ctx));
+        StrBuf sb;
+        fa_sb_init(&sb);
+        fa_sb_printf(&sb, "%s: %s", fadsl_status_string(st), msg ? msg : "");
+        reject(run, c, st == FADSL_ERROR_NVRTC ? "compile" : "specialise", sb.data);
+        fa_sb_free(&sb);
+        free(msg);
+        continue;
+      }
+    }
+    take_info(c, &sh.info[i]);
+    if (c->cache && !strcmp(c->cache, "miss")) job->ncompiled++;
+    if (c->registers > 0 && c->threads > 0 && (long)c->registers * c->threads > 65536) {
+      char why[160];
+      snprintf(why, sizeof why, "%d registers x %d threads exceed the 65536 registers of a multiprocessor",
+               c->registers, c->threads);
+      reject(run, c, "registers", why);
+      continue;
+    }
+    if (smem_limit && c->shared_bytes > smem_limit) {
+      char why[160];
+      snprintf(why, sizeof why, "needs %zu bytes of shared memory; the GPU gives a block at most %zu",
+               c->shared_bytes, smem_limit);
+      reject(run, c, "shared memory", why);
+      continue;
+    }
+    c->status = TUNE_OK;
+  }
+  free(sh.order);
+  free(sh.status);
+  free(sh.info);
+  return true;
+}
