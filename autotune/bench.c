@@ -309,12 +309,12 @@ bool fa_tune_bench(TuneRun *run, TuneJob *job, fadsl_kernel *k, const TuneOption
     fprintf(stderr, "fadsl-tune: warning: no memory for an L2 flush buffer; timings may be flattered by the cache\n");
 
   int ntime = 0;
-  for (int i = 0; i < job->ncands; i++) ntime += job->cands[i].status == TUNE_OK;
+  for (int i = 0; i < job->ncands; i++) ntime += job->cands[i].status == TUNE_OK && job->cands[i].same_source_as < 0;
   fa_tune_progress_begin(progress, "time", job->kernel->name, ntime);
   bool calibrated = false;
   for (int i = 0; i < job->ncands; i++) {
     TuneCand *c = &job->cands[i];
-    if (c->status != TUNE_OK) continue;
+    if (c->status != TUNE_OK || c->same_source_as >= 0) continue;
     if (b.broken) {
       fail_cand(&b, c, "launch", "not timed: the GPU context was lost after an earlier candidate failed");
       fa_tune_progress_step(progress, NULL);
@@ -341,10 +341,11 @@ bool fa_tune_bench(TuneRun *run, TuneJob *job, fadsl_kernel *k, const TuneOption
              "again",
              job->kernel->name);
 
-  /* the winner */
+  fa_tune_copy_from_same_code(run, job);
+  /* the winner: the fastest; of candidates with the same code, the first */
   for (int i = 0; i < job->ncands; i++) {
     const TuneCand *c = &job->cands[i];
-    if (c->status == TUNE_OK && c->median_ms > 0 &&
+    if (c->status == TUNE_OK && c->median_ms > 0 && c->same_source_as < 0 &&
         (job->winner < 0 || c->median_ms < job->cands[job->winner].median_ms))
       job->winner = i;
   }

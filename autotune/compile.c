@@ -61,6 +61,34 @@ struct GenResult {
   const char *stage;
 };
 
+/* What makes two candidates run the same machine code the same way: the
+ * source without its comment lines (the emitter's header comment names the
+ * config, stages included, even where the backend ignores stages), the
+ * launch geometry, and the constexpr axes (which the grid may use). */
+static void code_hash(const FaCudaKernel *cuda, const TuneConfig *cfg, uint64_t out[2]) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (const char *line = cuda->source; *line;) {
+    size_t n = strcspn(line, "\n");
+    const char *t = line;
+    while (t < line + n && (*t == ' ' || *t == '\t')) t++;
+    if (!(t + 1 < line + n && t[0] == '/' && t[1] == '/')) {
+      fa_sb_putn(&sb, line, n);
+      fa_sb_putc(&sb, '\n');
+    }
+    line += n;
+    if (*line) line++;
+  }
+  fa_sb_printf(&sb, "\n#launch threads=%d shared=%zu", cuda->threads, cuda->shared_bytes);
+  for (int i = 0; i < cfg->nvalues; i++) {
+    fa_sb_printf(&sb, " %s=", cfg->values[i].name);
+    fa_const_print(cfg->values[i].value, &sb);
+  }
+  out[0] = fa_hash64(sb.data, sb.len, 0x243f6a8885a308d3ull);
+  out[1] = fa_hash64(sb.data, sb.len, 0x13198a2e03707344ull);
+  fa_sb_free(&sb);
+}
+
 static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *k, TuneCand *c, GenResult *r) {
   FaCompiler cfc;
   fa_compiler_init(&cfc, NULL);
@@ -88,9 +116,7 @@ static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *
     r->stage = "generate";
     r->reason = first_line(cfc.diag.text.data);
   } else {
-    size_t len = strlen(cuda.source);
-    c->src_hash[0] = fa_hash64(cuda.source, len, 0x243f6a8885a308d3ull);
-    c->src_hash[1] = fa_hash64(cuda.source, len, 0x13198a2e03707344ull);
+    code_hash(&cuda, &c->cfg, c->src_hash);
     c->shared_bytes = cuda.shared_bytes;
     c->threads = cuda.threads;
     if (sh->smem_limit && cuda.shared_bytes > sh->smem_limit) {
@@ -248,6 +274,31 @@ static void take_info(TuneCand *c, const fadsl_kernel_info *info) {
   c->cache = info->cache;   /* a string constant of libfadsl */
 }
 
+void fa_tune_copy_from_same_code(TuneRun *run, TuneJob *job) {
+  for (int i = 0; i < job->ncands; i++) {
+    TuneCand *c = &job->cands[i];
+    if (c->same_source_as < 0 || c->status == TUNE_PRUNED) continue;
+    const TuneCand *r = &job->cands[c->same_source_as];
+    c->status = r->status;
+    c->stage = r->stage;
+    c->reason = r->status == TUNE_REJECTED
+                    ? fa_arena_printf(&run->fc->arena, "same code as %s: %s", r->label, r->reason ? r->reason : "")
+                    : NULL;
+    c->registers = r->registers;
+    c->spill_bytes = r->spill_bytes;
+    c->local_bytes = r->local_bytes;
+    c->shared_bytes = r->shared_bytes;
+    c->threads = r->threads;
+    c->cache = r->cache;
+    c->median_ms = r->median_ms;
+    c->min_ms = r->min_ms;
+    c->max_ms = r->max_ms;
+    c->runs = r->runs;
+    c->rel_err = r->rel_err;
+    c->tflops = r->tflops;
+  }
+}
+
 bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *source_text, size_t source_len,
                      const char *arch, size_t smem_limit, int jobs, TuneProgress *progress) {
   FaCudaTarget target;
@@ -259,12 +310,12 @@ bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *so
   if (!generate_all(run, job, source_text, source_len, target, smem_limit, jobs)) return false;
   job->emit_s = fa_tune_now() - t0;
 
-  /* arguments for every candidate still in the race */
+  /* arguments for every candidate that runs code of its own */
   StrBuf err;
   fa_sb_init(&err);
   for (int i = 0; i < job->ncands; i++) {
     TuneCand *c = &job->cands[i];
-    if (c->status != TUNE_PENDING) continue;
+    if (c->status != TUNE_PENDING || c->same_source_as >= 0) continue;
     c->args = fa_tune_make_args(run, &job->launch, k, &c->cfg, &err);
     if (!c->args) {
       reject(run, c, "arguments", err.data);
@@ -291,33 +342,16 @@ bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *so
   }
   pthread_mutex_init(&sh.lock, NULL);
   t0 = fa_tune_now();
-  /* first one candidate per distinct source, in parallel ... */
   for (int i = 0; i < job->ncands; i++)
     if (job->cands[i].status == TUNE_PENDING && job->cands[i].same_source_as < 0) sh.order[sh.norder++] = i;
   fa_tune_progress_begin(progress, "compile", job->kernel->name, sh.norder);
   run_threads(compile_worker, &sh, jobs, sh.norder);
   fa_tune_progress_end(progress);
-  /* ... then the ones that share a source: cache hits, if the first compiled */
-  sh.norder = sh.next = 0;
-  for (int i = 0; i < job->ncands; i++) {
-    TuneCand *c = &job->cands[i];
-    if (c->status == TUNE_PENDING && c->same_source_as >= 0) {
-      if (sh.status[c->same_source_as] != FADSL_SUCCESS) {
-        reject(run, c, job->cands[c->same_source_as].stage ? job->cands[c->same_source_as].stage : "compile",
-               "same source as a candidate that failed to compile");
-        continue;
-      }
-      sh.order[sh.norder++] = i;
-    }
-  }
-  sh.progress = NULL;   /* quick: no progress display */
-  compile_worker(&sh);
   pthread_mutex_destroy(&sh.lock);
-  job->compile_s = fa_tune_now() - t0;
 
-  for (int i = 0; i < job->ncands; i++) {
+  for (int n = 0; n < sh.norder; n++) {
+    int i = sh.order[n];
     TuneCand *c = &job->cands[i];
-    if (c->status != TUNE_PENDING || !c->args) continue;
     if (sh.status[i] != FADSL_SUCCESS) {
       /* once more on its own, for a message that is surely this candidate's */
       fadsl_kernel_info info;
@@ -354,6 +388,8 @@ bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *so
     }
     c->status = TUNE_OK;
   }
+  job->compile_s = fa_tune_now() - t0;
+  fa_tune_copy_from_same_code(run, job);
   free(sh.order);
   free(sh.status);
   free(sh.info);

@@ -148,7 +148,7 @@ static void print_rejected(FILE *out, const TuneJob *job) {
 
 void fa_tune_print_compile_only(FILE *out, const TuneJob *job) {
   print_header(out, job);
-  fprintf(out, "  space %d, pruned %d, compiled %d distinct source%s for %d candidates (%d NVRTC run%s); %.2f s\n",
+  fprintf(out, "  space %d, pruned %d; %d distinct kernel%s for %d candidates (%d NVRTC run%s); %.2f s\n",
           job->space_size, job->npruned, job->nunique_sources, job->nunique_sources == 1 ? "" : "s", job->nsurvivors,
           job->ncompiled, job->ncompiled == 1 ? "" : "s", job->emit_s + job->compile_s);
   int w = label_width(job);
@@ -163,12 +163,12 @@ void fa_tune_print_compile_only(FILE *out, const TuneJob *job) {
       snprintf(smem, sizeof smem, "%zu", c->shared_bytes);
       snprintf(threads, sizeof threads, "%d", c->threads);
     }
-    char st[64];
     if (c->status == TUNE_OK && c->same_source_as >= 0)
-      snprintf(st, sizeof st, "ok (same source as #%d)", c->same_source_as);
+      fprintf(out, "  %-*s  %5s  %6s  %8s  %7s  ok (same code as %s)\n", w, c->label, regs, spills, smem, threads,
+              job->cands[c->same_source_as].label);
     else
-      snprintf(st, sizeof st, "%s%s%s", status_word(c), c->is_default ? " (default)" : "", "");
-    fprintf(out, "  %-*s  %5s  %6s  %8s  %7s  %s\n", w, c->label, regs, spills, smem, threads, st);
+      fprintf(out, "  %-*s  %5s  %6s  %8s  %7s  %s%s\n", w, c->label, regs, spills, smem, threads, status_word(c),
+              c->is_default ? " (default)" : "");
   }
   print_rejected(out, job);
 }
@@ -193,19 +193,20 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
   }
   int nok = 0, nrej = 0;
   for (int i = 0; i < job->ncands; i++) {
-    nok += job->cands[i].status == TUNE_OK;
+    nok += job->cands[i].status == TUNE_OK && job->cands[i].same_source_as < 0;
     nrej += job->cands[i].status == TUNE_REJECTED;
   }
   fprintf(out,
-          "  space %d, pruned %d, timed %d, rejected %d; %d distinct source%s, %d NVRTC run%s; "
+          "  space %d, pruned %d, rejected %d; %d distinct kernel%s, %d NVRTC run%s, %d timed; "
           "%.1f s (generate %.2f s, compile %.1f s, time %.1f s)\n",
-          job->space_size, job->npruned, nok, nrej, job->nunique_sources, job->nunique_sources == 1 ? "" : "s",
-          job->ncompiled, job->ncompiled == 1 ? "" : "s", job->wall_s, job->emit_s, job->compile_s, job->time_s);
+          job->space_size, job->npruned, nrej, job->nunique_sources, job->nunique_sources == 1 ? "" : "s",
+          job->ncompiled, job->ncompiled == 1 ? "" : "s", nok, job->wall_s, job->emit_s, job->compile_s, job->time_s);
   const TuneCand **ok = calloc((size_t)job->ncands + 1, sizeof *ok);
   if (!ok) return;
   int n = 0;
   for (int i = 0; i < job->ncands; i++)
-    if (job->cands[i].status == TUNE_OK && job->cands[i].median_ms > 0) ok[n++] = &job->cands[i];
+    if (job->cands[i].status == TUNE_OK && job->cands[i].median_ms > 0 && job->cands[i].same_source_as < 0)
+      ok[n++] = &job->cands[i];
   qsort(ok, (size_t)n, sizeof *ok, by_time);
   int w = label_width(job);
   fprintf(out, "  %4s  %-*s  %10s  %10s  %8s  %10s\n", "rank", w, "config", "median ms", "min ms", "TFLOP/s",
@@ -220,8 +221,12 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
     double s = speedup(job, c);
     if (s > 0) snprintf(sp, sizeof sp, "%.2fx", s);
     if (r >= top && is_default && top > 0) fprintf(out, "  %4s\n", "...");
-    fprintf(out, "  %4d  %-*s  %10.4f  %10.4f  %8s  %10s%s\n", r + 1, w, c->label, c->median_ms, c->min_ms, tf, sp,
-            is_default ? "  (default)" : "");
+    int same = 0;
+    for (int i = 0; i < job->ncands; i++) same += job->cands[i].same_source_as == (int)(c - job->cands);
+    char note[64] = "";
+    if (same) snprintf(note, sizeof note, "  (+%d with the same code)", same);
+    fprintf(out, "  %4d  %-*s  %10.4f  %10.4f  %8s  %10s%s%s\n", r + 1, w, c->label, c->median_ms, c->min_ms, tf, sp,
+            is_default ? "  (default)" : "", note);
     default_shown |= is_default;
   }
   if (!default_shown && job->default_cand >= 0) {

@@ -182,7 +182,7 @@ typedef struct TuneCand {
   bool is_default;
   /* generated code */
   uint64_t src_hash[2];
-  int same_source_as;           /* index into the job's candidates, or -1 */
+  int same_source_as;           /* runs the same code as this earlier candidate (index), or -1 */
   size_t shared_bytes;
   int threads;
   /* compiled code */
@@ -242,14 +242,20 @@ typedef struct TuneProgress TuneProgress;
 /* Generates every pending candidate's CUDA in `jobs` threads (each with its
  * own compiler context and parse of the file), rejects those that do not
  * specialise or need more shared memory than `smem_limit` (0: no limit),
- * and groups candidates with identical source.  Then compiles one
- * candidate per distinct source through libfadsl (fadsl_compile, so that
- * the kernel cache in memory and on disk is used), in parallel, and the
- * others after it (then cache hits).  Never fails for a candidate: records
- * the reason.  Returns false only for a failure of the whole step. */
+ * and groups candidates that run the same code (same source up to comment
+ * lines, same launch geometry).  Then compiles one candidate per group
+ * through libfadsl (fadsl_compile, so that the kernel cache in memory and
+ * on disk is used), in parallel; the others share its results.  Never fails
+ * for a candidate: records the reason.  Returns false only for a failure of
+ * the whole step. */
 bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *source_text,
                      size_t source_len, const char *arch, size_t smem_limit, int jobs,
                      TuneProgress *progress);
+
+/* Candidates that run the same code as an earlier one (same_source_as)
+ * are neither compiled nor timed on their own: this copies the results of
+ * the one they share code with. */
+void fa_tune_copy_from_same_code(TuneRun *run, TuneJob *job);
 
 /* ---- timing (bench.c) ---------------------------------------------------------------- */
 
