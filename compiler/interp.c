@@ -1578,6 +1578,8 @@ bool fa_interp_host_function(FaCompiler *fc, const IrFunction *fn, const FaHostV
     fa_error(&fc->diag, fn->loc, "host function '%s' takes %d arguments, not %d", fn->name, fn->nparams, nargs);
     return false;
   }
+  if (!fa_ir_verify(fn, &fc->diag))
+    return false;
   FaHostValue *conv = calloc((size_t)(nargs > 0 ? nargs : 1), sizeof *conv);
   if (!conv) {
     fa_error(&fc->diag, fn->loc, "out of memory");
@@ -1671,6 +1673,12 @@ struct FaInterp {
 };
 
 FaInterp *fa_interp_new(FaCompiler *fc, const IrKernel *k) {
+  /* The interpreter relies on the IR's invariants (operand types and shapes,
+   * definitions dominating uses): IR that breaks them is refused here rather
+   * than run. */
+  if (!fa_ir_verify(k->device, &fc->diag) || (k->grid && !fa_ir_verify(k->grid, &fc->diag)) ||
+      (k->extents && !fa_ir_verify(k->extents, &fc->diag)))
+    return NULL;
   FaInterp *in = calloc(1, sizeof *in);
   int n = k->device->nparams;
   if (in) {

@@ -88,8 +88,9 @@ void fa_host_convert(DType from, const void *src, DType to, void *dst, int64_t n
 
 typedef struct FaInterp FaInterp;
 
-/* Prepares to run `k` (which must outlive the FaInterp).  Returns NULL on
- * out-of-memory (reported). */
+/* Prepares to run `k` (which must outlive the FaInterp), after checking its
+ * functions with fa_ir_verify.  Returns NULL after reporting invalid IR or
+ * running out of memory. */
 FaInterp *fa_interp_new(FaCompiler *fc, const IrKernel *k);
 void fa_interp_free(FaInterp *in);
 

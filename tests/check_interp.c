@@ -797,6 +797,16 @@ START_TEST(test_errors) {
   ck_assert(!fa_interp_run(t.in, NULL));
   ck_assert_msg(strstr(diag_text(&t), "parameter 'm' of kernel 'k' is not bound"), "%s", diag_text(&t));
   kit_free(&t);
+
+  /* IR that breaks the invariants (an f32[8] + f32[4]) is refused, not run */
+  kit_init(&t);
+  param_ptr(&t, "n", DT_I32);
+  op2(&t, IR_BINARY, BIN_ADD, blk1(DT_F32, 8), cf(&t, blk1(DT_F32, 8), 1.0), cf(&t, blk1(DT_F32, 4), 1.0));
+  ret(&t);
+  t.in = fa_interp_new(&t.fc, &t.k);
+  ck_assert_ptr_null(t.in);
+  ck_assert_msg(strstr(diag_text(&t), "invalid IR"), "%s", diag_text(&t));
+  kit_free(&t);
 }
 END_TEST
 
