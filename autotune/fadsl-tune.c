@@ -349,11 +349,31 @@ static bool already_tuned(Driver *d, TuneJob *job) {
   return true;
 }
 
-/* When no launch of a kernel being tuned follows, the problem need not go on. */
-static TuneAction after(Driver *d, TuneAction act) { return d->remaining <= 0 ? TUNE_STOP : act; }
+/* Launches the kernel as any libfadsl program would (config left open) and
+ * records where libfadsl took the config from: after tuning, "tuned" shows
+ * that the database entry is found and used. */
+static void verify_launch(Driver *d, TuneRun *run, TuneJob *job, fadsl_kernel *k) {
+  StrBuf err;
+  fa_sb_init(&err);
+  fadsl_args *a = fa_tune_make_args(run, &job->launch, k, NULL, &err);
+  fadsl_kernel_info info;
+  fadsl_status st = a ? fadsl_launch(k, a, NULL, &info) : FADSL_ERROR_BINDING;
+  if (st == FADSL_SUCCESS) st = fadsl_synchronize(d->ctx, NULL);
+  if (st == FADSL_SUCCESS) {
+    job->verify_source = fa_arena_strdup(&d->fc->arena, info.config_source);
+    job->verify_config = fa_arena_printf(&d->fc->arena, "%s warps=%d stages=%d", info.constexprs, info.warps, info.stages);
+  } else {
+    job->verify_source = "failed";
+    job->verify_config = fa_arena_strdup(&d->fc->arena, a ? fadsl_context_last_error(d->ctx) : err.data);
+  }
+  fadsl_args_destroy(a);
+  fa_sb_free(&err);
+}
 
 static TuneAction on_launch(void *user, TuneRun *run, const TuneLaunch *l, TuneConfig *cfg) {
   Driver *d = user;
+  (void)cfg;
+  if (d->remaining <= 0) return TUNE_STOP;   /* no launch of a kernel being tuned follows */
   if (!is_selected(d, l->kernel)) return run->on_device ? TUNE_LAUNCH_DEFAULT : TUNE_SKIP;
   d->remaining--;
   double t0 = fa_tune_now();
@@ -366,14 +386,7 @@ static TuneAction on_launch(void *user, TuneRun *run, const TuneLaunch *l, TuneC
 
   /* the same kernel and key again (a problem may launch it twice): once is enough */
   for (int i = 0; i < d->njobs; i++)
-    if (same_key(d->jobs[i], job)) {
-      const TuneJob *prev = d->jobs[i];
-      if (prev->winner >= 0) {
-        *cfg = prev->cands[prev->winner].cfg;
-        return after(d, TUNE_LAUNCH_CONFIG);
-      }
-      return after(d, run->on_device ? TUNE_LAUNCH_DEFAULT : TUNE_SKIP);
-    }
+    if (same_key(d->jobs[i], job)) return run->on_device ? TUNE_LAUNCH_DEFAULT : TUNE_SKIP;
   if (!add_job(d, job)) return TUNE_ABORT;
 
   if (job->nsurvivors == 0) {
@@ -383,28 +396,29 @@ static TuneAction on_launch(void *user, TuneRun *run, const TuneLaunch *l, TuneC
     run->exit_status = TUNE_EXIT_USAGE;
     return TUNE_ABORT;
   }
-  if (d->opt->mode == TUNE_MODE_DRY_RUN) return after(d, TUNE_SKIP);
-
-  if (d->opt->mode == TUNE_MODE_TUNE && already_tuned(d, job)) {
-    job->wall_s = fa_tune_now() - t0;
-    return after(d, TUNE_LAUNCH_DEFAULT);   /* libfadsl takes the database's entry */
-  }
+  if (d->opt->mode == TUNE_MODE_DRY_RUN) return TUNE_SKIP;
 
   fadsl_kernel *k = NULL;
   if (fadsl_program_kernel(d->rprog, l->kernel->name, &k) != FADSL_SUCCESS) return TUNE_ABORT;
+  if (d->opt->mode == TUNE_MODE_TUNE && already_tuned(d, job)) {
+    verify_launch(d, run, job, k);
+    job->wall_s = fa_tune_now() - t0;
+    return TUNE_SKIP;   /* the verifying launch produced the outputs */
+  }
   if (!fa_tune_compile(run, job, k, d->text, d->len, d->arch, d->smem_limit, d->opt->jobs, d->progress))
     return TUNE_ABORT;
   if (d->opt->mode == TUNE_MODE_COMPILE_ONLY) {
     job->wall_s = fa_tune_now() - t0;
-    return after(d, TUNE_SKIP);
+    return TUNE_SKIP;
   }
   bool ok = fa_tune_bench(run, job, k, d->opt, d->progress);
   job->wall_s = fa_tune_now() - t0;
   if (!ok) return TUNE_ABORT;
-  if (job->winner < 0) return after(d, TUNE_LAUNCH_DEFAULT);
-  if (!store_job(d, job)) d->store_failed = true;
-  *cfg = job->cands[job->winner].cfg;
-  return after(d, TUNE_LAUNCH_CONFIG);
+  if (job->winner >= 0 && !store_job(d, job)) d->store_failed = true;
+  /* the following kernels get this one's outputs from a launch that takes
+   * its config from the database, as a user's would */
+  verify_launch(d, run, job, k);
+  return TUNE_SKIP;
 }
 
 /* ---- checks of the input ------------------------------------------------------------------- */
@@ -605,32 +619,34 @@ static int run_problems(Driver *d) {
 static int report(Driver *d, double wall_s) {
   TuneOptions *opt = d->opt;
   int status = TUNE_EXIT_OK;
+  /* with --json -, standard output is the JSON document's */
+  FILE *out = opt->json_path && !strcmp(opt->json_path, "-") ? stderr : stdout;
   for (int i = 0; i < d->njobs; i++) {
     TuneJob *job = d->jobs[i];
-    if (i) putchar('\n');
+    if (i) fputc('\n', out);
     if (opt->mode == TUNE_MODE_DRY_RUN) {
-      fa_tune_print_dry_run(stdout, job);
+      fa_tune_print_dry_run(out, job);
       continue;
     }
     if (opt->mode == TUNE_MODE_COMPILE_ONLY) {
-      fa_tune_print_compile_only(stdout, job);
+      fa_tune_print_compile_only(out, job);
       bool any = false;
       for (int c = 0; c < job->ncands; c++) any |= job->cands[c].status == TUNE_OK;
       if (!any) status = TUNE_EXIT_FAILED;
       continue;
     }
-    fa_tune_print_summary(stdout, job, opt->top);
+    fa_tune_print_summary(out, job, opt->top);
     if (!job->cached && job->winner < 0) status = TUNE_EXIT_FAILED;
   }
   if (opt->mode == TUNE_MODE_TUNE) {
     int stored = 0;
     for (int i = 0; i < d->njobs; i++) stored += !d->jobs[i]->cached && d->jobs[i]->winner >= 0;
-    printf("\n%d result%s stored in %s; %.1f s in all\n", stored, stored == 1 ? "" : "s", d->db_path, wall_s);
+    fprintf(out, "\n%d result%s stored in %s; %.1f s in all\n", stored, stored == 1 ? "" : "s", d->db_path, wall_s);
     if (d->store_failed) status = TUNE_EXIT_FAILED;
   } else if (opt->mode == TUNE_MODE_COMPILE_ONLY) {
-    printf("\ncompiled for %s with %d thread%s; %.1f s in all\n", d->arch, opt->jobs, opt->jobs == 1 ? "" : "s", wall_s);
+    fprintf(out, "\ncompiled for %s with %d thread%s; %.1f s in all\n", d->arch, opt->jobs, opt->jobs == 1 ? "" : "s", wall_s);
   }
-  fflush(stdout);
+  fflush(out);
   if (opt->json_path) {
     TuneEnv env = {d->gpu[0] ? d->gpu : NULL, d->arch, PACKAGE_VERSION, d->db_path};
     if (!fa_tune_write_json(opt->json_path, opt, &env, d->jobs, d->njobs, wall_s)) status = TUNE_EXIT_FAILED;
@@ -666,7 +682,7 @@ static int tune_file(TuneOptions *opt, FaCompiler *fc) {
             d.arch, opt->jobs, opt->jobs == 1 ? "" : "s", d.db_path ? ", database " : "", d.db_path ? d.db_path : "");
   status = run_problems(&d);
   if (status == TUNE_EXIT_OK && fc->diag.errors) status = TUNE_EXIT_FAILED;
-  if (status == TUNE_EXIT_OK || d.njobs > 0) {
+  if (status == TUNE_EXIT_OK || (status == TUNE_EXIT_FAILED && d.njobs > 0)) {
     int st = report(&d, fa_tune_now() - t0);
     if (status == TUNE_EXIT_OK) status = st;
   }

@@ -123,7 +123,7 @@ static const char *status_word(const TuneCand *c) {
   switch (c->status) {
     case TUNE_OK: return "ok";
     case TUNE_PRUNED: return "pruned";
-    case TUNE_PENDING: return "pending";
+    case TUNE_PENDING: return "candidate";   /* --dry-run: survived the prune, not compiled */
     default: return "rejected";
   }
 }
@@ -189,6 +189,8 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
   print_header(out, job);
   if (job->cached) {
     fprintf(out, "  already tuned: %s (use --force to tune again)\n", job->cached_label);
+    if (job->verify_source)
+      fprintf(out, "  libfadsl launches it with %s (%s)\n", job->verify_config, job->verify_source);
     return;
   }
   int nok = 0, nrej = 0;
@@ -237,6 +239,8 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
   if (n == 0) fprintf(out, "  no candidate could be timed\n");
   free(ok);
   print_rejected(out, job);
+  if (job->verify_source)
+    fprintf(out, "  libfadsl now launches it with %s (%s)\n", job->verify_config, job->verify_source);
   if (job->compiler_bug)
     fprintf(out, "  NOTE: candidates disagreed with the reference output: a compiler bug (see 'mismatch' above)\n");
 }
@@ -332,6 +336,12 @@ static json_t *job_json(const TuneJob *job) {
                       job->default_cand >= 0 ? json_string(job->cands[job->default_cand].label) : json_null());
   json_object_set_new(o, "winner", job->winner >= 0 ? cand_json(job, &job->cands[job->winner]) : json_null());
   json_object_set_new(o, "compiler_bug_suspected", json_boolean(job->compiler_bug));
+  if (job->verify_source) {
+    json_t *v = json_object();
+    json_object_set_new(v, "config_source", json_string(job->verify_source));
+    json_object_set_new(v, "config", json_string(job->verify_config ? job->verify_config : ""));
+    json_object_set_new(o, "launch_after_tuning", v);
+  }
   json_t *times = json_object();
   json_object_set_new(times, "generate", json_real(job->emit_s));
   json_object_set_new(times, "compile", json_real(job->compile_s));

@@ -226,6 +226,9 @@ typedef struct TuneJob {
   bool cached;                  /* an exact database entry existed (no --force) */
   char *cached_label;
   bool compiler_bug;            /* some candidate disagreed with the reference */
+  const char *verify_source;    /* after tuning: where a plain launch took its config
+                                   from ("tuned", ...; "failed"), or NULL */
+  const char *verify_config;    /* its constexprs and config, or the error */
 } TuneJob;
 
 /* Builds the job's space: enumerates, applies --only and the prune, marks

@@ -1,0 +1,480 @@
+/* check_tune_cli.c - fadsl-tune from the command line, without a GPU:
+ *   --dry-run on attention.fa: the pruned space of each tunable kernel is
+ *     recomputed here from the @autotune lists (read from the file with the
+ *     compiler) and the prune rules as the file states them, and compared
+ *     point by point with what fadsl-tune reports; sizes from the @problem,
+ *     overridden by --size;
+ *   a prune that uses a runtime argument (tests/tune/small.fa);
+ *   --compile-only on small.fa and on one attention kernel with a reduced
+ *     space (registers, shared memory, spills; the disk cache reused by a
+ *     second run);
+ *   bad input: exit status 2 with a clear message; no GPU: exit status 3. */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sema.h"
+
+#ifndef FADSL_TUNE_BIN
+#error "FADSL_TUNE_BIN must name the fadsl-tune binary"
+#endif
+#ifndef FADSL_TOP_SRCDIR
+#error "FADSL_TOP_SRCDIR must name the source tree"
+#endif
+
+static const char attention[] = FADSL_TOP_SRCDIR "/examples/attention/attention.fa";
+static const char small[] = FADSL_TOP_SRCDIR "/tests/tune/small.fa";
+
+static char tmpdir[256];
+
+static void setup(void) {
+  snprintf(tmpdir, sizeof tmpdir, "%s/fadsl-tune-cli-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+  char cache[300];
+  snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+  setenv("FADSL_CACHE_DIR", cache, 1);   /* a cold kernel cache, and no user database */
+  unsetenv("FADSL_TUNE_DB");
+  unsetenv("FADSL_LOG");
+}
+
+static void teardown(void) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return strdup("");
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = calloc((size_t)n + 1, 1);
+  if (fread(s, 1, (size_t)n, f) != (size_t)n) s[0] = '\0';
+  fclose(f);
+  return s;
+}
+
+typedef struct Result {
+  int status;
+  char *out, *err;
+} Result;
+
+/* Runs fadsl-tune with `args` (a shell fragment; @TMP stands for the test's
+ * temporary directory). */
+static Result tune(const char *args) {
+  char expanded[4096];
+  size_t len = 0;
+  for (const char *p = args; *p && len + sizeof tmpdir + 1 < sizeof expanded;) {
+    if (!strncmp(p, "@TMP", 4)) {
+      len += (size_t)snprintf(expanded + len, sizeof expanded - len, "%s", tmpdir);
+      p += 4;
+    } else {
+      expanded[len++] = *p++;
+    }
+  }
+  expanded[len] = '\0';
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "%s %s >'%s/out' 2>'%s/err' </dev/null", FADSL_TUNE_BIN, expanded, tmpdir, tmpdir);
+  int st = system(cmd);
+  Result r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  char path[400];
+  snprintf(path, sizeof path, "%s/out", tmpdir);
+  r.out = slurp(path);
+  snprintf(path, sizeof path, "%s/err", tmpdir);
+  r.err = slurp(path);
+  return r;
+}
+
+static void result_free(Result *r) {
+  free(r->out);
+  free(r->err);
+}
+
+static json_t *load_json(const char *name) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  json_error_t je;
+  json_t *root = json_load_file(path, 0, &je);
+  ck_assert_msg(root != NULL, "%s: %s", path, je.text);
+  return root;
+}
+
+static json_t *result_for(json_t *root, const char *kernel) {
+  size_t i;
+  json_t *r;
+  json_array_foreach(json_object_get(root, "results"), i, r) {
+    if (!strcmp(json_string_value(json_object_get(r, "kernel")), kernel)) return r;
+  }
+  ck_abort_msg("no result for kernel %s", kernel);
+  return NULL;
+}
+
+/* ---- the space, recomputed ------------------------------------------------------------- */
+
+/* The prune rules of attention.fa, as the file writes them:
+ *   attn_fwd, attn_bwd_dq: BLOCK_Q % BLOCK_K == 0 and (warps == 4 or BLOCK_Q * BLOCK_K >= 128 * 128)
+ *   attn_bwd_dkdv:         BLOCK_K % BLOCK_Q == 0 and (warps == 4 or BLOCK_Q * BLOCK_K >= 128 * 128) */
+static bool attention_prune(const char *kernel, long bq, long bk, long warps) {
+  bool divides = !strcmp(kernel, "attn_bwd_dkdv") ? bk % bq == 0 : bq % bk == 0;
+  return divides && (warps == 4 || bq * bk >= 128 * 128);
+}
+
+typedef struct Program {
+  FaCompiler fc;
+  FaProgram *prog;
+} Program;
+
+static void program_load(Program *p, const char *path) {
+  fa_compiler_init(&p->fc, stderr);
+  Source *src = fa_source_read(&p->fc, path);
+  ck_assert_ptr_nonnull(src);
+  Node *m = fa_parse(&p->fc, src);
+  ck_assert_ptr_nonnull(m);
+  p->prog = fa_program_check(&p->fc, m);
+  ck_assert_ptr_nonnull(p->prog);
+}
+
+static int axis_index(const FaKernelInfo *k, const char *name) {
+  for (int t = 0; t < k->ntune; t++)
+    if (!strcmp(k->tune[t].name, name)) return t;
+  ck_abort_msg("kernel %s has no axis %s", k->name, name);
+  return -1;
+}
+
+/* The labels of the points that survive, in enumeration order (last axis
+ * fastest), as "BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4". */
+static int expected_attention_space(const FaKernelInfo *k, char labels[][96], int max) {
+  int n = 0, total = 1;
+  for (int t = 0; t < k->ntune; t++) total *= k->tune[t].nvalues;
+  int iq = axis_index(k, "BLOCK_Q"), ik = axis_index(k, "BLOCK_K"), iw = axis_index(k, "warps");
+  for (int p = 0; p < total; p++) {
+    int rest = p, idx[8];
+    for (int t = k->ntune - 1; t >= 0; t--) {
+      idx[t] = rest % k->tune[t].nvalues;
+      rest /= k->tune[t].nvalues;
+    }
+    long bq = k->tune[iq].values[idx[iq]].i, bk = k->tune[ik].values[idx[ik]].i, w = k->tune[iw].values[idx[iw]].i;
+    if (!attention_prune(k->name, bq, bk, w)) continue;
+    ck_assert_int_lt(n, max);
+    labels[n][0] = '\0';
+    for (int t = 0; t < k->ntune; t++) {
+      char part[32];
+      snprintf(part, sizeof part, "%s%s=%lld", t ? " " : "", k->tune[t].name, (long long)k->tune[t].values[idx[t]].i);
+      strcat(labels[n], part);
+    }
+    n++;
+  }
+  return n;
+}
+
+static int64_t problem_size(const FaProgram *p, const char *name) {
+  for (int i = 0; i < p->nproblems; i++)
+    for (int s = 0; s < p->problems[i]->nsizes; s++)
+      if (!strcmp(p->problems[i]->sizes[s].name, name)) return p->problems[i]->sizes[s].value.i;
+  ck_abort_msg("no size %s", name);
+  return 0;
+}
+
+static void check_space(json_t *res, const FaKernelInfo *k) {
+  char labels[256][96];
+  int n = expected_attention_space(k, labels, 256);
+  int total = 1;
+  for (int t = 0; t < k->ntune; t++) total *= k->tune[t].nvalues;
+  ck_assert_int_eq(json_integer_value(json_object_get(res, "space_size")), total);
+  ck_assert_int_eq(json_integer_value(json_object_get(res, "survivors")), n);
+  ck_assert_int_eq(json_integer_value(json_object_get(res, "pruned")), total - n);
+  int seen = 0;
+  size_t i;
+  json_t *c;
+  json_array_foreach(json_object_get(res, "candidates"), i, c) {
+    const char *status = json_string_value(json_object_get(c, "status"));
+    if (!strcmp(status, "pruned")) continue;
+    ck_assert_str_eq(status, "candidate");   /* dry run: survived, not compiled */
+    ck_assert_int_lt(seen, n);
+    ck_assert_str_eq(json_string_value(json_object_get(c, "label")), labels[seen]);
+    ck_assert_int_eq(json_is_true(json_object_get(c, "default")), seen == 0);   /* the first survivor */
+    seen++;
+  }
+  ck_assert_int_eq(seen, n);
+  ck_assert_str_eq(json_string_value(json_object_get(res, "default")), labels[0]);
+}
+
+START_TEST(dry_run_attention_space) {
+  Result r = tune("--dry-run --json @TMP/dry.json " FADSL_TOP_SRCDIR "/examples/attention/attention.fa");
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  json_t *root = load_json("dry.json");
+  ck_assert_str_eq(json_string_value(json_object_get(root, "mode")), "dry-run");
+  Program p;
+  program_load(&p, attention);
+  int tunable = 0;
+  for (int i = 0; i < p.prog->nkernels; i++) {
+    const FaKernelInfo *k = p.prog->kernels[i];
+    if (k->ntune == 0) continue;
+    tunable++;
+    json_t *res = result_for(root, k->name);
+    check_space(res, k);
+    /* the key comes from the problem's launch: q_seq_len = N, d_head = D */
+    json_t *key = json_object_get(res, "key");
+    ck_assert_int_eq(json_integer_value(json_object_get(key, "q_seq_len")), problem_size(p.prog, "N"));
+    ck_assert_int_eq(json_integer_value(json_object_get(key, "d_head")), problem_size(p.prog, "D"));
+    ck_assert_int_eq(json_integer_value(json_object_get(key, "n_groups")),
+                     problem_size(p.prog, "H") / problem_size(p.prog, "KVH"));
+    /* and the text output names each surviving point */
+    ck_assert_ptr_nonnull(strstr(r.out, k->name));
+  }
+  ck_assert_int_eq(tunable, 3);
+  ck_assert_int_eq(json_array_size(json_object_get(root, "results")), 3);
+  fa_compiler_free(&p.fc);
+  json_decref(root);
+  result_free(&r);
+}
+END_TEST
+
+START_TEST(dry_run_size_override) {
+  Result r = tune("--dry-run --kernel attn_bwd_dkdv --size N=2048 --size causal=True --size D=128 --json - " FADSL_TOP_SRCDIR
+                  "/examples/attention/attention.fa");
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  json_error_t je;
+  json_t *root = json_loads(r.out, 0, &je);
+  ck_assert_msg(root != NULL, "stdout is not JSON: %s", je.text);
+  ck_assert_int_eq(json_array_size(json_object_get(root, "results")), 1);
+  json_t *res = result_for(root, "attn_bwd_dkdv");
+  json_t *key = json_object_get(res, "key");
+  ck_assert_int_eq(json_integer_value(json_object_get(key, "q_seq_len")), 2048);
+  ck_assert_int_eq(json_integer_value(json_object_get(key, "kv_seq_len")), 2048);
+  ck_assert_int_eq(json_integer_value(json_object_get(key, "d_head")), 128);
+  ck_assert(json_is_true(json_object_get(key, "is_causal")));
+  Program p;
+  program_load(&p, attention);
+  check_space(res, fa_program_kernel(p.prog, "attn_bwd_dkdv"));
+  fa_compiler_free(&p.fc);
+  json_decref(root);
+  result_free(&r);
+}
+END_TEST
+
+/* small.fa: prune=BLOCK >= 32 * warps and BLOCK <= n, with n = N from the problem */
+static int small_expected(long n) {
+  static const long blocks[] = {64, 128, 256, 512}, warps[] = {1, 2, 4};
+  int count = 0;
+  for (int b = 0; b < 4; b++)
+    for (int w = 0; w < 3; w++) count += blocks[b] >= 32 * warps[w] && blocks[b] <= n;
+  return count;
+}
+
+START_TEST(dry_run_prune_sees_runtime_arguments) {
+  static const long sizes[] = {0, 100, 200, 300, 600, 100000};   /* 0: the problem's default */
+  for (int i = 0; i < 6; i++) {
+    char args[600];
+    if (sizes[i])
+      snprintf(args, sizeof args, "--dry-run --size N=%ld --json - %s", sizes[i], small);
+    else
+      snprintf(args, sizeof args, "--dry-run --json - %s", small);
+    Result r = tune(args);
+    long n = sizes[i] ? sizes[i] : 1000;
+    int want = small_expected(n);
+    if (want == 0) {   /* nothing survives: bad input */
+      ck_assert_int_eq(r.status, 2);
+      ck_assert_ptr_nonnull(strstr(r.err, "survives"));
+      result_free(&r);
+      continue;
+    }
+    ck_assert_msg(r.status == 0, "N=%ld: exit %d: %s", n, r.status, r.err);
+    json_t *root = json_loads(r.out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *res = result_for(root, "axpy");
+    ck_assert_int_eq(json_integer_value(json_object_get(res, "survivors")), want);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(res, "key"), "n")), n);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(res, "key"), "T")), "f32");
+    json_decref(root);
+    result_free(&r);
+  }
+  ck_assert_int_eq(small_expected(50), 0);
+  Result r = tune("--dry-run --size N=50 " FADSL_TOP_SRCDIR "/tests/tune/small.fa");
+  ck_assert_int_eq(r.status, 2);
+  result_free(&r);
+}
+END_TEST
+
+static bool nvrtc_missing(const Result *r) {
+  return strstr(r->out, "NVRTC") && (strstr(r->out, "could not be loaded") || strstr(r->out, "not found"));
+}
+
+START_TEST(compile_only_small) {
+  Result r = tune("--compile-only --arch sm_80 --jobs 2 --json @TMP/co.json " FADSL_TOP_SRCDIR
+                  "/tests/tune/small.fa");
+  if (nvrtc_missing(&r)) {
+    fprintf(stderr, "compile_only_small: no NVRTC here, not checked\n");
+    result_free(&r);
+    return;
+  }
+  ck_assert_msg(r.status == 0, "exit %d: %s\n%s", r.status, r.out, r.err);
+  ck_assert_ptr_nonnull(strstr(r.out, "regs"));
+  ck_assert_ptr_nonnull(strstr(r.out, "spills"));
+  json_t *root = load_json("co.json");
+  ck_assert_str_eq(json_string_value(json_object_get(root, "arch")), "sm_80");
+  json_t *res = result_for(root, "axpy");
+  ck_assert_int_eq(json_integer_value(json_object_get(res, "survivors")), small_expected(1000));
+  ck_assert_int_ge(json_integer_value(json_object_get(res, "nvrtc_runs")), 1);
+  size_t i;
+  json_t *c;
+  int ok = 0;
+  json_array_foreach(json_object_get(res, "candidates"), i, c) {
+    if (!strcmp(json_string_value(json_object_get(c, "status")), "pruned")) continue;
+    ck_assert_str_eq(json_string_value(json_object_get(c, "status")), "ok");
+    ck_assert_int_gt(json_integer_value(json_object_get(c, "registers")), 0);
+    ck_assert_int_ge(json_integer_value(json_object_get(c, "spill_bytes")), 0);
+    ck_assert(json_is_integer(json_object_get(c, "shared_bytes")));
+    long warps = (long)json_integer_value(json_object_get(json_object_get(c, "config"), "warps"));
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "threads")), 32 * warps);
+    ok++;
+  }
+  ck_assert_int_eq(ok, small_expected(1000));
+  json_decref(root);
+  result_free(&r);
+
+  /* again: every kernel comes from the disk cache, no NVRTC run */
+  r = tune("--compile-only --arch sm_80 --json @TMP/co2.json " FADSL_TOP_SRCDIR "/tests/tune/small.fa");
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  root = load_json("co2.json");
+  res = result_for(root, "axpy");
+  ck_assert_int_eq(json_integer_value(json_object_get(res, "nvrtc_runs")), 0);
+  json_decref(root);
+  result_free(&r);
+}
+END_TEST
+
+START_TEST(compile_only_attention_reduced) {
+  Result r = tune("--compile-only --kernel attn_fwd --only BLOCK_Q=64 --only BLOCK_K=64 --only warps=4 --only stages=2,3 "
+                  "--json @TMP/att.json " FADSL_TOP_SRCDIR "/examples/attention/attention.fa");
+  if (nvrtc_missing(&r)) {
+    fprintf(stderr, "compile_only_attention_reduced: no NVRTC here, not checked\n");
+    result_free(&r);
+    return;
+  }
+  ck_assert_msg(r.status == 0, "exit %d: %s\n%s", r.status, r.out, r.err);
+  json_t *root = load_json("att.json");
+  ck_assert_str_eq(json_string_value(json_object_get(root, "arch")), "sm_90a");   /* no GPU: the default */
+  json_t *res = result_for(root, "attn_fwd");
+  ck_assert_int_eq(json_integer_value(json_object_get(res, "survivors")), 2);
+  long distinct = (long)json_integer_value(json_object_get(res, "distinct_sources"));
+  ck_assert(distinct == 1 || distinct == 2);
+  ck_assert_int_eq(json_integer_value(json_object_get(res, "nvrtc_runs")), distinct);
+  size_t i;
+  json_t *c;
+  int ok = 0;
+  json_array_foreach(json_object_get(res, "candidates"), i, c) {
+    if (!strcmp(json_string_value(json_object_get(c, "status")), "pruned")) continue;
+    ck_assert_msg(!strcmp(json_string_value(json_object_get(c, "status")), "ok"), "%s: %s",
+                  json_string_value(json_object_get(c, "label")), json_string_value(json_object_get(c, "reason")));
+    ck_assert_int_gt(json_integer_value(json_object_get(c, "registers")), 0);
+    ck_assert_int_gt(json_integer_value(json_object_get(c, "shared_bytes")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "threads")), 128);
+    ok++;
+  }
+  ck_assert_int_eq(ok, 2);
+  /* the table: one line per candidate, with the resources */
+  ck_assert_ptr_nonnull(strstr(r.out, "BLOCK_Q=64 BLOCK_K=64 stages=2 warps=4"));
+  ck_assert_ptr_nonnull(strstr(r.out, "BLOCK_Q=64 BLOCK_K=64 stages=3 warps=4"));
+  json_decref(root);
+  result_free(&r);
+}
+END_TEST
+
+/* ---- bad input ------------------------------------------------------------------------------- */
+
+static void expect_failure(const char *args, int status, const char *message) {
+  Result r = tune(args);
+  ck_assert_msg(r.status == status, "fadsl-tune %s: exit %d, wanted %d\nstderr: %s", args, r.status, status, r.err);
+  ck_assert_msg(strstr(r.err, message) != NULL, "fadsl-tune %s: stderr lacks '%s':\n%s", args, message, r.err);
+  result_free(&r);
+}
+
+START_TEST(bad_input_exits_2) {
+  expect_failure("--dry-run --kernel nosuch " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
+                 "has no kernel 'nosuch' (kernels: attn_fwd, attn_bwd_d,");
+  expect_failure("--dry-run --kernel attn_bwd_d " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
+                 "kernel 'attn_bwd_d' has no @autotune space");
+  expect_failure("--dry-run --size Q=3 " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
+                 "unknown size 'Q' (problem 'attention': B, H, KVH, N, D, causal, T)");
+  expect_failure("--dry-run --size N " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2, "--size wants NAME=VALUE");
+  expect_failure("--dry-run --only BLOCK_X=1 " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
+                 "--only BLOCK_X: no kernel being tuned has an @autotune axis of that name");
+  /* BLOCK_Q=64 with BLOCK_K=128 never passes attn_fwd's prune (64 % 128 != 0) */
+  expect_failure("--dry-run --kernel attn_fwd --only BLOCK_Q=64 --only BLOCK_K=128 " FADSL_TOP_SRCDIR
+                 "/examples/attention/attention.fa",
+                 2, "no point of the @autotune space of kernel 'attn_fwd' (36 points) survives the prune and --only");
+  expect_failure("--dry-run " FADSL_TOP_SRCDIR "/tests/tune/empty-space.fa", 2,
+                 "empty-space.fa:13:5: error: no point of the @autotune space of kernel 'zero' (2 points) survives");
+  expect_failure("--compile-only " FADSL_TOP_SRCDIR "/tests/tune/empty-space.fa", 2, "survives the prune for n=16");
+  expect_failure("--dry-run " FADSL_TOP_SRCDIR "/tests/tune/no-problem.fa", 2,
+                 "kernel 'zero' has no problem description");
+  expect_failure("--dry-run --kernel zero " FADSL_TOP_SRCDIR "/tests/tune/no-problem.fa", 2,
+                 "no @problem def in");
+  expect_failure("--dry-run /nonexistent/x.fa", 2, "cannot read /nonexistent/x.fa");
+  expect_failure("--frobnicate x.fa", 2, "unknown option '--frobnicate'");
+  expect_failure("", 2, "no input file");
+  expect_failure("--dry-run --compile-only x.fa", 2, "exclude each other");
+  expect_failure("--jobs 0 x.fa", 2, "--jobs needs a number");
+  expect_failure("--arch sm_80 " FADSL_TOP_SRCDIR "/tests/tune/small.fa", 2, "--arch is for --compile-only");
+  expect_failure("--compile-only --arch sm_12 " FADSL_TOP_SRCDIR "/tests/tune/small.fa", 2,
+                 "unknown GPU architecture 'sm_12'");
+}
+END_TEST
+
+START_TEST(program_errors_exit_1) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/broken.fa", tmpdir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("@kernel(grid=(1,))\n@autotune(B=[1, 2])\ndef k(x: *f32, B: constexpr):\n    i = program_id(0)\n\n"
+        "@problem(N=4)\ndef p(N):\n    x = zeros((N,), f32)\n    k(x, nosuch=3)\n",
+        f);
+  fclose(f);
+  char args[600];
+  snprintf(args, sizeof args, "--dry-run %s", path);
+  Result r = tune(args);
+  ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+  ck_assert_ptr_nonnull(strstr(r.err, "broken.fa:9:"));
+  ck_assert_ptr_nonnull(strstr(r.err, "error: kernel 'k' has no parameter 'nosuch'"));
+  result_free(&r);
+}
+END_TEST
+
+START_TEST(tuning_without_gpu_exits_3) {
+  setenv("FADSL_NO_DRIVER", "1", 1);
+  Result r = tune(FADSL_TOP_SRCDIR "/tests/tune/small.fa");
+  ck_assert_msg(r.status == 3, "exit %d: %s", r.status, r.err);
+  ck_assert_ptr_nonnull(strstr(r.err, "no GPU to tune on"));
+  ck_assert_ptr_nonnull(strstr(r.err, "--dry-run and --compile-only work without one"));
+  result_free(&r);
+  unsetenv("FADSL_NO_DRIVER");
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("tune_cli");
+  TCase *tc = tcase_create("cli");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, dry_run_attention_space);
+  tcase_add_test(tc, dry_run_size_override);
+  tcase_add_test(tc, dry_run_prune_sees_runtime_arguments);
+  tcase_add_test(tc, compile_only_small);
+  tcase_add_test(tc, compile_only_attention_reduced);
+  tcase_add_test(tc, bad_input_exits_2);
+  tcase_add_test(tc, program_errors_exit_1);
+  tcase_add_test(tc, tuning_without_gpu_exits_3);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
