@@ -154,9 +154,12 @@ const FaDriverApi *fa_loader_driver(FaCudaLoader *l, const char **error, bool *n
   return &l->driver;
 }
 
-/* Tries one library file or soname; on failure appends the reason to `why`. */
+/* Tries one library file or soname; on failure appends the reason to `why`.
+ * RTLD_NODELETE: NVRTC brings the C++ runtime into the process, which must
+ * not be unmapped while the process runs (its exception-handling pool and
+ * static destructors would dangle); dlclose then only drops our reference. */
 static void *try_nvrtc(const char *name, char *why, size_t why_size) {
-  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) {
     const char *e = dlerror();
     size_t used = strlen(why);

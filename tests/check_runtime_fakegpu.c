@@ -18,7 +18,7 @@
 #include "rt.h"
 
 const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:libnvrtc\nleak:libcuda\nleak:cuModuleGetFunction\n"; }
+const char *__lsan_default_suppressions(void) { return "leak:libnvrtc\nleak:libcuda\n"; }
 
 #ifndef FADSL_TOP_SRCDIR
 #define FADSL_TOP_SRCDIR "."

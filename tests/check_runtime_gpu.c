@@ -17,6 +17,10 @@
 
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) { return "leak:libnvrtc\nleak:libcuda\n"; }
+/* In sanitizer builds: the CUDA driver maps memory where AddressSanitizer
+ * protects its shadow gap by default, and cuInit would fail. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "protect_shadow_gap=0"; }
 
 static const char *source =
     "extern \"C\" __global__ void axpy(float *y, const float *x, float a, int n) {\n"

@@ -92,7 +92,17 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *nam
   size_t n = strlen(name);
   for (size_t i = 0; i + n < fm->size; i++)
     if (memcmp(fm->image + i, name, n + 1) == 0) {   /* the symbol's NUL-terminated name */
-      *f = (CUfunction)strdup(name);   /* leaked on purpose: functions live as long as modules */
+      /* a function handle is its name, kept in a table that lives as long as the process */
+      static char functions[64][256];
+      static int nfunctions;
+      for (int j = 0; j < nfunctions; j++)
+        if (!strcmp(functions[j], name)) {
+          *f = (CUfunction)functions[j];
+          return CUDA_SUCCESS;
+        }
+      if (nfunctions == 64 || n >= 256) return CUDA_ERROR_OUT_OF_MEMORY;
+      strcpy(functions[nfunctions], name);
+      *f = (CUfunction)functions[nfunctions++];
       return CUDA_SUCCESS;
     }
   return CUDA_ERROR_NOT_FOUND;
