@@ -52,7 +52,17 @@ typedef struct ValInfo {
   int tile_inner;           /* the dimension stored contiguously */
   int tile_pitch;           /* bytes per row */
   int stage_vec;            /* elements per store when writing it */
+  int tile_rows;            /* rows (the other dimension) */
   size_t tile_offset;       /* in the dynamic shared memory */
+  int nontile_uses;         /* live uses other than products reading the tile */
+  /* a tile filled by cp.async, `pipe_stages` iterations of its loop ahead */
+  int pipe_stages;          /* 0: not pipelined */
+  size_t tile_buf_bytes;    /* one buffer of the pipeline */
+  const char *pipe_counter; /* the loop's iteration counter */
+  int pipe_vec;             /* elements per cp.async */
+  const IrOp *pipe_loop;    /* the loop */
+  int pipe_arg;             /* the block pointer: argument pipe_arg of the loop's body */
+  const IrOp *pipe_advance; /* its update at the end of each iteration */
 } ValInfo;
 
 typedef struct Emitter {
@@ -601,8 +611,116 @@ static void request_tile(Emitter *em, const IrValue *x) {
   vi->tile_inner = d_in;
   vi->stage_vec = v;
   vi->tile_pitch = x->type.shape[d_in] * size + 16;
-  vi->tile_offset = (em->tile_bytes + 15) & ~(size_t)15;
-  em->tile_bytes = vi->tile_offset + (size_t)x->type.shape[1 - d_in] * (size_t)vi->tile_pitch;
+  vi->tile_rows = x->type.shape[1 - d_in];
+}
+
+/* Places the tiles in shared memory, each in a region of its own (pipelined
+ * ones with one buffer per stage). */
+static void allocate_tiles(Emitter *em) {
+  for (int id = 0; id < em->nvalues; id++) {
+    ValInfo *vi = &em->vi[id];
+    if (!vi->staged)
+      continue;
+    vi->tile_buf_bytes = (size_t)vi->tile_rows * (size_t)vi->tile_pitch;
+    vi->tile_offset = (em->tile_bytes + 15) & ~(size_t)15;
+    em->tile_bytes = vi->tile_offset + vi->tile_buf_bytes * (size_t)(vi->pipe_stages > 1 ? vi->pipe_stages : 1);
+  }
+}
+
+/* ---- software pipelining of loads into tiles ----------------------------------------------------
+ * A load of a block pointer in a loop body whose value only feeds tensor-core
+ * products (through its tile) is issued with cp.async `stages - 1`
+ * iterations ahead, into a ring of `stages` buffers, when its block pointer
+ * is a loop-carried value advanced by loop-invariant steps (so the pointer
+ * of a later iteration is known early).  Each iteration: barrier (everyone is
+ * done with the buffer about to be refilled), issue the load of iteration
+ * it + stages - 1, wait for the group of iteration it, barrier, compute. */
+
+static bool within(const IrRegion *r, const IrOp *loop) {
+  for (; r; r = r->parent_op ? r->parent_op->parent : NULL)
+    if (r->parent_op == loop)
+      return true;
+  return false;
+}
+
+static bool defined_outside(const IrValue *v, const IrOp *loop) {
+  if (v->def)
+    return !within(v->def->parent, loop);
+  return !v->region || !within(v->region, loop);
+}
+
+static void plan_pipeline_load(Emitter *em, const IrOp *loop, const IrOp *op) {
+  const IrRegion *body = loop->regions[0];
+  const IrValue *x = op->results[0], *bp = op->operands[0];
+  ValInfo *vi = info(em, x);
+  if (!em->live[x->id] || !vi->staged || vi->nontile_uses > 0 || op->padding == PAD_NAN || x->type.rank != 2 ||
+      !x->layout)
+    return;
+  int j = -1;
+  for (int a = 1; a < body->nargs; a++)
+    if (body->args[a] == bp)
+      j = a;
+  const IrOp *y = body->last;
+  if (j < 0 || !y || y->kind != IR_YIELD || j - 1 >= y->noperands)
+    return;
+  const IrValue *next = y->operands[j - 1];
+  const IrOp *adv = next->def;
+  if (!adv || adv->kind != IR_ADVANCE || adv->operands[0] != bp)
+    return;
+  for (int d = 1; d < adv->noperands; d++) {
+    const IrValue *delta = adv->operands[d];
+    if (!defined_outside(delta, loop) && !(delta->def && delta->def->kind == IR_CONST))
+      return;
+  }
+  /* the tile stored along the dimension of stride 1, whole vectors per copy */
+  int v = block_vector_width(em, bp, x->layout, op->boundary);
+  int size = fa_dtype_size(x->type.dtype);
+  const FaLayout *l = x->layout;
+  int first, count;
+  fa_layout_dim_bits(l, vi->tile_inner, &first, &count);
+  if (v * size < 4 || v > vi->stage_vec || l->nreg == 0 || l->reg[0] != first)
+    return;
+  vi->pipe_stages = em->k->stages > 8 ? 8 : em->k->stages;
+  vi->pipe_vec = v;
+  vi->pipe_loop = loop;
+  vi->pipe_arg = j;
+  vi->pipe_advance = adv;
+}
+
+static void plan_pipelines(Emitter *em, const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    if (op->kind == IR_FOR && em->k->stages >= 2)
+      for (const IrOp *b = op->regions[0]->first; b; b = b->next)
+        if (b->kind == IR_LOAD_BLOCK)
+          plan_pipeline_load(em, op, b);
+    for (int i = 0; i < op->nregions; i++)
+      plan_pipelines(em, op->regions[i]);
+  }
+}
+
+/* The shared-memory address of x's tile (the current buffer of a pipeline). */
+static const char *tile_address(Emitter *em, const IrValue *x) {
+  const ValInfo *vi = info(em, x);
+  if (vi->pipe_stages > 1)
+    return aprintf(em, "fa::smem_addr(fa_smem + %zu + (%s %% %d) * %zu)", vi->tile_offset, vi->pipe_counter,
+                   vi->pipe_stages, vi->tile_buf_bytes);
+  return aprintf(em, "fa::smem_addr(fa_smem + %zu)", vi->tile_offset);
+}
+
+/* cp.async of x's block for the iteration `times` ahead of block pointer bp, into buffer `buf`. */
+static void emit_async_load(Emitter *em, const IrValue *x, const char *bp, int times, const char *buf) {
+  const ValInfo *vi = info(em, x);
+  const IrOp *op = x->def, *adv = vi->pipe_advance;
+  StrBuf d;
+  fa_sb_init(&d);
+  for (int k = 1; k < adv->noperands; k++)
+    fa_sb_printf(&d, "%s(int)%s", k > 1 ? ", " : "", value_ref(em, adv->operands[k]));
+  const char *ln = layout_name(em, x->layout);
+  line(em, "fa::load_block_async<%s, %d, 0x%xu, %d>(fa::smem_addr(fa_smem + %zu + (%s) * %zu), %d, "
+           "fa::advance_by(%s, {%s}, %d), %s, %s::owner(fa_lane, fa_warp));",
+       ln, vi->pipe_vec, op->boundary, vi->tile_inner, vi->tile_offset, buf, vi->tile_buf_bytes, vi->tile_pitch, bp,
+       d.data ? d.data : "", times, thread_offset(em, x->layout), ln);
+  fa_sb_free(&d);
 }
 
 /* ---- liveness ----------------------------------------------------------------------------------- */
@@ -652,6 +770,8 @@ static void compute_liveness(Emitter *em) {
       if (reads_tile(op, i)) {
         bool flip;
         x = tile_source(em, x, &flip);
+      } else {
+        em->vi[x->id].nontile_uses++;
       }
       em->live[x->id] = true;
     }
@@ -728,7 +848,7 @@ static void emit_conversions(Emitter *em, const IrValue *x) {
   if (!is_block(x) || fa_value_is_virtual(&em->plan, x))
     return;
   ValInfo *vi = info(em, x);
-  if (vi->staged)
+  if (vi->staged && vi->pipe_stages <= 1)
     emit_stage(em, x);
   const FaLayout *src = x->layout;
   for (int i = 0; i < vi->nconvs; i++) {
@@ -1007,6 +1127,11 @@ static const char *pad_value(Emitter *em, DType dt, IrPadding pad) {
 
 static void emit_load_block(Emitter *em, const IrOp *op) {
   const IrValue *r = op->results[0];
+  if (info(em, r)->pipe_stages > 1) {
+    line(em, "// %s: loaded into shared memory by cp.async, %d iterations ahead (see the loop's head)",
+         info(em, r)->name, info(em, r)->pipe_stages - 1);
+    return;
+  }
   const FaLayout *l = r->layout;
   int v = block_vector_width(em, op->operands[0], l, op->boundary);
   declare_block(em, r, aprintf(em, "%s, %d-element accesses", layout_name(em, l), v));
@@ -1152,7 +1277,7 @@ static void emit_dot(Emitter *em, const IrOp *op) {
     const IrValue *bs = tile_source(em, b, &bflip);
     const ValInfo *bi = info(em, bs);
     bool b_k_inner = bflip ? bi->tile_inner == 1 : bi->tile_inner == 0;
-    const char *b_tile = aprintf(em, "fa::smem_addr(fa_smem + %zu), %d", bi->tile_offset, bi->tile_pitch);
+    const char *b_tile = aprintf(em, "%s, %d", tile_address(em, bs), bi->tile_pitch);
     if (dp->a_in_regs) {
       line(em, "fa::mma_rs<%d, %d, %d, %d, %d, %s>(%s, %s, %s, fa_lane, fa_warp);", mt, nt, kt, dp->wm, dp->wn,
            b_k_inner ? "true" : "false", c, array_in(em, a, dp->a), b_tile);
@@ -1161,9 +1286,9 @@ static void emit_dot(Emitter *em, const IrOp *op) {
       const IrValue *as = tile_source(em, a, &aflip);
       const ValInfo *ai = info(em, as);
       bool a_k_inner = aflip ? ai->tile_inner == 0 : ai->tile_inner == 1;
-      line(em, "fa::mma_ss<%d, %d, %d, %d, %d, %s, %s, %s>(%s, fa::smem_addr(fa_smem + %zu), %d, %s, fa_lane, "
-           "fa_warp);", mt, nt, kt, dp->wm, dp->wn, a_k_inner ? "true" : "false", b_k_inner ? "true" : "false",
-           ctype(in), c, ai->tile_offset, ai->tile_pitch, b_tile);
+      line(em, "fa::mma_ss<%d, %d, %d, %d, %d, %s, %s, %s>(%s, %s, %d, %s, fa_lane, fa_warp);", mt, nt, kt, dp->wm,
+           dp->wn, a_k_inner ? "true" : "false", b_k_inner ? "true" : "false", ctype(in), c, tile_address(em, as),
+           ai->tile_pitch, b_tile);
     }
     line(em, "// (per warp: %d x %d tiles of 16x8, %d steps of k16)", mt, nt, kt);
   }
@@ -1293,9 +1418,50 @@ static void emit_for(Emitter *em, const IrOp *op) {
   IrValue *iv = body->args[0];
   const char *ivn = fresh_name(em, iv->name ? iv->name : "iv");
   info(em, iv)->name = ivn;
-  line(em, "for (%s %s = %s; %s < %s; %s += %s) {", ctype(iv->type.dtype), ivn, value_ref(em, op->operands[0]), ivn,
-       value_ref(em, op->operands[1]), ivn, value_ref(em, op->operands[2]));
+  /* pipelined loads of this loop */
+  PtrVec piped = {0};
+  for (const IrOp *b = body->first; b; b = b->next)
+    if (b->kind == IR_LOAD_BLOCK && info(em, b->results[0])->pipe_loop == op)
+      fa_ptrvec_push(&piped, b->results[0]);
+  const char *counter = NULL;
+  int stages = 0;
+  const char *lb = value_ref(em, op->operands[0]), *ub = value_ref(em, op->operands[1]);
+  const char *step = value_ref(em, op->operands[2]);
+  if (piped.len > 0) {
+    counter = fresh_tmp(em, "it");
+    stages = info(em, piped.items[0])->pipe_stages;
+    line(em, "// software pipeline: the tiles of the next %d iterations are loaded while this one computes", stages - 1);
+    line(em, "int %s = 0;", counter);
+    for (int s = 0; s + 1 < stages; s++) {
+      line(em, "if (%s + %d * %s < %s) {", lb, s, step, ub);
+      em->indent++;
+      for (int i = 0; i < piped.len; i++) {
+        const IrValue *x = piped.items[i];
+        info(em, x)->pipe_counter = counter;
+        emit_async_load(em, x, value_ref(em, op->operands[3 + info(em, x)->pipe_arg - 1]), s, aprintf(em, "%d", s));
+      }
+      em->indent--;
+      line(em, "}");
+      line(em, "fa::cp_async_commit();");
+    }
+  }
+  line(em, "for (%s %s = %s; %s < %s; %s += %s) {", ctype(iv->type.dtype), ivn, lb, ivn, ub, ivn, step);
   em->indent++;
+  if (piped.len > 0) {
+    line(em, "__syncthreads();  // every warp is done with the buffer refilled now");
+    line(em, "if (%s + %d * %s < %s) {", ivn, stages - 1, step, ub);
+    em->indent++;
+    for (int i = 0; i < piped.len; i++) {
+      const IrValue *x = piped.items[i];
+      emit_async_load(em, x, info(em, body->args[info(em, x)->pipe_arg])->name, stages - 1,
+                      aprintf(em, "(%s + %d) %% %d", counter, stages - 1, stages));
+    }
+    em->indent--;
+    line(em, "}");
+    line(em, "fa::cp_async_commit();");
+    line(em, "fa::cp_async_wait<%d>();  // this iteration's tiles have landed", stages - 1);
+    line(em, "__syncthreads();");
+  }
   for (int i = 0; i < n; i++)
     emit_conversions(em, body->args[1 + i]);
   emit_region(em, body);
@@ -1340,8 +1506,13 @@ static void emit_for(Emitter *em, const IrOp *op) {
           }
         }
   }
+  if (counter)
+    line(em, "++%s;", counter);
   em->indent--;
   line(em, "}");
+  if (counter)
+    line(em, "fa::cp_async_wait<0>();");
+  fa_ptrvec_free(&piped);
   for (int i = 0; i < n; i++)
     emit_conversions(em, op->results[i]);
 }
@@ -1551,6 +1722,8 @@ bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCuda
   } else {
     compute_liveness(&em);
     collect_conversions(&em, em.fn->body);
+    plan_pipelines(&em, em.fn->body);
+    allocate_tiles(&em);
   }
   /* layout ids may grow while emitting (operand needs are interned lazily) */
   em.nlayouts_alloc = em.plan.layouts.len + 256;

@@ -60,6 +60,16 @@ static bool autotune_default(FaCompiler *fc, const FaProgram *p, const FaKernelI
   if (nt > 16)
     nt = 16;
   int base = *n;
+  /* every axis given explicitly: that configuration, whatever the prune says */
+  bool free_axis = false;
+  for (int a = 0; a < nt; a++) {
+    const FaTuneAxis *ax = &k->tune[a];
+    bool fixed = is_config_axis(ax->name) ? (!strcmp(ax->name, "warps") ? config->warps > 0 : config->stages > 0)
+                                          : find_binding(b, base, ax->name) >= 0;
+    free_axis = free_axis || (!fixed && ax->nvalues > 0);
+  }
+  if (!free_axis)
+    return true;
   for (;;) {
     int m = base;
     for (int a = 0; a < nt && m + 2 < cap; a++) {

@@ -55,6 +55,8 @@ static const Case cases[] = {
     {CG, "mm", "T=bf16 BM=32 BN=128 BK=64 TRANS_B=True ACC=False", "M=64 N=200 K=130", 8, 2, NULL, 1e-2, 1e-2},
     {CG, "mm", "T=f16 BM=128 BN=32 BK=16 TRANS_B=False ACC=True", "M=129 N=33 K=48", 8, 2, NULL, 1e-3, 2e-3},
     {CG, "mm", "T=f16 BM=16 BN=16 BK=16 TRANS_B=False ACC=False", "M=40 N=40 K=40", 4, 2, NULL, 1e-3, 2e-3},
+    {CG, "mm", "T=f16 BM=64 BN=32 BK=32 TRANS_B=True ACC=True", "M=70 N=50 K=300", 4, 4, NULL, 1e-3, 2e-3},
+    {CG, "mm", "T=bf16 BM=64 BN=64 BK=64 TRANS_B=False ACC=False", "M=64 N=64 K=1000", 4, 3, NULL, 1e-2, 1e-2},
     {CG, "mm", "T=f32 BM=32 BN=32 BK=16 TRANS_B=True ACC=True", "M=50 N=45 K=20", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "chain", "T=f16 BM=64 BN=64 BK=32 BD=64", "", 4, 2, "a=-1:1 b=-1:1", 2e-3, 2e-3},
     {CG, "chain", "T=bf16 BM=128 BN=32 BK=64 BD=16", "", 8, 2, "a=-1:1 b=-1:1", 1e-2, 1e-2},
@@ -71,6 +73,12 @@ static const Case cases[] = {
        the backward pass in range) */
     {ATT, "attn_fwd", "n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=32", "n_zh=2 q_seq_len=77 kv_seq_len=100 sm_scale=0.125",
      4, 2, NULL, 2e-3, 2e-3},
+    {ATT, "attn_fwd", "n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=32", "n_zh=2 q_seq_len=77 kv_seq_len=300 sm_scale=0.125",
+     4, 3, NULL, 2e-3, 2e-3},
+    {ATT, "attn_fwd", "n_groups=1 d_head=128 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64", "n_zh=2 q_seq_len=333 kv_seq_len=333 sm_scale=0.088",
+     8, 4, NULL, 2e-3, 2e-3},
+    {ATT, "attn_fwd", "n_groups=1 d_head=64 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=64", "n_zh=2 q_seq_len=64 kv_seq_len=1 sm_scale=0.125",
+     4, 1, NULL, 1e-2, 1e-2},
     {ATT, "attn_fwd", "n_groups=1 d_head=32 is_causal=True T=bf16 BLOCK_Q=128 BLOCK_K=64", "n_zh=3 q_seq_len=200 kv_seq_len=200 sm_scale=0.17",
      8, 2, NULL, 1e-2, 1e-2},
     {ATT, "attn_fwd", "n_groups=4 d_head=128 is_causal=True T=f16 BLOCK_Q=64 BLOCK_K=64", "n_zh=1 q_seq_len=130 kv_seq_len=130 sm_scale=0.088",
@@ -386,6 +394,129 @@ done:
   return failed;
 }
 
+/* ---- timing (gpu_codegen SRCDIR bench): not part of the test ------------------------------------- */
+
+typedef struct BenchCase {
+  const char *kernel;
+  int d_head, n;            /* head dimension, sequence length */
+  bool causal;
+  int block_q, block_k, warps, stages;
+} BenchCase;
+
+static void bench(const char *srcdir, fadsl_context *ctx, const char *only) {
+  static const BenchCase bc[] = {
+      {"attn_fwd", 128, 4096, false, 128, 64, 8, 2},  {"attn_fwd", 128, 4096, false, 128, 64, 8, 3},
+      {"attn_fwd", 128, 4096, false, 128, 128, 8, 2}, {"attn_fwd", 128, 4096, false, 64, 64, 4, 3},
+      {"attn_fwd", 128, 4096, false, 128, 32, 4, 3},  {"attn_fwd", 64, 4096, false, 128, 64, 8, 3},
+      {"attn_fwd", 64, 4096, false, 64, 64, 4, 3},    {"attn_fwd", 64, 4096, false, 128, 128, 8, 3},
+      {"attn_fwd", 128, 16384, true, 128, 64, 8, 3},  {"attn_bwd_dkdv", 128, 4096, false, 64, 128, 8, 2},
+      {"attn_bwd_dq", 128, 4096, false, 128, 64, 8, 2},
+  };
+  char path[4096];
+  snprintf(path, sizeof path, "%s/" ATT, srcdir);
+  fadsl_program *prog = NULL;
+  if (fadsl_program_load_file(ctx, path, &prog)) {
+    fprintf(stderr, "bench: %s\n", fadsl_context_last_error(ctx));
+    return;
+  }
+  for (size_t i = 0; i < sizeof bc / sizeof *bc; i++) {
+    const BenchCase *b = &bc[i];
+    if (only && !strstr(b->kernel, only))
+      continue;
+    int heads = 2048 / b->d_head, batch = 16384 / b->n;
+    size_t qn = (size_t)batch * heads * b->n * b->d_head, ln = (size_t)batch * heads * b->n;
+    uint64_t q, k, v, o, lse, dq, dk, dv, dlt, dO;
+    fadsl_malloc(ctx, qn * 2, &q);
+    fadsl_malloc(ctx, qn * 2, &k);
+    fadsl_malloc(ctx, qn * 2, &v);
+    fadsl_malloc(ctx, qn * 2, &o);
+    fadsl_malloc(ctx, qn * 2, &dq);
+    fadsl_malloc(ctx, qn * 2, &dk);
+    fadsl_malloc(ctx, qn * 2, &dv);
+    fadsl_malloc(ctx, qn * 2, &dO);
+    fadsl_malloc(ctx, ln * 4, &lse);
+    fadsl_malloc(ctx, ln * 4, &dlt);
+    uint16_t *h = malloc(qn * 2);
+    float *hl = malloc(ln * 4);
+    for (size_t e = 0; e < qn; e++)
+      h[e] = fa_double_to_f16_bits(urand() * 2 - 1);
+    for (size_t e = 0; e < ln; e++)
+      hl[e] = 12.0f;
+    fadsl_memcpy_htod(ctx, q, h, qn * 2);
+    fadsl_memcpy_htod(ctx, k, h, qn * 2);
+    fadsl_memcpy_htod(ctx, v, h, qn * 2);
+    fadsl_memcpy_htod(ctx, dO, h, qn * 2);
+    fadsl_memcpy_htod(ctx, lse, hl, ln * 4);
+    fadsl_memcpy_htod(ctx, dlt, hl, ln * 4);
+    free(h);
+    free(hl);
+    fadsl_kernel *kn;
+    fadsl_args *a;
+    fadsl_program_kernel(prog, b->kernel, &kn);
+    fadsl_args_create(kn, &a);
+    fadsl_args_set_ptr(a, "t_q", q);
+    fadsl_args_set_ptr(a, "t_k", k);
+    fadsl_args_set_ptr(a, "t_v", v);
+    fadsl_args_set_f32(a, "sm_scale", (float)(1.0 / sqrt(b->d_head)));
+    fadsl_args_set_ptr(a, "t_lse", lse);
+    if (!strcmp(b->kernel, "attn_fwd")) {
+      fadsl_args_set_ptr(a, "t_o", o);
+    } else {
+      fadsl_args_set_ptr(a, "t_do", dO);
+      fadsl_args_set_ptr(a, "t_pdp", dlt);
+      if (!strcmp(b->kernel, "attn_bwd_dq")) {
+        fadsl_args_set_ptr(a, "t_dq", dq);
+      } else {
+        fadsl_args_set_ptr(a, "t_dk", dk);
+        fadsl_args_set_ptr(a, "t_dv", dv);
+      }
+    }
+    fadsl_args_set_i32(a, "n_zh", batch * heads);
+    fadsl_args_set_i32(a, "q_seq_len", b->n);
+    fadsl_args_set_i32(a, "kv_seq_len", b->n);
+    fadsl_args_set_int(a, "n_groups", 1);
+    fadsl_args_set_int(a, "d_head", b->d_head);
+    fadsl_args_set_bool(a, "is_causal", b->causal);
+    fadsl_args_set_dtype(a, "T", "f16");
+    fadsl_args_set_int(a, "BLOCK_Q", b->block_q);
+    fadsl_args_set_int(a, "BLOCK_K", b->block_k);
+    fadsl_args_set_config(a, b->warps, b->stages);
+    fadsl_kernel_info info;
+    void *e0, *e1;
+    fadsl_event_create(ctx, &e0);
+    fadsl_event_create(ctx, &e1);
+    fadsl_status st = FADSL_SUCCESS;
+    for (int w = 0; w < 3 && !st; w++)
+      st = fadsl_launch(kn, a, NULL, &info);
+    int reps = 20;
+    fadsl_event_record(ctx, e0, NULL);
+    for (int r = 0; r < reps && !st; r++)
+      st = fadsl_launch(kn, a, NULL, &info);
+    fadsl_event_record(ctx, e1, NULL);
+    float ms = 0;
+    if (!st)
+      st = fadsl_event_elapsed_ms(ctx, e0, e1, &ms);
+    double flops = 4.0 * batch * heads * (double)b->n * b->n * b->d_head * (b->causal ? 0.5 : 1.0);
+    if (strcmp(b->kernel, "attn_fwd"))
+      flops *= strcmp(b->kernel, "attn_bwd_dq") ? 1.0 : 0.75; /* dkdv: 4 of the 5 products; dq: 3 */
+    if (st)
+      printf("bench %s: %s\n", b->kernel, fadsl_context_last_error(ctx));
+    else
+      printf("bench %-14s D=%-3d N=%-5d %s BQ=%-3d BK=%-3d warps=%d stages=%d: %7.3f ms  %6.1f TFLOP/s  (%d regs, "
+             "%d spilled, %zu B shared)\n",
+             b->kernel, b->d_head, b->n, b->causal ? "causal" : "full  ", b->block_q, b->block_k, b->warps, b->stages,
+             ms / reps, flops / (ms / reps * 1e-3) / 1e12, info.registers, info.spill_bytes, info.shared_bytes);
+    fflush(stdout);
+    fadsl_event_destroy(ctx, e0);
+    fadsl_event_destroy(ctx, e1);
+    fadsl_args_destroy(a);
+    uint64_t all[] = {q, k, v, o, lse, dq, dk, dv, dlt, dO};
+    for (size_t j = 0; j < sizeof all / sizeof *all; j++)
+      fadsl_free(ctx, all[j]);
+  }
+  fadsl_program_destroy(prog);
+}
+
 int main(int argc, char **argv) {
   const char *srcdir = argc > 1 ? argv[1] : ".";
   const char *filter = argc > 2 ? argv[2] : NULL;
@@ -403,6 +534,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot create a context: %s\n", ctx ? fadsl_context_last_error(ctx) : fadsl_status_string(st));
     fadsl_context_destroy(ctx);
     return 1;
+  }
+  if (filter && !strncmp(filter, "bench", 5)) {
+    bench(srcdir, ctx, argc > 3 ? argv[3] : NULL);
+    fadsl_context_destroy(ctx);
+    return 0;
   }
   int failures = 0, run = 0;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -234,14 +234,49 @@ FA_DEV void mma_ss(float (&c)[MT * NT * 4], unsigned a_tile, int a_pitch, unsign
   }
 }
 
-/* cp.async of 16 bytes; src_bytes = 0 fills the destination with zeros. */
-FA_DEV void cp_async_16(unsigned dst, const void *src, int src_bytes) {
-  asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; cp.async.cg.shared.global [%0], [g], 16, %2; }" ::"r"(dst),
-               "l"(src), "r"(src_bytes)
-               : "memory");
-}
 FA_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> FA_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+/* cp.async of 4, 8 or 16 bytes (16: .cg, around L1); src_bytes = 0 fills the
+ * destination with zeros and reads nothing. */
+template <int BYTES> FA_DEV void cp_async(unsigned dst, const void *src, int src_bytes) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+  if constexpr (BYTES == 16)
+    asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; cp.async.cg.shared.global [%0], [g], 16, %2; }" ::"r"(dst),
+                 "l"(src), "r"(src_bytes)
+                 : "memory");
+  else
+    asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; cp.async.ca.shared.global [%0], [g], %2, %3; }" ::"r"(dst),
+                 "l"(src), "n"(BYTES), "r"(src_bytes)
+                 : "memory");
+}
+
+/* load(block_ptr) straight into a tile (as stage() would write it), with
+ * cp.async: V elements per copy along D_IN (the dimension of stride 1),
+ * elements outside the checked bounds zero.  Completes at cp_async_wait. */
+template <class L, int V, unsigned CHECK, int D_IN, class T, int R>
+FA_DEV void load_block_async(unsigned tile, int pitch, const BlockPtr<T, R> &p, int toff, bool owner) {
+  if (!owner)
+    return;
+#pragma unroll
+  for (int g = 0; g < L::nregs / V; ++g) {
+    bool in;
+    const long long off = block_address<L, CHECK>(p, toff, g * V, in);
+    const int r = L::coord(toff, g * V, 1 - D_IN), c = L::coord(toff, g * V, D_IN);
+    cp_async<V * (int)sizeof(T)>(tile + r * pitch + c * (int)sizeof(T), in ? p.base + off : p.base,
+                                 in ? V * (int)sizeof(T) : 0);
+  }
+}
+
+/* A block pointer moved on by `times` steps of `delta` (the pipelined loads
+ * of later iterations). */
+template <class T, int R>
+FA_DEV BlockPtr<T, R> advance_by(BlockPtr<T, R> p, const int (&delta)[R], int times) {
+#pragma unroll
+  for (int d = 0; d < R; ++d)
+    p.offset[d] += delta[d] * times;
+  return p;
+}
 
 } // namespace fa
 
