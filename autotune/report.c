@@ -219,7 +219,7 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
     bool is_default = c->is_default;
     if (r >= top && !is_default) continue;
     char tf[24] = "-", sp[24] = "-";
-    if (c->tflops > 0) snprintf(tf, sizeof tf, "%.1f", c->tflops);
+    if (c->tflops > 0) snprintf(tf, sizeof tf, c->tflops >= 10 ? "%.1f" : "%.3g", c->tflops);
     double s = speedup(job, c);
     if (s > 0) snprintf(sp, sizeof sp, "%.2fx", s);
     if (r >= top && is_default && top > 0) fprintf(out, "  %4s\n", "...");
