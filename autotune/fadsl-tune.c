@@ -687,6 +687,8 @@ static int tune_file(TuneOptions *opt, FaCompiler *fc) {
     if (status == TUNE_EXIT_OK) status = st;
   }
 done:
+  for (int i = 0; i < d.njobs; i++)
+    for (int c = 0; c < d.jobs[i]->ncands; c++) fadsl_args_destroy(d.jobs[i]->cands[c].args);
   fa_tune_progress_free(d.progress);
   if (d.rprog) fadsl_program_destroy(d.rprog);
   if (d.ctx) fadsl_context_destroy(d.ctx);
