@@ -7,7 +7,9 @@
 #   2. the same again without --force: the database answers, nothing is timed;
 #   3. --force: tuned again, the entry replaced (still one entry);
 #   4. attention.fa's forward kernel at a small size over a reduced space;
-#   5. (FADSL_GPU_TUNE_FULL=1) every attention kernel at the file's sizes.
+#   5. tests/tune/mismatch.fa: candidates that compute different results are
+#      rejected as a possible compiler bug;
+#   6. (FADSL_GPU_TUNE_FULL=1) every attention kernel at the file's sizes.
 # Everything the tuner prints is shown.  Exits 77 (SKIP) without a GPU.
 set -u
 
@@ -120,7 +122,16 @@ grep -q "compiler bug" "$work/attn-fwd.out" && fail "attn_fwd: candidates disagr
 grep -q "TFLOP/s" "$work/attn-fwd.out" || fail "attn_fwd: no TFLOP/s column"
 json_ok "$work/attn.json" || fail "attn_fwd: --json output is not JSON"
 
-# ---- 5. all of attention.fa (slow: on request) ------------------------------------------
+# ---- 5. candidates that disagree are rejected as a possible compiler bug -------------------
+run mismatch "$srcdir/tests/tune/mismatch.fa" --db "$work/mismatch-db.json"
+[ "$rc" -eq 0 ] || fail "mismatch.fa: exit status $rc (the first candidate should still win)"
+grep -q "BLOCK=64  \[mismatch\] possible compiler bug" "$work/mismatch.out" ||
+  fail "mismatch.fa: BLOCK=64 disagrees with BLOCK=32 and was not rejected"
+grep -q "BLOCK=128  \[mismatch\] possible compiler bug" "$work/mismatch.out" ||
+  fail "mismatch.fa: BLOCK=128 disagrees with BLOCK=32 and was not rejected"
+grep -q "NOTE: candidates disagreed" "$work/mismatch.out" || fail "mismatch.fa: no compiler-bug note"
+
+# ---- 6. all of attention.fa (slow: on request) ------------------------------------------
 if [ "${FADSL_GPU_TUNE_FULL:-0}" = 1 ]; then
   run attn-full "$srcdir/examples/attention/attention.fa" --db "$db" --json "$work/attn-full.json"
   [ "$rc" -eq 0 ] || fail "attention.fa: exit status $rc"
