@@ -97,7 +97,18 @@ expect 1 "load out of bounds of buffer 'x' (element 3, size 3)" \
   "$fa" copy4 --interpret --arg x="$dir/x3.npy" --arg out="$dir/x.npy"
 
 # usage
-expect 2 "not available yet" "$fa" add --gpu
+expect 2 "--grid is for --interpret" "$fa" add --gpu -D T=f16 --grid 2
+# --gpu where there is no GPU: a clean failure naming the cause (tests/gpu-attention.sh runs it on one)
+"$run" "$fa" fill --gpu -D T=f32 --arg n=37 --arg step=0.5 --out out="$dir/g.npy" > "$dir/out" 2> "$dir/err"
+status=$?
+if grep -q "no GPU:" "$dir/err"; then
+  [ "$status" -eq 1 ] && echo "ok: --gpu without a GPU: $(cut -c1-100 "$dir/err")" || fail "--gpu without a GPU: status $status"
+elif [ "$status" -eq 0 ]; then
+  expect_values "$dir/g.npy" "00000000 3f000000 3f800000 3fc00000 40000000 40200000" "0 0.5 1 1.5 2 2.5 (GPU)"
+else
+  fail "fadsl-run --gpu fill: status $status"
+  cat "$dir/err"
+fi
 expect 2 "choose one of --interpret and --gpu" "$fa" add
 expect 2 "unknown option" "$fa" add --interpret --frobnicate
 

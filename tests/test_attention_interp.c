@@ -35,7 +35,7 @@ typedef struct Case {
   bool heavy;       /* left out of the light subset (sanitizer builds) */
 } Case;
 
-/* N not a multiple of the block (1, 77, 200), Nq != Nkv, GQA 4:1, causal and
+/* N not a multiple of the block (1, 77, 200), Nq != Nkv, GQA 4:1 and 3:1, causal and
  * not, D in {16, 32, 64, 128}, f16 and bf16; several tile shapes. */
 static const Case cases[] = {
     {1, 2, 2, 1, 1, 16, false, DT_F16, 16, 16, false},
@@ -55,6 +55,10 @@ static const Case cases[] = {
     {1, 8, 2, 200, 200, 16, true, DT_F16, 32, 16, false},
     {2, 2, 1, 33, 150, 64, false, DT_BF16, 32, 32, false},
     {1, 1, 1, 77, 77, 256, false, DT_F16, 16, 16, false},
+    /* groups of 3 and 5 query heads per kv head (not powers of two) */
+    {1, 6, 2, 77, 77, 32, true, DT_F16, 32, 16, false},
+    {2, 3, 1, 200, 150, 64, false, DT_BF16, 32, 32, false},
+    {1, 5, 1, 33, 33, 16, true, DT_BF16, 16, 16, false},
     /* longer sequences, larger tiles */
     {1, 4, 1, 1000, 1000, 64, true, DT_F16, 64, 32, true},
     {2, 2, 2, 513, 513, 128, false, DT_BF16, 64, 64, true},

@@ -1,8 +1,9 @@
-/* fadsl-run - run one kernel of a .fa program on inputs from .npy files.
+/* fadsl-run - run one kernel of a .fa program on inputs from .npy files, on
+ * the CPU interpreter or on the GPU.
  *
- *   fadsl-run FILE KERNEL --interpret [-D NAME=VALUE]... [--arg NAME=FILE.npy|NUMBER]...
+ *   fadsl-run FILE KERNEL --interpret|--gpu [-D NAME=VALUE]... [--arg NAME=FILE.npy|NUMBER]...
  *             [--out NAME=FILE.npy]... [--warps N] [--stages N] [--grid X[,Y[,Z]]]
- *             [--threads N] [--poison]
+ *             [--threads N] [--poison] [--device N]
  *
  * The program is parsed, checked and specialised on the -D values; each
  * runtime parameter gets its --arg (pointer parameters a .npy file whose data
@@ -11,6 +12,15 @@
  * buffer is written (f16 and bf16 as float32 .npy, other dtypes as they are).
  * A pointer parameter named by --out but not by --arg gets a fresh buffer of
  * its declared extent, zero-filled (NaN-filled with --poison).
+ *
+ * With --gpu the same program is loaded through libfadsl: every buffer is
+ * copied to device memory (fadsl_malloc / fadsl_memcpy_htod), fresh float
+ * buffers are filled with NaN bytes (always: the GPU has no reason to leave
+ * an element unwritten, and a NaN shows one), the kernel is launched with the
+ * constexprs given (the others, BLOCK sizes and warps/stages unless given,
+ * come from the tuning database or the default, as for any launch), and the
+ * --out buffers are copied back.  The launch's configuration and where it
+ * came from are printed on stderr.  --grid is for the interpreter only.
  *
  * Exit status: 0 success, 1 errors (in the program, the arguments or the
  * run), 2 bad usage.
@@ -25,6 +35,7 @@
 #include <string.h>
 
 #include "ast.h"
+#include "fadsl.h"
 #include "interp.h"
 #include "npy.h"
 #include "sema.h"
@@ -42,25 +53,29 @@ typedef struct Options {
   bool interpret, gpu, poison;
   NamedArg *defines, *args, *outs;
   int ndefines, nargs, nouts;
-  int warps, stages, threads;
+  int warps, stages, threads;   /* warps/stages 0: not given */
+  int device;
   bool has_grid;
   int64_t grid[3];
 } Options;
 
 static void usage(FILE *f) {
-  fputs("usage: fadsl-run FILE KERNEL --interpret [options]\n"
+  fputs("usage: fadsl-run FILE KERNEL --interpret|--gpu [options]\n"
         "Runs one kernel of a fadsl program on .npy inputs and writes chosen buffers as .npy.\n"
         "  --interpret            run on the CPU interpreter\n"
-        "  --gpu                  run on the GPU (not available yet)\n"
+        "  --gpu                  run on the GPU (through libfadsl)\n"
         "  -D NAME=VALUE          value of a constexpr parameter (64, 1.5, True, f16, ...)\n"
         "  --arg NAME=FILE.npy    data of a pointer parameter, converted to its element type\n"
         "  --arg NAME=NUMBER      value of a scalar parameter (or of a constexpr, like -D)\n"
         "  --out NAME=FILE.npy    write that pointer parameter's buffer after the run\n"
         "                         (f16/bf16 as float32; other dtypes as they are)\n"
-        "  --warps N, --stages N  launch configuration (default 4 and 2)\n"
-        "  --grid X[,Y[,Z]]       use this grid instead of the kernel's\n"
-        "  --threads N            interpret programs on N threads (default 1)\n"
-        "  --poison               fill buffers created for --out with NaN instead of zeros\n"
+        "  --warps N, --stages N  launch configuration (interpreter default 4 and 2; on the GPU\n"
+        "                         the tuning database's or the default unless given)\n"
+        "  --grid X[,Y[,Z]]       (--interpret) use this grid instead of the kernel's\n"
+        "  --threads N            (--interpret) run programs on N threads (default 1)\n"
+        "  --poison               (--interpret) fill buffers created for --out with NaN instead of\n"
+        "                         zeros; on the GPU float buffers created for --out are always NaN\n"
+        "  --device N             (--gpu) CUDA device (default 0)\n"
         "bf16 data is stored in .npy files as float32.\n",
         f);
 }
@@ -99,8 +114,6 @@ static bool parse_int(const char *s, int *out) {
 
 static int parse_options(int argc, char **argv, Options *o) {
   memset(o, 0, sizeof *o);
-  o->warps = 4;
-  o->stages = 2;
   o->threads = 1;
   int positional = 0;
   for (int i = 1; i < argc; i++) {
@@ -140,6 +153,13 @@ static int parse_options(int argc, char **argv, Options *o) {
       int *dst = a[2] == 'w' ? &o->warps : a[2] == 's' ? &o->stages : &o->threads;
       if (!parse_int(val, dst))
         return usage_error("bad number '%s'", val);
+    } else if (!strcmp(a, "--device")) {
+      NEED_VALUE();
+      char *e;
+      long d = strtol(val, &e, 10);
+      if (*e || e == val || d < 0 || d > 1024)
+        return usage_error("--device wants a device number, not '%s'", val);
+      o->device = (int)d;
     } else if (!strcmp(a, "--grid")) {
       NEED_VALUE();
       long long g[3] = {1, 1, 1};
@@ -166,6 +186,8 @@ static int parse_options(int argc, char **argv, Options *o) {
     return usage_error("%s", "needs a FILE and a KERNEL name");
   if (o->interpret == o->gpu)
     return usage_error("%s", "choose one of --interpret and --gpu");
+  if (o->gpu && o->has_grid)
+    return usage_error("%s", "--grid is for --interpret: on the GPU the grid is the kernel's");
   return 0;
 }
 
@@ -194,6 +216,8 @@ typedef struct Run {
   void **data;          /* per runtime parameter: the buffer bound, or NULL */
   int64_t *count;
   FaNpy *inputs;        /* per runtime parameter: the .npy it came from (shape for --out) */
+  bool *fresh;          /* per runtime parameter: a buffer made for --out (no --arg) */
+  FaHostValue *scalar;  /* per runtime parameter: the scalar's value */
 } Run;
 
 static void print_shape(FILE *f, const int64_t *shape, int ndim) {
@@ -222,7 +246,8 @@ static void list_params(const FaKernelInfo *k) {
  * parameter of that element type. */
 static bool collect_bindings(Run *r, Options *o, FaBinding **out, int *nout) {
   const FaKernelInfo *k = r->kinfo;
-  FaBinding *b = calloc((size_t)(o->ndefines + o->nargs + k->nparams + 1), sizeof *b);
+  /* room for fill_tunables too */
+  FaBinding *b = calloc((size_t)(o->ndefines + o->nargs + k->nparams + k->ntune + 1), sizeof *b);
   int n = 0;
   if (!b)
     return false;
@@ -319,6 +344,7 @@ static bool bind_scalars(Run *r, Options *o) {
       }
       v = fa_host_float(DT_F64, dv);
     }
+    r->scalar[p] = v;
     if (!fa_interp_bind_scalar(r->in, p, v))
       ok = false;
   }
@@ -367,6 +393,7 @@ static bool bind_pointers(Run *r, Options *o) {
         for (int64_t i = 0; i < need; i++)
           fa_host_set(et, r->data[p], i, NAN);
       r->count[p] = need;
+      r->fresh[p] = true;
       r->inputs[p].ndim = rank;
       for (int d = 0; d < rank; d++)
         r->inputs[p].shape[d] = dims[d];
@@ -450,11 +477,180 @@ static bool write_outputs(Run *r, Options *o) {
   return ok;
 }
 
-static int run(Options *o) {
-  if (o->gpu) {
-    fprintf(stderr, "fadsl-run: --gpu is not available yet; use --interpret\n");
-    return EXIT_USAGE;
+/* ---- the GPU ----------------------------------------------------------------------- */
+
+/* For the host-side specialisation (extents, parameter types) on the GPU
+ * path: a value for every tunable constexpr the user left open, the first
+ * point of the @autotune space that specialises (the runtime makes its own
+ * choice for the launch; extents do not depend on tile sizes, and the
+ * runtime checks every buffer against the extents of what it launches). */
+static int fill_tunables(Run *r, FaBinding *b, int n) {
+  const FaKernelInfo *k = r->kinfo;
+  int open[16], nopen = 0, idx[16] = {0};
+  for (int t = 0; t < k->ntune && nopen < 16; t++) {
+    const FaParamInfo *p = find_param(k, k->tune[t].name);
+    bool bound = false;
+    for (int j = 0; j < n; j++)
+      bound |= !strcmp(b[j].name, k->tune[t].name);
+    if (!p || p->kind != PARAM_CONSTEXPR || bound || k->tune[t].nvalues == 0)
+      continue;
+    open[nopen++] = t;
   }
+  for (int tries = 0; tries < 4096; tries++) {
+    for (int i = 0; i < nopen; i++) {
+      b[n + i].name = k->tune[open[i]].name;
+      b[n + i].value = k->tune[open[i]].values[idx[i]];
+    }
+    FaCompiler scratch;
+    fa_compiler_init(&scratch, NULL);
+    FaLaunchConfig cfg = {4, 2};
+    bool ok = fa_specialize(&scratch, r->prog, k, b, n + nopen, cfg) != NULL;
+    fa_compiler_free(&scratch);
+    if (ok)
+      break;
+    int i = nopen - 1;   /* next point: an odometer over the open axes */
+    for (; i >= 0; i--) {
+      if (++idx[i] < k->tune[open[i]].nvalues)
+        break;
+      idx[i] = 0;
+    }
+    if (i < 0)
+      break;   /* nothing specialises: the real attempt reports why */
+  }
+  return n + nopen;
+}
+
+static bool rt_ok(fadsl_context *ctx, fadsl_status st, const char *what, const char *name) {
+  if (st == FADSL_SUCCESS)
+    return true;
+  fprintf(stderr, "fadsl-run: %s%s%s failed: %s\n%s\n", what, name ? " " : "", name ? name : "",
+          fadsl_status_string(st), ctx ? fadsl_context_last_error(ctx) : "");
+  return false;
+}
+
+/* A scalar parameter's value as the runtime wants it: the ARG kind of the
+ * parameter's dtype. */
+static bool scalar_value(const IrParam *pa, FaHostValue v, fadsl_value *out) {
+  DType dt = pa->value->type.dtype;
+  bool is_int = v.dtype != DT_F64 && v.dtype != DT_F32;
+  if (fa_dtype_is_float(dt)) {
+    double x = is_int ? (double)v.i : v.f;
+    *out = dt == DT_F64 ? fadsl_f64(x) : fadsl_f32((float)x);
+    return true;
+  }
+  int64_t i = v.i;
+  if (!is_int) {
+    if (v.f != floor(v.f) || !(fabs(v.f) < 9.2e18)) {
+      fprintf(stderr, "fadsl-run: --arg %s: %g is not an integer, and '%s' is %s\n", pa->name, v.f, pa->name,
+              fa_dtype_name(dt));
+      return false;
+    }
+    i = (int64_t)v.f;
+  }
+  if (dt == DT_I64) {
+    *out = fadsl_i64(i);
+    return true;
+  }
+  if (i < INT32_MIN || i > INT32_MAX) {
+    fprintf(stderr, "fadsl-run: --arg %s: the value does not fit the %s parameter '%s'\n", pa->name,
+            fa_dtype_name(dt), pa->name);
+    return false;
+  }
+  *out = fadsl_i32((int32_t)i);
+  return true;
+}
+
+static bool bind_constexprs(fadsl_context *ctx, fadsl_args *args, const FaBinding *b, int n) {
+  for (int i = 0; i < n; i++) {
+    fadsl_value v;
+    switch (b[i].value.kind) {
+    case CK_INT: v = fadsl_int(b[i].value.i); break;
+    case CK_BOOL: v = fadsl_bool((int)b[i].value.i); break;
+    case CK_FLOAT: v = fadsl_float(b[i].value.f); break;
+    case CK_DTYPE: v = fadsl_dtype(fa_dtype_name(b[i].value.dtype)); break;
+    default:
+      fprintf(stderr, "fadsl-run: -D %s: this kind of value cannot be given to a GPU launch\n", b[i].name);
+      return false;
+    }
+    if (!rt_ok(ctx, fadsl_args_set(args, b[i].name, v), "binding", b[i].name))
+      return false;
+  }
+  return true;
+}
+
+/* Copies the buffers to the device, launches, copies the --out buffers back
+ * into r->data.  binds[0..nuser) are the constexprs the user gave. */
+static bool run_gpu(Run *r, Options *o, const FaBinding *binds, int nuser) {
+  const IrFunction *fn = r->kernel->device;
+  int np = fn->nparams;
+  fadsl_context *ctx = NULL;
+  fadsl_program *prog = NULL;
+  fadsl_kernel *kern = NULL;
+  fadsl_args *args = NULL;
+  uint64_t *dev = calloc((size_t)(np > 0 ? np : 1), sizeof *dev);
+  bool ok = false;
+  if (!dev)
+    goto done;
+  fadsl_status st = fadsl_context_create(o->device, &ctx);
+  if (st != FADSL_SUCCESS) {
+    fprintf(stderr, "fadsl-run: no GPU: %s\n", ctx ? fadsl_context_last_error(ctx) : fadsl_status_string(st));
+    goto done;
+  }
+  if (!rt_ok(ctx, fadsl_program_load_file(ctx, o->file, &prog), "loading", o->file) ||
+      !rt_ok(ctx, fadsl_program_kernel(prog, o->kernel, &kern), "finding the kernel", o->kernel) ||
+      !rt_ok(ctx, fadsl_args_create(kern, &args), "preparing the arguments of", o->kernel) ||
+      !bind_constexprs(ctx, args, binds, nuser))
+    goto done;
+  if ((o->warps || o->stages) && !rt_ok(ctx, fadsl_args_set_config(args, o->warps, o->stages), "setting", "warps/stages"))
+    goto done;
+  for (int p = 0; p < np; p++) {
+    const IrParam *pa = &fn->params[p];
+    if (pa->value->type.dtype != DT_PTR) {
+      fadsl_value v;
+      if (!scalar_value(pa, r->scalar[p], &v) || !rt_ok(ctx, fadsl_args_set(args, pa->name, v), "binding", pa->name))
+        goto done;
+      continue;
+    }
+    DType et = pa->value->type.pointee;
+    size_t bytes = (size_t)r->count[p] * (size_t)fa_dtype_size(et);
+    if (!rt_ok(ctx, fadsl_malloc(ctx, bytes ? bytes : 16, &dev[p]), "allocating device memory for", pa->name))
+      goto done;
+    if (r->fresh[p])   /* NaN bytes for float outputs (all ones: NaN in f16, bf16, f32, f64) */
+      st = fadsl_memset(ctx, dev[p], fa_dtype_is_float(et) ? 0xff : 0, bytes);
+    else
+      st = fadsl_memcpy_htod(ctx, dev[p], r->data[p], bytes);
+    if (!rt_ok(ctx, st, "filling the device buffer of", pa->name) ||
+        !rt_ok(ctx, fadsl_args_set_ptr(args, pa->name, dev[p]), "binding", pa->name))
+      goto done;
+  }
+  fadsl_kernel_info info;
+  if (!rt_ok(ctx, fadsl_launch(kern, args, NULL, &info), "launching", o->kernel) ||
+      !rt_ok(ctx, fadsl_synchronize(ctx, NULL), "running", o->kernel))
+    goto done;
+  fprintf(stderr, "fadsl-run: %s on %s [%s] warps=%d stages=%d (%s), grid (%u, %u, %u), %d threads, cache %s\n",
+          info.kernel, info.arch, info.constexprs, info.warps, info.stages, info.config_source, info.grid[0],
+          info.grid[1], info.grid[2], info.threads, info.cache);
+  for (int i = 0; i < o->nouts; i++) {
+    int p = fa_interp_param_index(r->in, o->outs[i].name);
+    size_t bytes = (size_t)r->count[p] * (size_t)fa_dtype_size(fn->params[p].value->type.pointee);
+    if (!rt_ok(ctx, fadsl_memcpy_dtoh(ctx, r->data[p], dev[p], bytes), "copying back", o->outs[i].name))
+      goto done;
+  }
+  ok = true;
+done:
+  for (int p = 0; dev && ctx && p < np; p++)
+    if (dev[p])
+      fadsl_free(ctx, dev[p]);
+  free(dev);
+  fadsl_args_destroy(args);
+  fadsl_program_destroy(prog);
+  fadsl_context_destroy(ctx);
+  return ok;
+}
+
+/* ---- one run ------------------------------------------------------------------------- */
+
+static int run(Options *o) {
   Run r;
   memset(&r, 0, sizeof r);
   fa_compiler_init(&r.fc, stderr);
@@ -494,22 +690,32 @@ static int run(Options *o) {
   }
   if (!collect_bindings(&r, o, &binds, &nbinds))
     goto done;
-  FaLaunchConfig cfg = {o->warps, o->stages};
-  r.kernel = fa_specialize(&r.fc, r.prog, r.kinfo, binds, nbinds, cfg);
+  /* the GPU path specialises on the host only to size and type the buffers */
+  int nhost = o->gpu ? fill_tunables(&r, binds, nbinds) : nbinds;
+  FaLaunchConfig cfg = {o->warps ? o->warps : 4, o->stages ? o->stages : 2};
+  r.kernel = fa_specialize(&r.fc, r.prog, r.kinfo, binds, nhost, cfg);
   if (!r.kernel)
     goto done;
   r.in = fa_interp_new(&r.fc, r.kernel);
   int np = r.kernel->device->nparams;
-  r.data = calloc((size_t)(np > 0 ? np : 1), sizeof *r.data);
-  r.count = calloc((size_t)(np > 0 ? np : 1), sizeof *r.count);
-  r.inputs = calloc((size_t)(np > 0 ? np : 1), sizeof *r.inputs);
-  if (!r.in || !r.data || !r.count || !r.inputs)
+  size_t n1 = (size_t)(np > 0 ? np : 1);
+  r.data = calloc(n1, sizeof *r.data);
+  r.count = calloc(n1, sizeof *r.count);
+  r.inputs = calloc(n1, sizeof *r.inputs);
+  r.fresh = calloc(n1, sizeof *r.fresh);
+  r.scalar = calloc(n1, sizeof *r.scalar);
+  if (!r.in || !r.data || !r.count || !r.inputs || !r.fresh || !r.scalar)
     goto done;
   if (!bind_scalars(&r, o) || !bind_pointers(&r, o))
     goto done;
-  FaInterpOptions io = {o->threads, o->has_grid ? o->grid : NULL};
-  if (!fa_interp_run(r.in, &io))
-    goto done;
+  if (o->gpu) {
+    if (!run_gpu(&r, o, binds, nbinds))
+      goto done;
+  } else {
+    FaInterpOptions io = {o->threads, o->has_grid ? o->grid : NULL};
+    if (!fa_interp_run(r.in, &io))
+      goto done;
+  }
   if (!write_outputs(&r, o))
     goto done;
   status = 0;
@@ -520,6 +726,8 @@ done:
   free(r.data);
   free(r.count);
   free(r.inputs);
+  free(r.fresh);
+  free(r.scalar);
   free(binds);
   fa_interp_free(r.in);
   fa_compiler_free(&r.fc);

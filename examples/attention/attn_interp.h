@@ -38,9 +38,10 @@ const char *fa_attn_find_program(const char *override);
 /* Reads and checks the program.  Errors go to fc->diag. */
 bool fa_attn_open(FaAttnRunner *r, FaCompiler *fc, const char *path, int block_q, int block_k, int threads);
 
-/* Checks that the kernels can run this shape (powers of two where the
- * kernels need them, GQA divisibility, causal needs Nq == Nkv); on failure
- * writes the reason into why. */
+/* Checks that the kernels can run this shape (D in {16, ..., 256}, GQA
+ * divisibility, causal needs Nq == Nkv; any number of heads per group); on
+ * failure writes the reason into why.  `backward` is kept for callers: the
+ * backward pass takes every shape the forward pass does. */
 bool fa_attn_shape_ok(const FaAttnShape *s, bool backward, char *why, size_t whylen);
 
 bool fa_attn_forward(FaAttnRunner *r, const FaAttnShape *s, DType dtype, const void *q, const void *k, const void *v,

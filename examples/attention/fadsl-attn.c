@@ -1,9 +1,12 @@
-/* fadsl-attn - exact attention (attention.fa) as a user runs it.
+/* fadsl-attn - exact attention (attention.fa) as a user runs it, on the CPU
+ * interpreter or on the GPU.
  *
- *   fadsl-attn --interpret [--causal] [--dtype f16|bf16] --q q.npy --k k.npy --v v.npy
- *              [--do do.npy] --o o.npy [--lse lse.npy] [--dq dq.npy --dk dk.npy --dv dv.npy]
+ *   fadsl-attn --interpret|--gpu [--causal] [--dtype f16|bf16] --q q.npy --k k.npy --v v.npy
+ *              [--do do.npy] [--o o.npy] [--lse lse.npy] [--dq dq.npy --dk dk.npy --dv dv.npy]
  *              [--scale S] [--check] [--program attention.fa]
- *   fadsl-attn --interpret --shape B,H,KVH,N,D [--backward] [--seed N] [--check] ...
+ *   fadsl-attn --interpret|--gpu --shape B,H,KVH,N,D [--backward] [--seed N] [--check] ...
+ *   fadsl-attn --gpu --shape B,H,KVH,N,D --bench [--json FILE] [--block-q N --block-k N]
+ *              [--warps N] [--stages N] ...
  *
  * q is [B, H, Nq, D]; k and v are [B, KVH, Nkv, D] with H a multiple of KVH
  * (grouped-query attention).  Inputs may be float16 or float32 .npy files and
@@ -13,7 +16,15 @@
  * row, [B, H, Nq].  With --do (or --backward on random inputs) the backward
  * kernels run too and --dq/--dk/--dv are written.
  *
- * Exit status: 0 success, 1 errors (or --check beyond the bounds), 2 usage.
+ * --gpu goes through the attention C API (fadsl_attention.h): inputs are
+ * copied to device memory, outputs are filled with NaN before the kernels run
+ * (so that an element a kernel does not write shows), and the configuration
+ * of every kernel is printed with where it came from.  --bench times the
+ * forward pass and the backward pass (attn_bwd_d + attn_bwd_dkdv +
+ * attn_bwd_dq) with CUDA events.
+ *
+ * Exit status: 0 success, 1 errors (or --check beyond the bounds, or NaN),
+ * 2 usage.
  */
 #include "config.h"
 
@@ -24,34 +35,41 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "attention_ref.h"
+#include "attn_check.h"
 #include "attn_interp.h"
+#include "fadsl.h"
+#include "fadsl_attention.h"
 #include "interp.h"
 #include "npy.h"
 
 enum { EXIT_ERRORS = 1, EXIT_USAGE = 2 };
 
 typedef struct Options {
-  bool interpret, gpu, causal, check, backward;
+  bool interpret, gpu, causal, check, backward, bench;
   DType dtype;
-  const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program;
+  const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
   double scale;
   bool has_scale, has_shape, has_seed;
   int shape[6];         /* B, H, KVH, Nq, Nkv, D */
   uint64_t seed;
-  int block_q, block_k, threads;
+  int block_q, block_k, warps, stages, threads, device;
+  int bench_iters;      /* at least this many timed runs ... */
+  double bench_ms;      /* ... and at least this much time */
 } Options;
 
 static void usage(FILE *f) {
-  fputs("usage: fadsl-attn --interpret [--causal] [--dtype f16|bf16] --q q.npy --k k.npy --v v.npy\n"
-        "                  [--do do.npy] --o o.npy [--lse lse.npy] [--dq dq.npy --dk dk.npy --dv dv.npy]\n"
+  fputs("usage: fadsl-attn --interpret|--gpu [--causal] [--dtype f16|bf16] --q q.npy --k k.npy --v v.npy\n"
+        "                  [--do do.npy] [--o o.npy] [--lse lse.npy] [--dq dq.npy --dk dk.npy --dv dv.npy]\n"
         "                  [--scale S] [--check]\n"
-        "       fadsl-attn --interpret --shape B,H,KVH,N,D [--backward] [--seed N] [--check] [outputs...]\n"
+        "       fadsl-attn --interpret|--gpu --shape B,H,KVH,N,D [--backward] [--seed N] [--check] [outputs...]\n"
+        "       fadsl-attn --gpu --shape B,H,KVH,N,D --bench [--json FILE] [--check]\n"
         "Exact attention (attention.fa): O = softmax(scale * Q K^T) V, and its gradients.\n"
         "  q: [B, H, Nq, D]; k, v: [B, KVH, Nkv, D], H a multiple of KVH (grouped-query attention)\n"
         "  --interpret          run the kernels on the CPU interpreter\n"
-        "  --gpu                run them on the GPU (not available yet)\n"
+        "  --gpu                run them on the GPU (through libfadsl_attention)\n"
         "  --dtype f16|bf16     precision of the kernels (default f16); inputs (float16 or float32\n"
         "                       .npy) are rounded to it; outputs are written as float32 .npy\n"
         "  --causal             query i sees keys 0..i (needs Nq == Nkv)\n"
@@ -61,10 +79,21 @@ static void usage(FILE *f) {
         "  --shape B,H,KVH,N,D  random normal inputs instead of files (B,H,KVH,NQ,NKV,D also works)\n"
         "  --backward           with --shape: a random dO too, and the backward pass\n"
         "  --seed N             seed of the random inputs (printed when not given)\n"
-        "  --check              print ||out - ref|| / ||ref|| against a float64 reference\n"
-        "  --block-q N, --block-k N  tile sizes for the interpreter (default 32, 32)\n"
-        "  --threads N          interpreter threads (default 1)\n"
-        "  --program FILE       attention.fa to use (default: the installed one)\n",
+        "  --save-inputs PREFIX write the inputs as PREFIXq.npy, PREFIXk.npy, PREFIXv.npy (and PREFIXdo.npy),\n"
+        "                       float32 holding the rounded values\n"
+        "  --check              print ||out - ref|| / ||ref|| against a float64 reference (on large shapes\n"
+        "                       a stated subset of heads and rows) and fail above the bounds or on NaN\n"
+        "  --bench              (--gpu) time forward and backward with CUDA events: median of at least\n"
+        "                       --iters runs (default 20) and --min-ms of runs (default 200), L2 flushed\n"
+        "                       before each; prints ms and TFLOP/s (with --shape it implies --backward)\n"
+        "  --json FILE          (--bench) append one JSON line with shape, configs, times, errors\n"
+        "  --block-q N, --block-k N  tile sizes (interpreter default 32 and 32; on the GPU they fix\n"
+        "                       the config, which otherwise comes from the tuning database or the default)\n"
+        "  --warps N, --stages N  (--gpu) fix warps and pipeline stages\n"
+        "  --threads N          interpreter and float64-check threads (default: one per CPU)\n"
+        "  --device N           (--gpu) CUDA device (default 0)\n"
+        "  --program FILE       attention.fa to use (default: --interpret the installed or source copy,\n"
+        "                       --gpu the copy built into libfadsl_attention)\n",
         f);
 }
 
@@ -88,23 +117,38 @@ static bool parse_pos_int(const char *s, int *out) {
 static int parse_options(int argc, char **argv, Options *o) {
   memset(o, 0, sizeof *o);
   o->dtype = DT_F16;
-  o->block_q = o->block_k = 32;
-  o->threads = 1;
+  o->bench_iters = 20;
+  o->bench_ms = 200;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     struct {
       const char *opt;
       const char **dst;
-    } files[] = {{"--q", &o->q},     {"--k", &o->k},   {"--v", &o->v},     {"--do", &o->dO},
-                 {"--o", &o->o},     {"--lse", &o->lse}, {"--dq", &o->dq}, {"--dk", &o->dk},
-                 {"--dv", &o->dv},   {"--program", &o->program}};
+    } files[] = {{"--q", &o->q},       {"--k", &o->k},     {"--v", &o->v},       {"--do", &o->dO},
+                 {"--o", &o->o},       {"--lse", &o->lse}, {"--dq", &o->dq},     {"--dk", &o->dk},
+                 {"--dv", &o->dv},     {"--program", &o->program}, {"--json", &o->json},
+                 {"--save-inputs", &o->save_inputs}};
     bool matched = false;
     for (int f = 0; f < FA_ARRAY_LEN(files); f++)
       if (!strcmp(a, files[f].opt)) {
         if (!val)
           return usage_error("%s needs a file name", a);
         *files[f].dst = val;
+        i++;
+        matched = true;
+      }
+    if (matched)
+      continue;
+    struct {
+      const char *opt;
+      int *dst;
+    } ints[] = {{"--block-q", &o->block_q}, {"--block-k", &o->block_k}, {"--warps", &o->warps},
+                {"--stages", &o->stages},   {"--threads", &o->threads}, {"--iters", &o->bench_iters}};
+    for (int f = 0; f < FA_ARRAY_LEN(ints); f++)
+      if (!strcmp(a, ints[f].opt)) {
+        if (!val || !parse_pos_int(val, ints[f].dst))
+          return usage_error("%s needs a positive number", a);
         i++;
         matched = true;
       }
@@ -123,6 +167,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->check = true;
     } else if (!strcmp(a, "--backward")) {
       o->backward = true;
+    } else if (!strcmp(a, "--bench")) {
+      o->bench = true;
     } else if (!strcmp(a, "--dtype")) {
       if (!val)
         return usage_error("%s needs f16 or bf16", a);
@@ -138,6 +184,18 @@ static int parse_options(int argc, char **argv, Options *o) {
       if (!val || (o->scale = strtod(val, &e), *e) || e == val || !(o->scale > 0) || !isfinite(o->scale))
         return usage_error("--scale needs a positive number", a);
       o->has_scale = true;
+      i++;
+    } else if (!strcmp(a, "--min-ms")) {
+      char *e;
+      if (!val || (o->bench_ms = strtod(val, &e), *e) || e == val || !(o->bench_ms >= 0) || o->bench_ms > 1e5)
+        return usage_error("--min-ms needs a number of milliseconds", a);
+      i++;
+    } else if (!strcmp(a, "--device")) {
+      char *e;
+      long d = val ? strtol(val, &e, 10) : -1;
+      if (!val || *e || e == val || d < 0 || d > 1024)
+        return usage_error("--device needs a device number (0, 1, ...)", a);
+      o->device = (int)d;
       i++;
     } else if (!strcmp(a, "--shape")) {
       if (!val)
@@ -168,20 +226,23 @@ static int parse_options(int argc, char **argv, Options *o) {
         return usage_error("--seed needs a number", a);
       o->has_seed = true;
       i++;
-    } else if (!strcmp(a, "--block-q") || !strcmp(a, "--block-k") || !strcmp(a, "--threads")) {
-      int *dst = !strcmp(a, "--threads") ? &o->threads : a[8] == 'q' ? &o->block_q : &o->block_k;
-      if (!val || !parse_pos_int(val, dst))
-        return usage_error("%s needs a positive number", a);
-      i++;
     } else {
       return usage_error("unknown argument '%s'", a);
     }
   }
   if (o->interpret == o->gpu)
     return usage_error("%s", "choose one of --interpret and --gpu");
+  if (o->interpret && (o->bench || o->json || o->warps || o->stages))
+    return usage_error("%s", "--bench, --json, --warps and --stages are for --gpu");
+  if (o->json && !o->bench)
+    return usage_error("%s", "--json writes the --bench record: give --bench too");
+  if ((o->block_q == 0) != (o->block_k == 0) && o->gpu)
+    return usage_error("%s", "give --block-q and --block-k together");
   if (o->has_shape) {
     if (o->q || o->k || o->v || o->dO)
       return usage_error("%s", "--shape makes random inputs: give it without --q/--k/--v/--do");
+    if (o->bench)
+      o->backward = true;
   } else {
     if (!o->q || !o->k || !o->v)
       return usage_error("%s", "needs --q, --k and --v (or --shape for random inputs)");
@@ -190,46 +251,53 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if ((o->dq || o->dk || o->dv) && !o->dO && !o->backward)
     return usage_error("%s", "--dq/--dk/--dv need --do (the backward pass)");
+  if (o->interpret && !o->block_q)
+    o->block_q = o->block_k = 32;
+  if (o->interpret && (o->block_q % o->block_k && o->block_k % o->block_q))
+    return usage_error("%s", "--block-q and --block-k must divide one another");
   return 0;
 }
 
 /* ---- inputs ------------------------------------------------------------------- */
 
-static uint64_t rng_state;
-static uint64_t rng_next(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+/* splitmix64 + Box-Muller: standard normal samples, seeded */
+typedef struct Rng {
+  uint64_t state;
+} Rng;
+
+static uint64_t rng_next(Rng *r) {
+  uint64_t z = (r->state += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-static double rng_normal(void) {
-  double u1 = ((double)(rng_next() >> 11) + 0.5) * 0x1p-53, u2 = (double)(rng_next() >> 11) * 0x1p-53;
+
+static double rng_normal(Rng *r) {
+  double u1 = ((double)(rng_next(r) >> 11) + 0.5) * 0x1p-53, u2 = (double)(rng_next(r) >> 11) * 0x1p-53;
   return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
 }
 
-/* An input tensor in the kernels' dtype, and its exact values. */
+/* A tensor in the kernels' dtype (f16/bf16 as 16-bit patterns, or f32). */
 typedef struct Tensor {
   int64_t shape[4];
   int64_t n;
-  void *data;           /* dtype values */
-  double *vals;
+  void *data;
 } Tensor;
 
 static bool alloc_tensor(Tensor *t, DType dt, const int64_t *shape) {
   memcpy(t->shape, shape, sizeof t->shape);
   t->n = shape[0] * shape[1] * shape[2] * shape[3];
   t->data = malloc((size_t)(t->n ? t->n : 1) * (size_t)fa_dtype_size(dt));
-  t->vals = malloc((size_t)(t->n ? t->n : 1) * sizeof(double));
-  return t->data && t->vals;
+  if (!t->data)
+    fprintf(stderr, "fadsl-attn: out of memory for a tensor of %lld elements\n", (long long)t->n);
+  return t->data != NULL;
 }
 
-static bool random_tensor(Tensor *t, DType dt, const int64_t *shape) {
+static bool random_tensor(Tensor *t, DType dt, const int64_t *shape, Rng *r) {
   if (!alloc_tensor(t, dt, shape))
     return false;
-  for (int64_t i = 0; i < t->n; i++) {
-    fa_host_set(dt, t->data, i, rng_normal());
-    t->vals[i] = fa_host_get(dt, t->data, i);
-  }
+  for (int64_t i = 0; i < t->n; i++)
+    fa_host_set(dt, t->data, i, rng_normal(r));
   return true;
 }
 
@@ -252,18 +320,15 @@ static bool read_tensor(const char *what, const char *path, DType dt, Tensor *t)
     return false;
   }
   bool ok = alloc_tensor(t, dt, a.shape);
-  if (ok) {
+  if (ok)
     fa_host_convert(a.dtype, a.data, dt, t->data, t->n);
-    for (int64_t i = 0; i < t->n; i++)
-      t->vals[i] = fa_host_get(dt, t->data, i);
-  }
   fa_npy_free(&a);
   return ok;
 }
 
 static void free_tensor(Tensor *t) {
   free(t->data);
-  free(t->vals);
+  t->data = NULL;
 }
 
 static void *alloc_poisoned(DType dt, int64_t n) {
@@ -280,8 +345,10 @@ static bool write_f32(const char *path, DType dt, const void *data, int ndim, co
   for (int i = 0; i < ndim; i++)
     n *= shape[i];
   float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
-  if (!f)
+  if (!f) {
+    fprintf(stderr, "fadsl-attn: out of memory writing %s\n", path);
     return false;
+  }
   for (int64_t i = 0; i < n; i++)
     f[i] = (float)(fa_host_get(dt, data, i) * mul);
   char err[600];
@@ -298,19 +365,455 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void report(const char *what, DType dt, const void *data, const double *ref, int64_t n, double mul,
-                   double bound, bool *within) {
-  double *got = malloc((size_t)(n ? n : 1) * sizeof *got);
-  if (!got)
-    return;
-  for (int64_t i = 0; i < n; i++)
-    got[i] = fa_host_get(dt, data, i) * mul;
-  double e = fa_rel_err(got, ref, n);
-  bool ok = e < bound;
-  printf("  %-3s ||out - ref|| / ||ref|| = %.3e%s\n", what, e, ok ? "" : "  (above the test bound)");
-  if (!ok)
-    *within = false;
-  free(got);
+/* ---- what a run produces ------------------------------------------------------ */
+
+typedef struct Outputs {
+  void *o, *dq, *dk, *dv;       /* dtype */
+  float *lse2;                  /* base-2 LSE */
+} Outputs;
+
+/* What one kernel's launch used (copied: the library's strings live only as
+ * long as the attention handle). */
+typedef struct KernelReport {
+  char kernel[32], constexprs[256], source[32], cache[16];
+  int warps, stages, threads, registers, spill_bytes;
+  size_t shared_bytes;
+  unsigned grid[3];
+} KernelReport;
+
+/* GPU timings and configs, for the report and the JSON line. */
+typedef struct GpuReport {
+  char gpu[256], arch[16];
+  KernelReport info[FADSL_ATTENTION_KERNELS];
+  bool have_info[FADSL_ATTENTION_KERNELS];
+  double first_fwd_s, first_bwd_s;          /* first calls, compilation included */
+  double fwd_ms, bwd_ms;                    /* medians, 0 when not timed */
+  int fwd_iters, bwd_iters;
+  double peak_mib;                          /* device memory this tool allocated for attention */
+} GpuReport;
+
+/* ---- the interpreter ----------------------------------------------------------- */
+
+static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
+                            const Tensor *v, const Tensor *dO, bool backward, Outputs *out) {
+  const char *program = fa_attn_find_program(o->program);
+  if (!program)
+    return false;
+  FaCompiler fc;
+  fa_compiler_init(&fc, stderr);
+  FaAttnRunner r;
+  int threads = o->threads > 0 ? o->threads : 1;
+  bool ok = fa_attn_open(&r, &fc, program, o->block_q, o->block_k, threads);
+  double t0 = now_s();
+  ok = ok && fa_attn_forward(&r, s, dt, q->data, k->data, v->data, out->o, out->lse2);
+  double t1 = now_s();
+  if (ok)
+    printf("forward: %.2f s on the interpreter (BLOCK_Q=%d BLOCK_K=%d)\n", t1 - t0, o->block_q, o->block_k);
+  ok = ok && (!backward || fa_attn_backward(&r, s, dt, q->data, k->data, v->data, out->o, dO->data, out->lse2,
+                                            out->dq, out->dk, out->dv));
+  if (ok && backward)
+    printf("backward: %.2f s on the interpreter\n", now_s() - t1);
+  fa_compiler_free(&fc);
+  return ok;
+}
+
+/* ---- the GPU ---------------------------------------------------------------------- */
+
+typedef struct Gpu {
+  fadsl_context *ctx;
+  fadsl_attention *attn;
+  const FaAttnShape *s;
+  fadsl_attention_dtype dtype;
+  uint64_t q, k, v, o, lse, dO, dq, dk, dv, delta, flush;
+  size_t flush_bytes;
+  size_t allocated;             /* bytes this tool holds for attention (not the L2 flush buffer) */
+} Gpu;
+
+/* Prints a libfadsl failure with the context's message. */
+static bool rt_ok(Gpu *g, fadsl_status st, const char *what) {
+  if (st == FADSL_SUCCESS)
+    return true;
+  fprintf(stderr, "fadsl-attn: %s failed: %s\n%s\n", what, fadsl_status_string(st),
+          g->ctx ? fadsl_context_last_error(g->ctx) : "");
+  return false;
+}
+
+/* A failure of the attention API: its own message. */
+static bool attn_ok(Gpu *g, fadsl_status st, const char *what) {
+  if (st == FADSL_SUCCESS)
+    return true;
+  fprintf(stderr, "fadsl-attn: %s failed: %s\n%s\n", what, fadsl_status_string(st),
+          fadsl_attention_last_error(g->attn));
+  return false;
+}
+
+static bool dev_alloc(Gpu *g, size_t bytes, uint64_t *ptr, const char *what) {
+  char msg[128];
+  snprintf(msg, sizeof msg, "allocating %s (%.1f MiB) on the GPU", what, (double)bytes / (1 << 20));
+  if (!rt_ok(g, fadsl_malloc(g->ctx, bytes ? bytes : 16, ptr), msg))
+    return false;
+  g->allocated += bytes;
+  return true;
+}
+
+static bool dev_upload(Gpu *g, const Tensor *t, DType dt, uint64_t *ptr, const char *what) {
+  size_t bytes = (size_t)t->n * (size_t)fa_dtype_size(dt);
+  return dev_alloc(g, bytes, ptr, what) && rt_ok(g, fadsl_memcpy_htod(g->ctx, *ptr, t->data, bytes), "copying inputs to the GPU");
+}
+
+/* An output buffer, filled with NaN (all-ones bytes are NaN in f16, bf16 and
+ * f32) so that an element no kernel writes cannot pass a check. */
+static bool dev_output(Gpu *g, size_t bytes, uint64_t *ptr, const char *what) {
+  return dev_alloc(g, bytes, ptr, what) && rt_ok(g, fadsl_memset(g->ctx, *ptr, 0xff, bytes), "poisoning outputs");
+}
+
+static fadsl_status gpu_forward(Gpu *g) {
+  const FaAttnShape *s = g->s;
+  return fadsl_attention_forward(g->attn, g->q, g->k, g->v, g->o, g->lse, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D,
+                                 s->causal, (float)s->scale, g->dtype, NULL);
+}
+
+static fadsl_status gpu_backward(Gpu *g) {
+  const FaAttnShape *s = g->s;
+  return fadsl_attention_backward(g->attn, g->q, g->k, g->v, g->o, g->lse, g->dO, g->dq, g->dk, g->dv, g->delta, s->B,
+                                  s->H, s->KVH, s->Nq, s->Nkv, s->D, s->causal, (float)s->scale, g->dtype, NULL);
+}
+
+/* Runs one pass and waits for it, so that a fault shows here. */
+static bool gpu_pass(Gpu *g, bool backward, double *seconds) {
+  double t0 = now_s();
+  const char *what = backward ? "the backward pass" : "the forward pass";
+  if (!attn_ok(g, backward ? gpu_backward(g) : gpu_forward(g), what))
+    return false;
+  if (!rt_ok(g, fadsl_synchronize(g->ctx, NULL), backward ? "running the backward kernels" : "running the forward kernel"))
+    return false;
+  if (seconds)
+    *seconds = now_s() - t0;
+  return true;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median time of one pass: warm-up, then n runs each preceded by an L2
+ * flush, every run between its own pair of events; n is at least
+ * opt->bench_iters and enough runs for opt->bench_ms. */
+static bool time_pass(Gpu *g, const Options *o, bool backward, double *median_ms, int *iters) {
+  enum { MAX_RUNS = 2000 };
+  void *ev[2 * MAX_RUNS] = {0};
+  int nev = 0;
+  bool ok = true;
+  double *ms = NULL;
+  /* warm-up, and an estimate of one run */
+  for (int i = 0; i < 3 && ok; i++)
+    ok = gpu_pass(g, backward, NULL);
+  for (; ok && nev < 2; nev++)
+    ok = rt_ok(g, fadsl_event_create(g->ctx, &ev[nev]), "cuEventCreate");
+  ok = ok && rt_ok(g, fadsl_event_record(g->ctx, ev[0], NULL), "cuEventRecord");
+  for (int i = 0; i < 3 && ok; i++)
+    ok = attn_ok(g, backward ? gpu_backward(g) : gpu_forward(g), "a timed pass");
+  ok = ok && rt_ok(g, fadsl_event_record(g->ctx, ev[1], NULL), "cuEventRecord");
+  float est = 0;
+  ok = ok && rt_ok(g, fadsl_event_elapsed_ms(g->ctx, ev[0], ev[1], &est), "timing the warm-up");
+  int n = o->bench_iters;
+  if (ok && est > 0 && o->bench_ms / (est / 3) > n)
+    n = (int)ceil(o->bench_ms / (est / 3));
+  if (n > MAX_RUNS)
+    n = MAX_RUNS;
+  for (; ok && nev < 2 * n; nev++)
+    ok = rt_ok(g, fadsl_event_create(g->ctx, &ev[nev]), "cuEventCreate");
+  for (int i = 0; ok && i < n; i++) {
+    if (g->flush)
+      ok = rt_ok(g, fadsl_memset(g->ctx, g->flush, (unsigned char)i, g->flush_bytes), "flushing the L2 cache");
+    ok = ok && rt_ok(g, fadsl_event_record(g->ctx, ev[2 * i], NULL), "cuEventRecord");
+    ok = ok && attn_ok(g, backward ? gpu_backward(g) : gpu_forward(g), "a timed pass");
+    ok = ok && rt_ok(g, fadsl_event_record(g->ctx, ev[2 * i + 1], NULL), "cuEventRecord");
+  }
+  ok = ok && rt_ok(g, fadsl_synchronize(g->ctx, NULL), "running the timed passes");
+  ms = ok ? malloc((size_t)n * sizeof *ms) : NULL;
+  ok = ok && ms;
+  for (int i = 0; ok && i < n; i++) {
+    float t;
+    ok = rt_ok(g, fadsl_event_elapsed_ms(g->ctx, ev[2 * i], ev[2 * i + 1], &t), "cuEventElapsedTime");
+    ms[i] = t;
+  }
+  if (ok) {
+    qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+    *median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    *iters = n;
+  }
+  for (int i = 0; i < nev; i++)
+    if (ev[i])
+      fadsl_event_destroy(g->ctx, ev[i]);
+  free(ms);
+  return ok;
+}
+
+static void print_configs(Gpu *g, GpuReport *rep) {
+  for (int w = 0; w < FADSL_ATTENTION_KERNELS; w++) {
+    fadsl_kernel_info ki;
+    KernelReport *in = &rep->info[w];
+    rep->have_info[w] = fadsl_attention_kernel_info(g->attn, (fadsl_attention_kernel)w, &ki) == FADSL_SUCCESS;
+    if (!rep->have_info[w])
+      continue;
+    snprintf(in->kernel, sizeof in->kernel, "%s", ki.kernel);
+    snprintf(in->constexprs, sizeof in->constexprs, "%s", ki.constexprs);
+    snprintf(in->source, sizeof in->source, "%s", ki.config_source);
+    snprintf(in->cache, sizeof in->cache, "%s", ki.cache);
+    in->warps = ki.warps;
+    in->stages = ki.stages;
+    in->threads = ki.threads;
+    in->registers = ki.registers;
+    in->spill_bytes = ki.spill_bytes;
+    in->shared_bytes = ki.shared_bytes;
+    memcpy(in->grid, ki.grid, sizeof in->grid);
+    printf("  %-14s %s warps=%d stages=%d (%s) grid (%u, %u, %u), %d threads, %zu B shared, %d registers, "
+           "kernel cache %s\n",
+           in->kernel, in->constexprs, in->warps, in->stages, in->source, in->grid[0], in->grid[1],
+           in->grid[2], in->threads, in->shared_bytes, in->registers, in->cache);
+  }
+}
+
+static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
+                    const Tensor *v, const Tensor *dO, bool backward, Outputs *out, GpuReport *rep) {
+  Gpu g;
+  memset(&g, 0, sizeof g);
+  g.s = s;
+  g.dtype = dt == DT_BF16 ? FADSL_ATTENTION_BF16 : FADSL_ATTENTION_F16;
+  bool ok = false;
+  int64_t rows = (int64_t)s->B * s->H * s->Nq;
+  size_t esz = (size_t)fa_dtype_size(dt), qbytes = (size_t)q->n * esz, kvbytes = (size_t)k->n * esz;
+
+  fadsl_status st = fadsl_context_create(o->device, &g.ctx);
+  if (st != FADSL_SUCCESS) {
+    fprintf(stderr, "fadsl-attn: no GPU: %s\n", g.ctx ? fadsl_context_last_error(g.ctx) : fadsl_status_string(st));
+    goto done;
+  }
+  fadsl_device_info di;
+  if (!rt_ok(&g, fadsl_context_device_info(g.ctx, &di), "reading the device's properties"))
+    goto done;
+  snprintf(rep->gpu, sizeof rep->gpu, "%s", di.name);
+  snprintf(rep->arch, sizeof rep->arch, "%s", di.arch);
+  printf("GPU %d: %s (compute capability %d.%d, %s, %d SMs, %.0f GiB)\n", o->device, di.name, di.cc_major,
+         di.cc_minor, di.arch, di.multiprocessors, (double)di.total_memory / (1 << 30));
+
+  const char *program = o->program;
+  if (!program) {
+    const char *env = getenv("FADSL_ATTENTION_PROGRAM");
+    program = env && *env ? env : NULL;
+  }
+  st = program ? fadsl_attention_create_from_file(g.ctx, program, &g.attn) : fadsl_attention_create(g.ctx, &g.attn);
+  if (!attn_ok(&g, st, program ? "loading the attention program" : "loading the built-in attention program"))
+    goto done;
+  printf("program: %s\n", program ? program : "attention.fa built into libfadsl_attention");
+  if ((o->block_q || o->warps || o->stages) &&
+      !attn_ok(&g, fadsl_attention_set_config(g.attn, o->block_q, o->block_k, o->warps, o->stages),
+               "fixing the configuration"))
+    goto done;
+
+  if (!dev_upload(&g, q, dt, &g.q, "q") || !dev_upload(&g, k, dt, &g.k, "k") || !dev_upload(&g, v, dt, &g.v, "v") ||
+      !dev_output(&g, qbytes, &g.o, "o") || !dev_output(&g, (size_t)rows * 4, &g.lse, "lse"))
+    goto done;
+  if (backward && (!dev_upload(&g, dO, dt, &g.dO, "do") || !dev_output(&g, qbytes, &g.dq, "dq") ||
+                   !dev_output(&g, kvbytes, &g.dk, "dk") || !dev_output(&g, kvbytes, &g.dv, "dv") ||
+                   !dev_output(&g, fadsl_attention_workspace_bytes(s->B, s->H, s->Nq), &g.delta, "delta")))
+    goto done;
+  rep->peak_mib = (double)g.allocated / (1 << 20);
+
+  if (!gpu_pass(&g, false, &rep->first_fwd_s))
+    goto done;
+  printf("forward: first call %.3f s (compilation included)\n", rep->first_fwd_s);
+  if (backward) {
+    if (!gpu_pass(&g, true, &rep->first_bwd_s))
+      goto done;
+    printf("backward: first call %.3f s (compilation included)\n", rep->first_bwd_s);
+  }
+  printf("kernels (config and where it came from):\n");
+  print_configs(&g, rep);
+
+  /* the outputs of the first calls, before any timing runs */
+  if (!rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->o, g.o, qbytes), "copying o back") ||
+      !rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->lse2, g.lse, (size_t)rows * 4), "copying lse back"))
+    goto done;
+  if (backward && (!rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->dq, g.dq, qbytes), "copying dq back") ||
+                   !rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->dk, g.dk, kvbytes), "copying dk back") ||
+                   !rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->dv, g.dv, kvbytes), "copying dv back")))
+    goto done;
+
+  if (o->bench) {
+    /* a buffer larger than any L2 cache, rewritten before every timed run */
+    g.flush_bytes = (size_t)256 << 20;
+    if (!rt_ok(&g, fadsl_malloc(g.ctx, g.flush_bytes, &g.flush), "allocating the L2 flush buffer"))
+      goto done;
+    double fwd_flops = 4.0 * s->B * s->H * (double)s->Nq * s->Nkv * s->D * (s->causal ? 0.5 : 1.0);
+    if (!time_pass(&g, o, false, &rep->fwd_ms, &rep->fwd_iters))
+      goto done;
+    printf("forward:  %9.3f ms  %7.1f TFLOP/s  (median of %d runs)\n", rep->fwd_ms,
+           fwd_flops / (rep->fwd_ms * 1e-3) * 1e-12, rep->fwd_iters);
+    if (backward) {
+      if (!time_pass(&g, o, true, &rep->bwd_ms, &rep->bwd_iters))
+        goto done;
+      printf("backward: %9.3f ms  %7.1f TFLOP/s  (median of %d runs; attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq)\n",
+             rep->bwd_ms, 2.5 * fwd_flops / (rep->bwd_ms * 1e-3) * 1e-12, rep->bwd_iters);
+    }
+    printf("device memory for attention: %.1f MiB (inputs, outputs, workspace; plus %zu MiB to flush L2)\n",
+           rep->peak_mib, g.flush_bytes >> 20);
+    print_configs(&g, rep);   /* the timed runs' (the same unless the tuning database changed) */
+  }
+  ok = true;
+done:
+  if (g.ctx) {
+    uint64_t bufs[] = {g.q, g.k, g.v, g.o, g.lse, g.dO, g.dq, g.dk, g.dv, g.delta, g.flush};
+    for (int i = 0; i < FA_ARRAY_LEN(bufs); i++)
+      if (bufs[i])
+        fadsl_free(g.ctx, bufs[i]);
+  }
+  fadsl_attention_destroy(g.attn);
+  fadsl_context_destroy(g.ctx);
+  return ok;
+}
+
+/* ---- checking and reporting --------------------------------------------------------- */
+
+static bool check_outputs(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
+                          const Tensor *v, const Tensor *dO, bool backward, const Outputs *out,
+                          FaAttnCheckResult *res) {
+  FaAttnData d = {dt, q->data, k->data, v->data, backward ? dO->data : NULL, out->o,
+                  backward ? out->dq : NULL, backward ? out->dk : NULL, backward ? out->dv : NULL, out->lse2};
+  FaAttnCheckOptions co = fa_attn_check_defaults();
+  co.threads = o->threads;
+  double t0 = now_s();
+  if (!fa_attn_check(s, &d, &co, res)) {
+    fprintf(stderr, "fadsl-attn: out of memory computing the float64 reference\n");
+    return false;
+  }
+  bool bf = dt == DT_BF16;
+  double bounds[FA_CHECK_N] = {bf ? 1e-2 : 2e-3, 1e-4, bf ? 3e-2 : 1e-2, bf ? 3e-2 : 1e-2, bf ? 3e-2 : 1e-2};
+  printf("against float64 (on the same %s inputs; %.1f s), checked %s:\n", fa_dtype_name(dt), now_s() - t0,
+         res->subset);
+  bool within = true;
+  for (int w = 0; w < FA_CHECK_N; w++) {
+    if (!res->checked[w])
+      continue;
+    bool ok = res->err[w] < bounds[w] && res->nonfinite[w] == 0;   /* false for NaN */
+    printf("  %-3s ||out - ref|| / ||ref|| = %.3e", fa_attn_check_name(w), res->err[w]);
+    if (res->nonfinite[w])
+      printf("  (%lld NaN/inf values in the output)", (long long)res->nonfinite[w]);
+    printf("%s\n", ok ? "" : "  (above the test bound)");
+    if (!ok) {
+      printf("      bound %.0e; %lld elements compared\n", bounds[w], (long long)res->elements[w]);
+      within = false;
+    }
+  }
+  return within;
+}
+
+static void json_number(FILE *f, const char *name, double x) {
+  if (isfinite(x))
+    fprintf(f, ", \"%s\": %.6g", name, x);
+  else
+    fprintf(f, ", \"%s\": null", name);
+}
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      fprintf(f, "\\u%04x", *s);
+    else
+      fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool backward, const GpuReport *rep,
+                       const FaAttnCheckResult *chk) {
+  FILE *f = fopen(o->json, "a");
+  if (!f) {
+    fprintf(stderr, "fadsl-attn: cannot open %s: %s\n", o->json, strerror(errno));
+    return false;
+  }
+  double fwd_flops = 4.0 * s->B * s->H * (double)s->Nq * s->Nkv * s->D * (s->causal ? 0.5 : 1.0);
+  fprintf(f, "{\"provider\": \"fadsl\", \"B\": %d, \"H\": %d, \"KVH\": %d, \"N\": %d, \"Nkv\": %d, \"D\": %d, "
+             "\"causal\": %s, \"dtype\": \"%s\", \"gpu\": ",
+          s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, s->causal ? "true" : "false", dt == DT_BF16 ? "bf16" : "f16");
+  json_string(f, rep->gpu);
+  fprintf(f, ", \"arch\": ");
+  json_string(f, rep->arch);
+  fprintf(f, ", \"seed\": %llu", (unsigned long long)o->seed);
+  fprintf(f, ", \"config\": {");
+  bool first = true;
+  for (int w = 0; w < FADSL_ATTENTION_KERNELS; w++) {
+    const KernelReport *in = &rep->info[w];
+    if (!rep->have_info[w])
+      continue;
+    fprintf(f, "%s\"%s\": {\"constexprs\": ", first ? "" : ", ", in->kernel);
+    json_string(f, in->constexprs);
+    fprintf(f, ", \"warps\": %d, \"stages\": %d, \"source\": ", in->warps, in->stages);
+    json_string(f, in->source);
+    fprintf(f, ", \"registers\": %d, \"spill_bytes\": %d, \"shared_bytes\": %zu}", in->registers, in->spill_bytes,
+            in->shared_bytes);
+    first = false;
+  }
+  fprintf(f, "}");
+  json_number(f, "fwd_ms", rep->fwd_ms);
+  json_number(f, "fwd_tflops", rep->fwd_ms > 0 ? fwd_flops / (rep->fwd_ms * 1e-3) * 1e-12 : NAN);
+  if (backward) {
+    json_number(f, "bwd_ms", rep->bwd_ms);
+    json_number(f, "bwd_tflops", rep->bwd_ms > 0 ? 2.5 * fwd_flops / (rep->bwd_ms * 1e-3) * 1e-12 : NAN);
+  }
+  fprintf(f, ", \"fwd_iters\": %d, \"bwd_iters\": %d", rep->fwd_iters, rep->bwd_iters);
+  json_number(f, "first_fwd_s", rep->first_fwd_s);
+  if (backward)
+    json_number(f, "first_bwd_s", rep->first_bwd_s);
+  json_number(f, "peak_mem_mib", rep->peak_mib);
+  if (chk) {
+    fprintf(f, ", \"errors\": {");
+    first = true;
+    for (int w = 0; w < FA_CHECK_N; w++) {
+      if (!chk->checked[w])
+        continue;
+      fprintf(f, "%s\"%s\": ", first ? "" : ", ", fa_attn_check_name(w));
+      if (isfinite(chk->err[w]) && !chk->nonfinite[w])
+        fprintf(f, "%.3e", chk->err[w]);
+      else
+        fprintf(f, "null");
+      first = false;
+    }
+    fprintf(f, "}, \"checked\": ");
+    json_string(f, chk->subset);
+  }
+  fprintf(f, "}\n");
+  bool ok = !ferror(f);
+  if (fclose(f) != 0 || !ok) {
+    fprintf(stderr, "fadsl-attn: writing %s failed\n", o->json);
+    return false;
+  }
+  return true;
+}
+
+static bool save_inputs(const char *prefix, DType dt, const Tensor *q, const Tensor *k, const Tensor *v,
+                        const Tensor *dO) {
+  const Tensor *t[4] = {q, k, v, dO};
+  const char *name[4] = {"q", "k", "v", "do"};
+  for (int i = 0; i < 4; i++) {
+    if (!t[i]->data)
+      continue;
+    size_t len = strlen(prefix) + 8;
+    char *path = malloc(len);
+    if (!path)
+      return false;
+    snprintf(path, len, "%s%s.npy", prefix, name[i]);
+    bool ok = write_f32(path, dt, t[i]->data, 4, t[i]->shape, 1.0);
+    free(path);
+    if (!ok)
+      return false;
+  }
+  return true;
 }
 
 int main(int argc, char **argv) {
@@ -318,33 +821,34 @@ int main(int argc, char **argv) {
   int rc = parse_options(argc, argv, &o);
   if (rc)
     return rc;
-  if (o.gpu) {
-    fprintf(stderr, "fadsl-attn: --gpu is not available yet; use --interpret\n");
-    return EXIT_USAGE;
+  if (o.threads <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    o.threads = n > 0 ? (int)n : 1;
   }
-  const char *program = fa_attn_find_program(o.program);
-  if (!program)
-    return EXIT_ERRORS;
 
   DType dt = o.dtype;
   Tensor q = {0}, k = {0}, v = {0}, dO = {0};
+  Outputs out = {0};
+  GpuReport rep;
+  memset(&rep, 0, sizeof rep);
+  FaAttnCheckResult chk;
   bool backward = o.dO || o.backward;
-  bool ok = true;
+  bool ok = true, within = true, checked = false;
   if (o.has_shape) {
     if (!o.has_seed)
       o.seed = (uint64_t)time(NULL);
-    rng_state = o.seed;
+    Rng rng = {o.seed};
     printf("random inputs, seed %llu\n", (unsigned long long)o.seed);
     int64_t qs[4] = {o.shape[0], o.shape[1], o.shape[3], o.shape[5]};
     int64_t ks[4] = {o.shape[0], o.shape[2], o.shape[4], o.shape[5]};
-    ok = random_tensor(&q, dt, qs) && random_tensor(&k, dt, ks) && random_tensor(&v, dt, ks) &&
-         (!backward || random_tensor(&dO, dt, qs));
+    ok = random_tensor(&q, dt, qs, &rng) && random_tensor(&k, dt, ks, &rng) && random_tensor(&v, dt, ks, &rng) &&
+         (!backward || random_tensor(&dO, dt, qs, &rng));
   } else {
     ok = read_tensor("q", o.q, dt, &q) && read_tensor("k", o.k, dt, &k) && read_tensor("v", o.v, dt, &v) &&
          (!o.dO || read_tensor("do", o.dO, dt, &dO));
   }
   if (!ok)
-    goto fail;
+    goto done;
 
   FaAttnShape s = {(int)q.shape[0], (int)q.shape[1], (int)k.shape[1], (int)q.shape[2], (int)k.shape[2],
                    (int)q.shape[3], o.causal, 0};
@@ -358,91 +862,64 @@ int main(int argc, char **argv) {
             (long long)k.shape[0], (long long)k.shape[1], (long long)k.shape[2], (long long)k.shape[3],
             (long long)v.shape[0], (long long)v.shape[1], (long long)v.shape[2], (long long)v.shape[3],
             backward ? " and dO" : "");
-    goto fail;
+    ok = false;
+    goto done;
   }
   char why[300];
   if (!fa_attn_shape_ok(&s, backward, why, sizeof why)) {
     fprintf(stderr, "fadsl-attn: %s\n", why);
-    goto fail;
+    ok = false;
+    goto done;
   }
   printf("attention B=%d H=%d KVH=%d Nq=%d Nkv=%d D=%d %s %s scale=%g\n", s.B, s.H, s.KVH, s.Nq, s.Nkv, s.D,
          s.causal ? "causal" : "full", fa_dtype_name(dt), s.scale);
+  if (o.save_inputs && !(ok = save_inputs(o.save_inputs, dt, &q, &k, &v, &dO)))
+    goto done;
 
   int64_t rows = (int64_t)s.B * s.H * s.Nq;
-  void *out = alloc_poisoned(dt, q.n), *dq = NULL, *dk = NULL, *dv = NULL;
-  float *lse2 = alloc_poisoned(DT_F32, rows);
+  out.o = alloc_poisoned(dt, q.n);
+  out.lse2 = alloc_poisoned(DT_F32, rows);
   if (backward) {
-    dq = alloc_poisoned(dt, q.n);
-    dk = alloc_poisoned(dt, k.n);
-    dv = alloc_poisoned(dt, v.n);
+    out.dq = alloc_poisoned(dt, q.n);
+    out.dk = alloc_poisoned(dt, k.n);
+    out.dv = alloc_poisoned(dt, v.n);
   }
-  FaCompiler fc;
-  fa_compiler_init(&fc, stderr);
-  FaAttnRunner r;
-  ok = out && lse2 && (!backward || (dq && dk && dv));
-  ok = ok && fa_attn_open(&r, &fc, program, o.block_q, o.block_k, o.threads);
-  double t0 = now_s();
-  ok = ok && fa_attn_forward(&r, &s, dt, q.data, k.data, v.data, out, lse2);
-  double t1 = now_s();
-  if (ok)
-    printf("forward: %.2f s on the interpreter\n", t1 - t0);
-  ok = ok && (!backward || fa_attn_backward(&r, &s, dt, q.data, k.data, v.data, out, dO.data, lse2, dq, dk, dv));
-  if (ok && backward)
-    printf("backward: %.2f s on the interpreter\n", now_s() - t1);
+  ok = out.o && out.lse2 && (!backward || (out.dq && out.dk && out.dv));
+  if (!ok) {
+    fprintf(stderr, "fadsl-attn: out of host memory for the outputs\n");
+    goto done;
+  }
+  ok = o.gpu ? run_gpu(&o, &s, dt, &q, &k, &v, &dO, backward, &out, &rep)
+             : run_interpreter(&o, &s, dt, &q, &k, &v, &dO, backward, &out);
+  if (!ok)
+    goto done;
 
   int64_t rshape[3] = {s.B, s.H, s.Nq};
   if (ok && o.o)
-    ok = write_f32(o.o, dt, out, 4, q.shape, 1.0);
+    ok = write_f32(o.o, dt, out.o, 4, q.shape, 1.0);
   if (ok && o.lse)
-    ok = write_f32(o.lse, DT_F32, lse2, 3, rshape, M_LN2);
+    ok = write_f32(o.lse, DT_F32, out.lse2, 3, rshape, M_LN2);
   if (ok && o.dq)
-    ok = write_f32(o.dq, dt, dq, 4, q.shape, 1.0);
+    ok = write_f32(o.dq, dt, out.dq, 4, q.shape, 1.0);
   if (ok && o.dk)
-    ok = write_f32(o.dk, dt, dk, 4, k.shape, 1.0);
+    ok = write_f32(o.dk, dt, out.dk, 4, k.shape, 1.0);
   if (ok && o.dv)
-    ok = write_f32(o.dv, dt, dv, 4, v.shape, 1.0);
-
-  bool within = true;
+    ok = write_f32(o.dv, dt, out.dv, 4, v.shape, 1.0);
   if (ok && o.check) {
-    double *ro = malloc((size_t)q.n * sizeof *ro), *rl = malloc((size_t)rows * sizeof *rl);
-    if (ro && rl) {
-      fa_attn_ref_forward(&s, q.vals, k.vals, v.vals, ro, rl);
-      bool bf = dt == DT_BF16;
-      printf("against float64 (on the same %s inputs):\n", fa_dtype_name(dt));
-      report("o", dt, out, ro, q.n, 1.0, bf ? 1e-2 : 2e-3, &within);
-      report("lse", DT_F32, lse2, rl, rows, M_LN2, 1e-4, &within);
-      if (backward) {
-        double *rq = malloc((size_t)q.n * sizeof *rq), *rk = malloc((size_t)k.n * sizeof *rk);
-        double *rv = malloc((size_t)v.n * sizeof *rv);
-        if (rq && rk && rv) {
-          fa_attn_ref_backward(&s, q.vals, k.vals, v.vals, dO.vals, rq, rk, rv);
-          report("dq", dt, dq, rq, q.n, 1.0, bf ? 3e-2 : 1e-2, &within);
-          report("dk", dt, dk, rk, k.n, 1.0, bf ? 3e-2 : 1e-2, &within);
-          report("dv", dt, dv, rv, v.n, 1.0, bf ? 3e-2 : 1e-2, &within);
-        }
-        free(rq);
-        free(rk);
-        free(rv);
-      }
-    }
-    free(ro);
-    free(rl);
+    within = check_outputs(&o, &s, dt, &q, &k, &v, &dO, backward, &out, &chk);
+    checked = true;
   }
-  fa_compiler_free(&fc);
-  free(out);
-  free(lse2);
-  free(dq);
-  free(dk);
-  free(dv);
+  if (ok && o.json)
+    ok = write_json(&o, &s, dt, backward, &rep, checked ? &chk : NULL);
+done:
+  free(out.o);
+  free(out.lse2);
+  free(out.dq);
+  free(out.dk);
+  free(out.dv);
   free_tensor(&q);
   free_tensor(&k);
   free_tensor(&v);
   free_tensor(&dO);
   return ok && within ? 0 : EXIT_ERRORS;
-fail:
-  free_tensor(&q);
-  free_tensor(&k);
-  free_tensor(&v);
-  free_tensor(&dO);
-  return EXIT_ERRORS;
 }

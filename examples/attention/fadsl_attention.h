@@ -1,0 +1,139 @@
+/* fadsl_attention.h - exact attention (FlashAttention) forward and backward
+ * on your device buffers and CUDA stream, from C or C++.
+ *
+ * Build against the installed library with
+ *
+ *     cc app.c $(pkg-config --cflags --libs fadsl-attention)
+ *
+ * (libfadsl_attention, which needs libfadsl; see docs/runtime.md).  The
+ * kernels are those of attention.fa, which is built into the library: nothing
+ * has to be found at run time but the CUDA driver and libnvrtc.
+ *
+ * Layout: contiguous, row-major tensors of B batches, H query heads and KVH
+ * key/value heads (grouped-query attention: H is a multiple of KVH and query
+ * head h reads key/value head h / (H / KVH); KVH = H is multi-head attention):
+ *     q, o, do, dq   [B, H,   Nq,  D]   dtype (f16 or bf16)
+ *     k, v, dk, dv   [B, KVH, Nkv, D]   dtype
+ *     lse, delta     [B, H,   Nq]       float32
+ * Device pointers are uint64_t (a CUdeviceptr, or a pointer from cudaMalloc
+ * cast to uintptr_t) and must be 16-byte aligned (cudaMalloc's are).
+ *
+ *     O = softmax(scale * Q K^T [+ causal mask]) V
+ *
+ * With causal masking query i sees keys 0..i, which needs Nq == Nkv.
+ * D must be one of 16, 32, 64, 128, 256.
+ *
+ * A handle (fadsl_attention) holds the loaded program; the kernels it
+ * compiles for each distinct (D, dtype, causal, H / KVH, config) are kept by
+ * libfadsl in memory and on disk (see docs/runtime.md, "The kernel cache"), so
+ * only the first call of a kind pays for NVRTC.  Calls are asynchronous on the
+ * given stream, like a CUDA kernel launch: errors of the running kernels show
+ * up at the next synchronisation.  A handle may be used from several threads
+ * (calls on one handle are serialised while they launch).
+ *
+ * Every function returns an fadsl_status; after a failure
+ * fadsl_attention_last_error(handle) says why (bad shapes, null or misaligned
+ * pointers and NVRTC/driver failures alike). */
+#ifndef FADSL_ATTENTION_H
+#define FADSL_ATTENTION_H
+
+#include <fadsl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fadsl_attention fadsl_attention;
+
+typedef enum fadsl_attention_dtype {
+  FADSL_ATTENTION_F16 = 0,      /* IEEE half */
+  FADSL_ATTENTION_BF16 = 1,     /* bfloat16 */
+} fadsl_attention_dtype;
+
+/* The kernels, in the order a training step runs them. */
+typedef enum fadsl_attention_kernel {
+  FADSL_ATTENTION_FWD = 0,      /* attn_fwd: O and LSE */
+  FADSL_ATTENTION_BWD_D,        /* attn_bwd_d: delta = rowsum(dO * O) */
+  FADSL_ATTENTION_BWD_DKDV,     /* attn_bwd_dkdv: dK and dV */
+  FADSL_ATTENTION_BWD_DQ,       /* attn_bwd_dq: dQ */
+  FADSL_ATTENTION_KERNELS
+} fadsl_attention_kernel;
+
+/* Creates a handle on a context (fadsl_context_create) with the built-in
+ * attention.fa.  The context must outlive the handle.  Like
+ * fadsl_context_create, a failing call still stores a handle in *out whose
+ * fadsl_attention_last_error() says why (unless out is NULL or host memory
+ * ran out: then *out is NULL); destroy it either way. */
+FADSL_API fadsl_status fadsl_attention_create(fadsl_context *ctx, fadsl_attention **out);
+
+/* The same with another attention.fa (same kernel names and parameters), e.g.
+ * a modified copy.  FADSL_ERROR_IO / FADSL_ERROR_PROGRAM when it cannot be
+ * read or compiled. */
+FADSL_API fadsl_status fadsl_attention_create_from_file(fadsl_context *ctx, const char *path,
+                                                        fadsl_attention **out);
+
+/* Frees the handle (NULL is allowed).  Wait for its launches first. */
+FADSL_API void fadsl_attention_destroy(fadsl_attention *attn);
+
+/* The message of the last failure on this handle ("" when none). */
+FADSL_API const char *fadsl_attention_last_error(const fadsl_attention *attn);
+
+/* Forward pass: o and lse from q, k, v.
+ * lse receives the base-2 log-sum-exp of each query row's scaled scores,
+ * log2(sum_j exp(scale * q_i . k_j)) (multiply by ln 2 for the natural log);
+ * the backward pass takes it as it is.
+ * scale: the softmax scale; 0 means 1/sqrt(D).
+ * stream: a CUstream / cudaStream_t (NULL: the legacy default stream).
+ * FADSL_ERROR_INVALID_ARGUMENT for a bad shape or pointer (the message says
+ * which): a dimension < 1, D not in {16, 32, 64, 128, 256}, H not a multiple
+ * of KVH, causal with Nq != Nkv, B * H > 65535 (the grid's y limit), a tensor
+ * of 2^31 elements or more, a zero or misaligned pointer, a bad scale or
+ * dtype. */
+FADSL_API fadsl_status fadsl_attention_forward(fadsl_attention *attn, uint64_t q, uint64_t k,
+                                               uint64_t v, uint64_t o, uint64_t lse, int B, int H,
+                                               int KVH, int Nq, int Nkv, int D, int causal,
+                                               float scale, fadsl_attention_dtype dtype,
+                                               void *stream);
+
+/* Backward pass: dq, dk, dv (overwritten, not accumulated) from the forward
+ * pass's inputs, its o and lse, and do = dLoss/dO.  delta is a float32
+ * workspace of B * H * Nq elements (fadsl_attention_workspace_bytes) that the
+ * call overwrites; it may be reused once the call's kernels have run.  Same
+ * shape rules and statuses as the forward pass. */
+FADSL_API fadsl_status fadsl_attention_backward(fadsl_attention *attn, uint64_t q, uint64_t k,
+                                                uint64_t v, uint64_t o, uint64_t lse,
+                                                uint64_t do_, uint64_t dq, uint64_t dk,
+                                                uint64_t dv, uint64_t delta, int B, int H,
+                                                int KVH, int Nq, int Nkv, int D, int causal,
+                                                float scale, fadsl_attention_dtype dtype,
+                                                void *stream);
+
+/* Bytes of the backward pass's delta workspace: 4 * B * H * Nq. */
+FADSL_API size_t fadsl_attention_workspace_bytes(int B, int H, int Nq);
+
+/* Fixes the configuration of the next calls (for benchmarks and
+ * experiments); 0 leaves a value to the tuning database or the default (see
+ * docs/runtime.md, "Configuration").  block_q and block_k are the tiles of
+ * attn_fwd and attn_bwd_dq (block_q a multiple of block_k); attn_bwd_dkdv,
+ * which loops over queries, takes the smaller as its BLOCK_Q and the larger as
+ * its BLOCK_K.  warps and stages apply to those three kernels.  All zeros
+ * restores the automatic choice. */
+FADSL_API fadsl_status fadsl_attention_set_config(fadsl_attention *attn, int block_q, int block_k,
+                                                  int warps, int stages);
+
+/* What the last launch of a kernel used: constexprs (BLOCK_Q, BLOCK_K, ...),
+ * warps, stages, where they came from ("tuned", "default", "explicit", ...),
+ * architecture, grid and kernel-cache hit.  The strings stay valid until the
+ * handle is destroyed.  FADSL_ERROR_NOT_FOUND before the first launch. */
+FADSL_API fadsl_status fadsl_attention_kernel_info(const fadsl_attention *attn,
+                                                   fadsl_attention_kernel which,
+                                                   fadsl_kernel_info *out);
+
+/* The kernel's name in attention.fa ("attn_fwd", ...), or NULL. */
+FADSL_API const char *fadsl_attention_kernel_name(fadsl_attention_kernel which);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,88 @@
+#!/bin/sh
+# fadsl-attn.sh - fadsl-attn end to end without a GPU: --interpret --check on
+# random inputs (GQA 3:1 and 4:1, causal and not, Nq != Nkv) and on .npy files,
+# the same kernels through fadsl-run giving the same bits, a deliberately
+# wrong attention.fa failing --check, shape and usage errors, and --gpu
+# failing cleanly where there is no GPU.
+set -u
+attn=${FADSL_ATTN:-$(pwd)/examples/attention/fadsl-attn}
+run=${FADSL_RUN:-$(pwd)/tools/fadsl-run}
+srcdir=${srcdir:-.}
+fa=$srcdir/examples/attention/attention.fa
+relerr="sh $srcdir/tests/npy-relerr.sh"
+dir=${TMPDIR:-/tmp}/fadsl-attn-test.$$
+mkdir -p "$dir" || exit 99
+trap 'rm -rf "$dir"' EXIT INT TERM
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# expect STATUS MESSAGE ARGS...: fadsl-attn ARGS exits with STATUS and prints MESSAGE
+expect() {
+  want=$1 msg=$2
+  shift 2
+  "$attn" "$@" > "$dir/out" 2>&1
+  status=$?
+  if [ "$status" -ne "$want" ] || ! grep -qF -- "$msg" "$dir/out"; then
+    fail "fadsl-attn $*: status $status, wanted $want and '$msg'"
+    cat "$dir/out"
+  else
+    echo "ok: fadsl-attn $* -> $(grep -F -m1 -- "$msg" "$dir/out" | cut -c1-120)"
+  fi
+}
+
+# the float64 check on the interpreter, every output, whole shapes
+expect 0 "checked everything" --interpret --shape 1,6,2,77,32 --causal --backward --check --seed 1
+expect 0 "dv  ||out - ref||" --interpret --shape 2,4,1,33,50,16 --backward --check --dtype bf16 --seed 2
+expect 0 "lse ||out - ref||" --interpret --shape 1,3,1,1,64 --check --seed 3
+
+# files: inputs saved by one run are read back by another, with the same results
+"$attn" --interpret --shape 1,4,2,45,64 --causal --backward --seed 4 --save-inputs "$dir/in_" \
+  --o "$dir/o1.npy" --lse "$dir/lse1.npy" --dq "$dir/dq1.npy" --dk "$dir/dk1.npy" --dv "$dir/dv1.npy" \
+  > "$dir/out" 2>&1 || { fail "saving inputs"; cat "$dir/out"; }
+expect 0 "checked everything" --interpret --causal --q "$dir/in_q.npy" --k "$dir/in_k.npy" --v "$dir/in_v.npy" \
+  --do "$dir/in_do.npy" --o "$dir/o2.npy" --dk "$dir/dk2.npy" --check
+for t in o dk; do
+  r=$($relerr "$dir/${t}2.npy" "$dir/${t}1.npy")
+  [ "${r%% *}" = "0.000e+00" ] && echo "ok: $t from files = $t from the same random inputs" \
+    || fail "$t from files differs from $t of the same inputs: $r"
+done
+
+# fadsl-run runs attn_fwd on the same files and config: the same bits
+"$run" "$fa" attn_fwd --interpret -D n_groups=2 -D d_head=64 -D is_causal=True -D T=f16 -D BLOCK_Q=32 \
+  -D BLOCK_K=32 --arg t_q="$dir/in_q.npy" --arg t_k="$dir/in_k.npy" --arg t_v="$dir/in_v.npy" \
+  --arg sm_scale=0.125 --arg n_zh=2 --arg q_seq_len=45 --arg kv_seq_len=45 --out t_o="$dir/o3.npy" \
+  --out t_lse="$dir/lse3.npy" > "$dir/out" 2>&1 || { fail "fadsl-run attn_fwd"; cat "$dir/out"; }
+r=$($relerr "$dir/o3.npy" "$dir/o1.npy")
+[ "${r%% *}" = "0.000e+00" ] && echo "ok: fadsl-run attn_fwd = fadsl-attn forward ($r)" \
+  || fail "fadsl-run attn_fwd differs from fadsl-attn: $r"
+
+# a wrong kernel must fail --check: P V scaled by 1.01
+sed 's/b_o += dot(b_p, b_v, out_dtype=f32)/b_o += dot(b_p, b_v, out_dtype=f32) * 1.01/' "$fa" > "$dir/wrong.fa"
+grep -q '\* 1.01' "$dir/wrong.fa" || fail "could not make the wrong attention.fa"
+expect 1 "(above the test bound)" --interpret --program "$dir/wrong.fa" --shape 1,2,2,40,16 --check --seed 5
+
+# shapes and usage
+expect 1 "head dimension 48" --interpret --shape 1,2,2,16,48
+expect 1 "must be a multiple of the 4 key/value heads" --interpret --shape 1,6,4,16,16
+expect 1 "causal attention needs as many queries as keys" --interpret --shape 1,2,2,16,32,16 --causal
+expect 2 "--bench, --json, --warps and --stages are for --gpu" --interpret --shape 1,2,2,16,16 --bench
+expect 2 "--json writes the --bench record" --gpu --shape 1,2,2,16,16 --json "$dir/x.jsonl"
+expect 2 "give --block-q and --block-k together" --gpu --shape 1,2,2,16,16 --block-q 64
+expect 2 "choose one of --interpret and --gpu" --shape 1,2,2,16,16
+
+# --gpu where there is none: a clean failure naming the cause
+"$attn" --gpu --shape 1,2,2,16,16 > "$dir/out" 2>&1
+status=$?
+if grep -q "no GPU:" "$dir/out"; then
+  [ "$status" -eq 1 ] && echo "ok: --gpu without a GPU: $(grep 'no GPU:' "$dir/out" | cut -c1-100)" \
+    || fail "--gpu without a GPU exits $status (want 1)"
+else
+  echo "note: a GPU is present (status $status); the no-GPU message is not tested here"
+fi
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
