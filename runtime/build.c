@@ -34,8 +34,9 @@ static void build_key(const FaNvrtcApi *api, const char *source, const char *con
   fa_sha256_final(&h, key);
 }
 
-/* The ptxas report is kept as a second entry beside the cubin, so that the
- * resource usage is known on cache hits too (the tuner prunes by it). */
+/* The ptxas report is kept as a second entry beside the cubin, so that its
+ * spill counts are known on cache hits too (everything else about resource
+ * usage is read from the cubin itself, see cubin.h). */
 static void report_key(const unsigned char key[FA_SHA256_BYTES], unsigned char out[FA_SHA256_BYTES]) {
   FaSha256 h;
   fa_sha256_init(&h);
@@ -99,7 +100,10 @@ fadsl_status fa_rt_build_cubin(fadsl_context *ctx, const char *source, const cha
   }
   fa_sb_free(&err);
   fa_cache_put(&ctx->cache, key, res.code, res.size);
-  fa_cache_put(&ctx->cache, rkey, (const unsigned char *)res.log, strlen(res.log));
+  /* An empty log (no report, no warnings: some NVRTC builds give ptxas'
+   * report to a process's first compilation only) is not stored: a disk hit
+   * then has no report, and the resource usage comes from the cubin. */
+  if (res.log[0]) fa_cache_put(&ctx->cache, rkey, (const unsigned char *)res.log, strlen(res.log));
   out->cubin = res.code;
   out->size = res.size;
   out->log = res.log;

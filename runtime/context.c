@@ -118,6 +118,9 @@ static fadsl_status init_device(fadsl_context *ctx) {
   info->driver_version = d->version;
   fa_rt_arch_for_cc(info->cc_major, info->cc_minor, info->arch, sizeof info->arch);
   ctx->device_ready = true;
+  if (ctx->log.level >= FA_LOG_INFO)
+    fprintf(ctx->log.stream, "fadsl: CUDA driver %d.%d from %s; device %d: %s (%s)\n",
+            d->version / 1000, d->version % 1000 / 10, d->file, ctx->device, info->name, info->arch);
   return FADSL_SUCCESS;
 }
 
@@ -156,6 +159,13 @@ fadsl_status fa_rt_nvrtc(fadsl_context *ctx, const FaNvrtcApi **api) {
   const char *why = NULL;
   const FaNvrtcApi *a = fa_loader_nvrtc(&ctx->loader, &why);
   if (!a) return fa_rt_fail(ctx, FADSL_ERROR_NO_NVRTC, "%s", why);
+  if (ctx->log.level >= FA_LOG_INFO) {
+    pthread_mutex_lock(&ctx->lock);
+    if (!ctx->nvrtc_reported)
+      fprintf(ctx->log.stream, "fadsl: NVRTC %d.%d from %s\n", a->major, a->minor, a->file);
+    ctx->nvrtc_reported = true;
+    pthread_mutex_unlock(&ctx->lock);
+  }
   *api = a;
   return FADSL_SUCCESS;
 }

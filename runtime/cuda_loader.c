@@ -1,4 +1,5 @@
 /* cuda_loader.c - dlopen of libcuda and libnvrtc, symbol tables, cuInit. */
+#define _GNU_SOURCE   /* dladdr */
 #include "config.h"
 
 #include "cuda_loader.h"
@@ -58,6 +59,18 @@ static const char *resolve(void *handle, const FaSymbol *syms, int n, void *tabl
   return NULL;
 }
 
+/* The file a resolved function lives in (which copy of a library the
+ * loader's search found), else `fallback`. */
+static void library_file(const void *table_entry, const char *fallback, char *buf, size_t size) {
+  void *fn = NULL;
+  memcpy(&fn, table_entry, sizeof fn);
+  Dl_info info;
+  if (fn && dladdr(fn, &info) && info.dli_fname && *info.dli_fname)
+    snprintf(buf, size, "%s", info.dli_fname);
+  else
+    snprintf(buf, size, "%s", fallback);
+}
+
 const char *fa_cuda_error_text(const FaDriverApi *d, CUresult r, char *buf, size_t size) {
   const char *name = NULL, *text = NULL;
   if (d && d->cuGetErrorName) d->cuGetErrorName(r, &name);
@@ -69,7 +82,7 @@ const char *fa_cuda_error_text(const FaDriverApi *d, CUresult r, char *buf, size
   return buf;
 }
 
-static void init_driver(FaCudaLoader *l, void *h);
+static void init_driver(FaCudaLoader *l, void *h, const char *name);
 
 static void load_driver(FaCudaLoader *l) {
   if (l->flags & FA_LOADER_NO_DRIVER) {
@@ -90,15 +103,17 @@ static void load_driver(FaCudaLoader *l) {
       l->driver_state = FA_LOAD_FAILED;
       return;
     }
-    init_driver(l, h);
+    init_driver(l, h, over);
     return;
   }
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  const char *name = "libcuda.so.1";
+  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();
     char first[512];
     snprintf(first, sizeof first, "%s", e ? e : "unknown error");
-    h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    name = "libcuda.so";
+    h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       snprintf(l->driver_error, sizeof l->driver_error,
                "no CUDA driver found (libcuda.so.1 could not be loaded: %s)", first);
@@ -106,12 +121,13 @@ static void load_driver(FaCudaLoader *l) {
       return;
     }
   }
-  init_driver(l, h);
+  init_driver(l, h, name);
 }
 
 /* Resolves the driver's symbols from an opened library and initialises it. */
-static void init_driver(FaCudaLoader *l, void *h) {
+static void init_driver(FaCudaLoader *l, void *h, const char *name) {
   const char *missing = resolve(h, driver_symbols, FA_ARRAY_LEN(driver_symbols), &l->driver);
+  library_file(&l->driver.cuInit, name, l->driver.file, sizeof l->driver.file);
   if (missing) {
     snprintf(l->driver_error, sizeof l->driver_error,
              "the CUDA driver is too old: libcuda.so.1 has no %s (fadsl was built with CUDA %d.%d headers)",
@@ -246,6 +262,7 @@ static void load_nvrtc(FaCudaLoader *l) {
   }
   l->nvrtc.nvrtcVersion(&l->nvrtc.major, &l->nvrtc.minor);
   snprintf(l->nvrtc.path, sizeof l->nvrtc.path, "%s", path);
+  library_file(&l->nvrtc.nvrtcVersion, path, l->nvrtc.file, sizeof l->nvrtc.file);
   l->nvrtc_handle = h;
   l->nvrtc_state = FA_LOAD_OK;
 }

@@ -79,12 +79,14 @@
 typedef struct FaDriverApi {
   FA_DRIVER_FUNCS(FA_API_FIELD)
   int version;                  /* cuDriverGetVersion, e.g. 13000 */
+  char file[512];               /* the file it was loaded from (dladdr), or what was asked for */
 } FaDriverApi;
 
 typedef struct FaNvrtcApi {
   FA_NVRTC_FUNCS(FA_API_FIELD)
   int major, minor;             /* nvrtcVersion */
-  char path[512];               /* the library that was loaded */
+  char path[512];               /* the library that was asked for (a soname or a path) */
+  char file[512];               /* the file it was loaded from (dladdr) */
 } FaNvrtcApi;
 
 enum { FA_LOADER_NO_DRIVER = 1 };   /* behave as if libcuda.so.1 were absent */

@@ -112,7 +112,7 @@ fadsl_status fa_rt_module_load(fadsl_context *ctx, const unsigned char *cubin, c
                                size_t shared_bytes, FaRtModule *out) {
   out->module = NULL;
   out->function = NULL;
-  out->registers = out->local_bytes = -1;
+  out->registers = out->local_bytes = out->static_shared = -1;
   const FaDriverApi *d;
   fadsl_status st = fa_rt_device(ctx, &d);
   if (st != FADSL_SUCCESS) return st;
@@ -144,6 +144,7 @@ fadsl_status fa_rt_module_load(fadsl_context *ctx, const unsigned char *cubin, c
   }
   d->cuFuncGetAttribute(&out->registers, CU_FUNC_ATTRIBUTE_NUM_REGS, out->function);
   d->cuFuncGetAttribute(&out->local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, out->function);
+  d->cuFuncGetAttribute(&out->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, out->function);
   fa_rt_leave(ctx);
   return FADSL_SUCCESS;
 fail:

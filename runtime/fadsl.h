@@ -33,8 +33,12 @@
  *   FADSL_LOG=warn|info|debug  print warnings (warn), plus one line per launch
  *                          saying kernel, constexprs, config and where it came
  *                          from (explicit/tuned/nearest/default), architecture,
- *                          grid and kernel-cache hit (memory/disk) or miss
- *                          (info), to stderr.  Unset: quiet, except for a
+ *                          grid and kernel-cache hit (memory/disk) or miss,
+ *                          and once per context the libcuda and libnvrtc
+ *                          files loaded with their versions (info); plus
+ *                          each failure's message and where the cubin,
+ *                          ptxas' report and the driver disagree about a
+ *                          kernel's resources (debug), to stderr.  Unset: quiet, except for a
  *                          one-time warning when the disk cache is unusable.
  *                          FADSL_LOG=off silences that too.
  *   FADSL_CACHE_DIR=DIR    root of the on-disk caches (default
@@ -276,11 +280,17 @@ typedef struct fadsl_kernel_info {
   const char *cache;            /* "memory", "disk" or "miss" (compiled now) */
   int threads;                  /* per program (thread block) */
   size_t shared_bytes;          /* dynamic shared memory per program */
+  /* Resource usage, read from the compiled cubin (and, after a launch, as
+   * the driver reports it); spill counts come from ptxas' report. */
   int registers;                /* per thread; -1 when unknown */
-  int spill_bytes;              /* spill stores + loads; -1 when unknown */
+  int spill_bytes;              /* spill stores + loads; 0 when the kernel has no stack frame;
+                                   -1 when unknown (ptxas' report unavailable) */
   int local_bytes;              /* stack frame per thread; -1 when unknown */
   unsigned grid[3];             /* launches only; 0 otherwise */
   const char *cuda_source;      /* the generated CUDA C++ */
+  int static_shared_bytes;      /* static shared memory per program, besides
+                                   shared_bytes; -1 when unknown */
+  int max_threads;              /* the kernel's __launch_bounds__ limit; -1 when none */
 } fadsl_kernel_info;
 
 /* Launches the kernel with these arguments on `stream` (a CUstream /

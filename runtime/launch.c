@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cubin.h"
 #include "interp.h"
 #include "rt_program.h"
 #include "tune_db.h"
@@ -373,7 +374,12 @@ static fadsl_status compile_variant(fadsl_context *ctx, fadsl_kernel *k, FaRtVar
   v->cubin = bin.cubin;
   v->cubin_size = bin.size;
   v->hit = bin.hit;
-  fa_parse_resource_usage(bin.log, v->cuda.entry, &v->resources);
+  StrBuf notes;
+  fa_sb_init(&notes);
+  fa_kernel_resources(bin.cubin, bin.size, bin.log, v->cuda.entry, &v->resources, &notes);
+  if (notes.len && ctx->log.level >= FA_LOG_DEBUG)
+    fprintf(ctx->log.stream, "fadsl: debug: %s", notes.data);
+  fa_sb_free(&notes);
   free(bin.log);
   return FADSL_SUCCESS;
 }
@@ -459,8 +465,12 @@ static void fill_info(const fadsl_kernel *k, const FaRtVariant *v, const FaRtPla
                           ? -1
                           : v->resources.spill_stores + (v->resources.spill_loads > 0 ? v->resources.spill_loads : 0);
   info->local_bytes = v->resources.stack_frame;
+  info->static_shared_bytes = v->resources.static_shared;
+  info->max_threads = v->resources.max_threads;
   if (v->loaded && info->registers < 0) info->registers = v->module.registers;
   if (v->loaded && info->local_bytes < 0) info->local_bytes = v->module.local_bytes;
+  if (v->loaded && info->static_shared_bytes < 0) info->static_shared_bytes = v->module.static_shared;
+  if (info->spill_bytes < 0 && info->local_bytes == 0) info->spill_bytes = 0;
   info->cuda_source = v->cuda.source;
 }
 
@@ -754,6 +764,21 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
   return FADSL_SUCCESS;
 }
 
+/* Says where the driver's view of a loaded kernel differs from what was
+ * read from its cubin (a cubin layout this reader does not know). */
+static void cross_check_driver(fadsl_context *ctx, const FaRtVariant *v) {
+  const FaKernelResources *r = &v->resources;
+  const FaRtModule *m = &v->module;
+  struct { const char *what; int cubin, driver; } f[] = {
+      {"registers", r->registers, m->registers},
+      {"bytes of local memory", r->stack_frame, m->local_bytes},
+      {"bytes of static shared memory", r->static_shared, m->static_shared}};
+  for (int i = 0; i < FA_ARRAY_LEN(f); i++)
+    if (f[i].cubin >= 0 && f[i].driver >= 0 && f[i].cubin != f[i].driver)
+      fprintf(ctx->log.stream, "fadsl: debug: %s: the cubin says %d %s, the driver %d\n",
+              v->cuda.entry, f[i].cubin, f[i].what, f[i].driver);
+}
+
 /* Loads the variant's module on first launch. */
 static fadsl_status ensure_loaded(fadsl_context *ctx, fadsl_program *prog, FaRtVariant *v) {
   pthread_mutex_lock(&prog->lock);
@@ -761,6 +786,7 @@ static fadsl_status ensure_loaded(fadsl_context *ctx, fadsl_program *prog, FaRtV
   if (!v->loaded) {
     st = fa_rt_module_load(ctx, v->cubin, v->cuda.entry, v->cuda.shared_bytes, &v->module);
     v->loaded = st == FADSL_SUCCESS;
+    if (v->loaded && ctx->log.level >= FA_LOG_DEBUG) cross_check_driver(ctx, v);
   }
   pthread_mutex_unlock(&prog->lock);
   return st;

@@ -209,9 +209,13 @@ static bool names_function(const char *line, const char *end, const char *prefix
   return strlen(entry) == n && memcmp(entry, p, n) == 0;
 }
 
+void fa_kernel_resources_unknown(FaKernelResources *r) {
+  r->registers = r->spill_stores = r->spill_loads = -1;
+  r->stack_frame = r->static_shared = r->barriers = r->max_threads = -1;
+}
+
 bool fa_parse_resource_usage(const char *log, const char *entry, FaKernelResources *out) {
-  out->registers = out->spill_stores = out->spill_loads = -1;
-  out->stack_frame = out->static_shared = out->barriers = -1;
+  fa_kernel_resources_unknown(out);
   if (!log) return false;
   char first[256] = "";
   bool in_entry = false;      /* after "Compiling entry function" of ours */

@@ -54,7 +54,8 @@ bool fa_nvrtc_supports_sm(const FaNvrtcApi *api, int sm);
  * arch-specific ("a") variant.  False when not of that form. */
 bool fa_arch_parse(const char *arch, int *sm, bool *arch_specific);
 
-/* What ptxas reported for one entry function (-1: not reported). */
+/* The resource usage of one entry function (-1: not known).  ptxas' report
+ * (fa_parse_resource_usage) or the cubin (cubin.h) fills it. */
 typedef struct FaKernelResources {
   int registers;                /* per thread */
   int spill_stores;             /* bytes */
@@ -62,7 +63,11 @@ typedef struct FaKernelResources {
   int stack_frame;              /* bytes of local memory per thread */
   int static_shared;            /* bytes of static shared memory */
   int barriers;
+  int max_threads;              /* per block, from __launch_bounds__ (cubin only) */
 } FaKernelResources;
+
+/* Sets every field to -1 (unknown). */
+void fa_kernel_resources_unknown(FaKernelResources *r);
 
 /* Reads the resource usage of entry function `entry` (NULL: the first entry
  * function) from a log of a compilation with resource_usage set.  Returns

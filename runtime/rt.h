@@ -23,6 +23,7 @@ struct fadsl_context {
   char *tune_db;                /* tuning database path, or NULL */
   pthread_mutex_t lock;         /* guards last_error and the device state */
   char *last_error;
+  bool nvrtc_reported;          /* FADSL_LOG=info has said which NVRTC is used */
   /* the device, once initialised (fa_rt_device) */
   bool device_ready;
   fadsl_status device_status;   /* outcome of the one initialisation attempt */
@@ -61,7 +62,7 @@ typedef struct FaRtBinary {
   unsigned char *cubin;         /* malloc'ed */
   size_t size;
   FaCacheHit hit;               /* where it came from */
-  char *log;                    /* ptxas' report (resource usage); "" when unknown */
+  char *log;                    /* ptxas' report (resource usage); "" when NVRTC gave none */
 } FaRtBinary;
 
 /* Compiles `source` to a cubin for `arch`, through the memory and disk
@@ -76,8 +77,9 @@ void fa_rt_binary_free(FaRtBinary *b);
 typedef struct FaRtModule {
   CUmodule module;
   CUfunction function;
-  int registers;                /* cuFuncGetAttribute */
+  int registers;                /* cuFuncGetAttribute (-1: not known) */
   int local_bytes;
+  int static_shared;
 } FaRtModule;
 
 /* Loads a cubin on the context's device and finds `entry`; raises the

@@ -57,7 +57,7 @@ struct FaRtVariant {
   unsigned char *cubin;
   size_t cubin_size;
   FaCacheHit hit;               /* how the cubin was obtained */
-  FaKernelResources resources;  /* from ptxas' report; -1s when unknown */
+  FaKernelResources resources;  /* from the cubin and ptxas' report; -1s when unknown */
   bool loaded;
   FaRtModule module;
 };

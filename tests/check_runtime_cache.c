@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cubin.h"
 #include "rt.h"
 
 const char *__lsan_default_suppressions(void);
@@ -115,6 +116,18 @@ START_TEST(test_memory_then_disk) {
   unsigned char other[FA_SHA256_BYTES];
   key_of("kernel B", other);
   ck_assert_int_eq(fa_cache_get(&c2, other, &data, &size), FA_CACHE_MISS);
+  /* an empty payload is a valid entry too: a header alone */
+  unsigned char empty_key[FA_SHA256_BYTES];
+  key_of("empty", empty_key);
+  ck_assert(fa_cache_put(&c2, empty_key, (const unsigned char *)"", 0));
+  char *empty_path = fa_cache_entry_path(&c2, empty_key);
+  ck_assert_int_eq(file_size(empty_path), FA_CACHE_HEADER_SIZE);
+  free(empty_path);
+  fa_cache_clear_memory(&c2);
+  ck_assert_int_eq(fa_cache_get(&c2, empty_key, &data, &size), FA_CACHE_HIT_DISK);
+  ck_assert_uint_eq(size, 0);
+  ck_assert_ptr_nonnull(data);
+  free(data);
   /* no memory-only cache has a directory */
   FaKernelCache c3;
   fa_cache_init(&c3, NULL, sink(stderr, FA_LOG_QUIET));
@@ -429,12 +442,41 @@ static const char *kernel_src =
     "  if (i < n) y[i] *= a;\n"
     "}\n";
 
+/* Compilations that produced a non-empty NVRTC log (each is stored as a
+ * second entry beside its cubin; an empty log is not). */
+static int logs_stored;
+
 static FaCacheHit build(fadsl_context *ctx, const char *src, const char *arch, FaRtBinary *b) {
   fadsl_status st = fa_rt_build_cubin(ctx, src, "scale.cu", NULL, NULL, 0, arch, b);
   ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
   ck_assert_uint_gt(b->size, 64);
   ck_assert(b->cubin[0] == 0x7f && b->cubin[1] == 'E');
+  ck_assert_ptr_nonnull(b->log);
+  if (b->hit == FA_CACHE_MISS && b->log[0]) logs_stored++;
   return b->hit;
+}
+
+/* The disk entries of a directory by payload: cubins (ELF) and reports. */
+static void count_entries(const char *dir, int *cubins, int *reports) {
+  *cubins = *reports = 0;
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strstr(e->d_name, ".cubin")) continue;
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unsigned char head[4] = {0};
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ssize_t n = pread(fd, head, 4, FA_CACHE_HEADER_SIZE);
+    close(fd);
+    if (n == 4 && !memcmp(head, "\x7f" "ELF", 4))
+      ++*cubins;
+    else
+      ++*reports;
+  }
+  closedir(d);
 }
 
 static fadsl_context *context_in(const char *dir, FILE *log, int level) {
@@ -449,9 +491,10 @@ START_TEST(test_build_through_cache) {
   FILE *log = tmpfile();
   fadsl_context *ctx = context_in(tmpdir, log, FA_LOG_WARN);
   FaRtBinary b1, b2;
+  logs_stored = 0;
   ck_assert_int_eq(build(ctx, kernel_src, "sm_80", &b1), FA_CACHE_MISS);
   FaKernelResources r;
-  ck_assert(fa_parse_resource_usage(b1.log, "scale", &r));
+  ck_assert(fa_kernel_resources(b1.cubin, b1.size, b1.log, "scale", &r, NULL));
   ck_assert_int_gt(r.registers, 0);
   ck_assert_int_eq(build(ctx, kernel_src, "sm_80", &b2), FA_CACHE_HIT_MEMORY);
   ck_assert_uint_eq(b1.size, b2.size);
@@ -467,14 +510,20 @@ START_TEST(test_build_through_cache) {
   free(changed);
   fadsl_context_destroy(ctx);
 
-  /* a new context (a later process): from disk, with the ptxas report */
+  /* a new context (a later process): from disk, with the ptxas report
+   * where there was one */
   ctx = context_in(tmpdir, log, FA_LOG_WARN);
   ck_assert_int_eq(build(ctx, kernel_src, "sm_80", &b2), FA_CACHE_HIT_DISK);
   ck_assert_mem_eq(b1.cubin, b2.cubin, b1.size);
+  ck_assert_str_eq(b2.log, b1.log);
   FaKernelResources r2;
-  ck_assert(fa_parse_resource_usage(b2.log, "scale", &r2));
-  ck_assert_int_eq(r2.registers, r.registers);
+  ck_assert(fa_kernel_resources(b2.cubin, b2.size, b2.log, "scale", &r2, NULL));
+  ck_assert_mem_eq(&r2, &r, sizeof r);
   fa_rt_binary_free(&b2);
+  int cubins, reports;
+  count_entries(tmpdir, &cubins, &reports);
+  ck_assert_int_eq(cubins, 3);
+  ck_assert_int_eq(reports, logs_stored);
 
   /* flip a byte of every entry file: the next context recompiles */
   DIR *d = opendir(tmpdir);
@@ -485,7 +534,7 @@ START_TEST(test_build_through_cache) {
     char path[600];
     snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
     int fd = open(path, O_RDWR);
-    unsigned char byte;
+    unsigned char byte;   /* every entry has a payload: empty reports are not stored */
     ck_assert_int_eq(pread(fd, &byte, 1, FA_CACHE_HEADER_SIZE), 1);
     byte ^= 0x80;
     ck_assert_int_eq(pwrite(fd, &byte, 1, FA_CACHE_HEADER_SIZE), 1);
@@ -493,7 +542,7 @@ START_TEST(test_build_through_cache) {
     flipped++;
   }
   closedir(d);
-  ck_assert_int_eq(flipped, 6);   /* 3 cubins + 3 ptxas reports */
+  ck_assert_int_eq(flipped, cubins + reports);
   fadsl_context_destroy(ctx);
   ctx = context_in(tmpdir, log, FA_LOG_WARN);
   ck_assert_int_eq(build(ctx, kernel_src, "sm_80", &b2), FA_CACHE_MISS);

@@ -4,7 +4,8 @@
  * device queries and the architecture rule, the grid computed from
  * @kernel(grid=...), the kernel parameters as packed for cuLaunchKernel,
  * declared extents checked against allocations, the dynamic shared memory
- * attribute, the context push/pop balance, FADSL_LOG=info's launch line.
+ * attribute and the device's shared memory limit, the context push/pop
+ * balance, FADSL_LOG=info's lines (launch; libraries loaded).
  * Nothing runs on a device here: the GPU tests check results. */
 #define _GNU_SOURCE
 #include <check.h>
@@ -99,6 +100,30 @@ START_TEST(test_device_and_arch) {
   ck_assert_int_eq(info.multiprocessors, 132);
   ck_assert_int_eq(info.driver_version, 13000);
   fadsl_context_destroy(ctx);
+
+  /* FADSL_LOG=info names the driver's file and version once, when the
+   * device is opened (stderr captured) */
+  fflush(stderr);
+  int saved_fd = dup(2);
+  FILE *cap = tmpfile();
+  ck_assert(saved_fd >= 0 && cap && dup2(fileno(cap), 2) >= 0);
+  setenv("FADSL_LOG", "info", 1);
+  fadsl_status st = fadsl_context_create(0, &ctx);
+  fadsl_context_device_info(ctx, &info);
+  unsetenv("FADSL_LOG");
+  fflush(stderr);
+  dup2(saved_fd, 2);
+  close(saved_fd);
+  ck_assert_int_eq(st, FADSL_SUCCESS);
+  fadsl_context_destroy(ctx);
+  char text[1024] = "", want[700];
+  rewind(cap);
+  size_t got = fread(text, 1, sizeof text - 1, cap);
+  text[got] = '\0';
+  fclose(cap);
+  snprintf(want, sizeof want, "fadsl: CUDA driver 13.0 from %s; device 0: Fake GPU (sm_90a)\n",
+           getenv("FADSL_CUDA_DRIVER_PATH"));
+  ck_assert_str_eq(text, want);
   setenv("FAKE_CUDA_CC", "86", 1);
   ck_assert_int_eq(fadsl_context_create(0, &ctx), FADSL_SUCCESS);
   ck_assert_int_eq(fadsl_context_device_info(ctx, &info), FADSL_SUCCESS);
@@ -169,10 +194,14 @@ START_TEST(test_launch_parameters_and_grid) {
   ck_assert_uint_eq(info.grid[0], l.grid[0]);
   ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);   /* every push popped */
 
-  /* the launch line */
+  /* the log: which NVRTC (once per context), then the launch line */
   fflush(log);
   rewind(log);
   char line[512] = "";
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, log));
+  ck_assert_msg(strncmp(line, "fadsl: NVRTC ", 13) == 0 && strstr(line, " from /") &&
+                    strstr(line, "libnvrtc"),
+                "%s", line);
   ck_assert_ptr_nonnull(fgets(line, sizeof line, log));
   ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 (default) arch=sm_90a "
                              "grid=(8,3,1) threads=128") &&
@@ -223,6 +252,12 @@ START_TEST(test_launch_parameters_and_grid) {
   ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
   ck_assert_int_eq(fake_int("fake_cuda_launches"), before);
   ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+  /* NVRTC was named once, though it compiled three times */
+  fflush(log);
+  rewind(log);
+  int nvrtc_lines = 0;
+  while (fgets(line, sizeof line, log)) nvrtc_lines += strncmp(line, "fadsl: NVRTC ", 13) == 0;
+  ck_assert_int_eq(nvrtc_lines, 1);
 
   fadsl_args_destroy(a);
   fadsl_program_destroy(prog);
@@ -233,10 +268,33 @@ START_TEST(test_launch_parameters_and_grid) {
 }
 END_TEST
 
-/* attention.fa's forward kernel: the grid of its @kernel, its parameters in
- * order, and the dynamic shared memory attribute for big tiles. */
+/* attention.fa's forward kernel: the grid of its @kernel and its
+ * parameters in order.  The shared memory the backend asks for depends on
+ * the configuration (and changes as the backend does), so the test picks
+ * the first of a few configurations that fits the device, by what
+ * fadsl_compile reports, and judges the launch by that report. */
+static void bind_attention(fadsl_args *a, uint64_t q, uint64_t kk, uint64_t v, uint64_t lse,
+                           uint64_t o, int n_zh, int n, int groups, int d) {
+  fadsl_args_clear(a);
+  fadsl_args_set_ptr(a, "t_q", q);
+  fadsl_args_set_ptr(a, "t_k", kk);
+  fadsl_args_set_ptr(a, "t_v", v);
+  fadsl_args_set_f32(a, "sm_scale", 0.125f);
+  fadsl_args_set_ptr(a, "t_lse", lse);
+  fadsl_args_set_ptr(a, "t_o", o);
+  fadsl_args_set_i32(a, "n_zh", n_zh);
+  fadsl_args_set_i32(a, "q_seq_len", n);
+  fadsl_args_set_i32(a, "kv_seq_len", n);
+  fadsl_args_set_int(a, "n_groups", groups);
+  fadsl_args_set_int(a, "d_head", d);
+  fadsl_args_set_bool(a, "is_causal", 1);
+  fadsl_args_set_dtype(a, "T", "f16");
+}
+
 START_TEST(test_attention_launch) {
   enum { B = 2, H = 8, KVH = 2, G = H / KVH, N = 1000, D = 128 };
+  fadsl_device_info dev;
+  ck_assert_int_eq(fadsl_context_device_info(ctx, &dev), FADSL_SUCCESS);
   fadsl_program *prog;
   fadsl_status st = fadsl_program_load_file(ctx, FADSL_TOP_SRCDIR "/examples/attention/attention.fa", &prog);
   ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
@@ -251,36 +309,73 @@ START_TEST(test_attention_launch) {
   ck_assert_int_eq(fadsl_malloc(ctx, (size_t)B * H * N * 4, &lse), FADSL_SUCCESS);
   fadsl_args *a;
   ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
-  fadsl_args_set_ptr(a, "t_q", q);
-  fadsl_args_set_ptr(a, "t_k", kk);
-  fadsl_args_set_ptr(a, "t_v", v);
-  fadsl_args_set_f32(a, "sm_scale", 0.125f);
-  fadsl_args_set_ptr(a, "t_lse", lse);
-  fadsl_args_set_ptr(a, "t_o", o);
-  fadsl_args_set_i32(a, "n_zh", B * KVH);
-  fadsl_args_set_i32(a, "q_seq_len", N);
-  fadsl_args_set_i32(a, "kv_seq_len", N);
-  fadsl_args_set_int(a, "n_groups", G);
-  fadsl_args_set_int(a, "d_head", D);
-  fadsl_args_set_bool(a, "is_causal", 1);
-  fadsl_args_set_dtype(a, "T", "f16");
-  fadsl_args_set_int(a, "BLOCK_Q", 128);
-  fadsl_args_set_int(a, "BLOCK_K", 128);
-  fadsl_args_set_config(a, 8, 3);
+
+  /* big tiles first; the first that fits is launched, one that does not
+   * must be refused with the reported size */
+  static const int configs[][4] = {   /* BLOCK_Q, BLOCK_K, warps, stages */
+      {128, 128, 8, 3}, {128, 64, 8, 2}, {64, 64, 4, 2}, {64, 32, 4, 1}, {32, 32, 4, 1}};
+  int chosen = -1, too_big = -1;
   fadsl_kernel_info info;
+  for (int c = 0; c < (int)(sizeof configs / sizeof configs[0]) && chosen < 0; c++) {
+    bind_attention(a, q, kk, v, lse, o, B * KVH, N, G, D);
+    fadsl_args_set_int(a, "BLOCK_Q", configs[c][0]);
+    fadsl_args_set_int(a, "BLOCK_K", configs[c][1]);
+    fadsl_args_set_config(a, configs[c][2], configs[c][3]);
+    st = fadsl_compile(k, a, NULL, &info);
+    if (st != FADSL_SUCCESS) {   /* a configuration the kernel rejects: try the next */
+      fprintf(stderr, "config %d not compiled: %s\n", c, fadsl_context_last_error(ctx));
+      continue;
+    }
+    ck_assert_str_eq(info.arch, dev.arch);
+    if (info.shared_bytes <= dev.shared_per_block_optin)
+      chosen = c;
+    else if (too_big < 0)
+      too_big = c;
+  }
+  ck_assert_msg(chosen >= 0, "no attention configuration fits %zu bytes of shared memory",
+                dev.shared_per_block_optin);
+
+  if (too_big >= 0) {   /* refused before anything reaches the driver */
+    bind_attention(a, q, kk, v, lse, o, B * KVH, N, G, D);
+    fadsl_args_set_int(a, "BLOCK_Q", configs[too_big][0]);
+    fadsl_args_set_int(a, "BLOCK_K", configs[too_big][1]);
+    fadsl_args_set_config(a, configs[too_big][2], configs[too_big][3]);
+    ck_assert_int_eq(fadsl_compile(k, a, NULL, &info), FADSL_SUCCESS);
+    int launches = fake_int("fake_cuda_launches");
+    ck_assert_int_eq(fadsl_launch(k, a, NULL, NULL), FADSL_ERROR_UNSUPPORTED);
+    char want[512];
+    snprintf(want, sizeof want, "needs %zu bytes of shared memory per block; %s allows at most %zu",
+             info.shared_bytes, dev.name, dev.shared_per_block_optin);
+    ck_assert_msg(strstr(fadsl_context_last_error(ctx), want), "%s", fadsl_context_last_error(ctx));
+    ck_assert_int_eq(fake_int("fake_cuda_launches"), launches);
+    ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+  }
+
+  bind_attention(a, q, kk, v, lse, o, B * KVH, N, G, D);
+  fadsl_args_set_int(a, "BLOCK_Q", configs[chosen][0]);
+  fadsl_args_set_int(a, "BLOCK_K", configs[chosen][1]);
+  fadsl_args_set_config(a, configs[chosen][2], configs[chosen][3]);
+  fadsl_kernel_info compiled;
+  ck_assert_int_eq(fadsl_compile(k, a, NULL, &compiled), FADSL_SUCCESS);
+  int attribute_before = fake_int("fake_cuda_max_dynamic_shared");
   st = fadsl_launch(k, a, NULL, &info);
   ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
   ck_assert_str_eq(info.config_source, "explicit");
+  ck_assert_str_eq(info.cache, "memory");   /* the specialisation fadsl_compile made */
+  ck_assert_uint_eq(info.shared_bytes, compiled.shared_bytes);
   Launch l = last_launch();
-  ck_assert_uint_eq(l.grid[0], (N + 127) / 128);
+  ck_assert_uint_eq(l.grid[0], (N + configs[chosen][0] - 1) / configs[chosen][0]);
   ck_assert_uint_eq(l.grid[1], B * KVH * G);
   ck_assert_uint_eq(l.block[0], (unsigned)info.threads);
   ck_assert_uint_eq(l.shared, info.shared_bytes);
   if (info.shared_bytes > 48 * 1024)
     ck_assert_int_eq(fake_int("fake_cuda_max_dynamic_shared"), (int)info.shared_bytes);
+  else
+    ck_assert_int_eq(fake_int("fake_cuda_max_dynamic_shared"), attribute_before);
+  ck_assert_int_gt(info.registers, 0);
   fprintf(stderr, "attn_fwd [%s] warps=%d stages=%d: %d threads, %zu bytes of shared memory, "
-          "%d parameters, %d tensor maps\n", info.constexprs, info.warps, info.stages, info.threads,
-          info.shared_bytes, l.nparams, fake_int("fake_cuda_tensor_maps"));
+          "%d registers, %d parameters, %d tensor maps\n", info.constexprs, info.warps, info.stages,
+          info.threads, info.shared_bytes, info.registers, l.nparams, fake_int("fake_cuda_tensor_maps"));
   /* pointers and scalars appear with their values (TMA descriptors, when the
    * backend asks for them, carry the address in this stand-in) */
   int seen_q = 0, seen_scale = 0, seen_n = 0;
@@ -298,6 +393,54 @@ START_TEST(test_attention_launch) {
   fadsl_free(ctx, v);
   fadsl_free(ctx, o);
   fadsl_free(ctx, lse);
+}
+END_TEST
+
+/* The dynamic shared memory attribute, on a hand-written kernel whose
+ * shared memory the test chooses: raised above the default 48 KiB, left
+ * alone below it, and a request beyond the device's limit refused. */
+START_TEST(test_dynamic_shared_attribute) {
+  static const char *src =
+      "extern \"C\" __global__ void dyn_smem(float *y) {\n"
+      "  extern __shared__ float buf[];\n"
+      "  buf[threadIdx.x] = y[threadIdx.x];\n"
+      "  __syncthreads();\n"
+      "  y[threadIdx.x] = buf[threadIdx.x ^ 1];\n"
+      "}\n";
+  fadsl_device_info dev;
+  ck_assert_int_eq(fadsl_context_device_info(ctx, &dev), FADSL_SUCCESS);
+  FaRtBinary bin;
+  fadsl_status st = fa_rt_build_cubin(ctx, src, "dyn.cu", NULL, NULL, 0, dev.arch, &bin);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+
+  FaRtModule m;
+  int before = fake_int("fake_cuda_max_dynamic_shared");
+  ck_assert_int_eq(fa_rt_module_load(ctx, bin.cubin, "dyn_smem", 40 * 1024, &m), FADSL_SUCCESS);
+  ck_assert_int_eq(fake_int("fake_cuda_max_dynamic_shared"), before);   /* not needed */
+  ck_assert_int_gt(m.registers, 0);
+  ck_assert_int_ge(m.static_shared, 0);
+  fa_rt_module_unload(ctx, &m);
+
+  size_t want = 64 * 1024 + 256;
+  ck_assert_int_eq(fa_rt_module_load(ctx, bin.cubin, "dyn_smem", want, &m), FADSL_SUCCESS);
+  ck_assert_int_eq(fake_int("fake_cuda_max_dynamic_shared"), (int)want);
+  unsigned grid[3] = {1, 1, 1};
+  uint64_t y = 0;
+  void *params[] = {&y, NULL};   /* the stand-in counts parameters up to a NULL */
+  ck_assert_int_eq(fa_rt_launch_raw(ctx, &m, grid, 128, want, NULL, params), FADSL_SUCCESS);
+  Launch l = last_launch();
+  ck_assert_uint_eq(l.shared, want);
+  fa_rt_module_unload(ctx, &m);
+
+  size_t over = dev.shared_per_block_optin + 1;
+  ck_assert_int_eq(fa_rt_module_load(ctx, bin.cubin, "dyn_smem", over, &m), FADSL_ERROR_UNSUPPORTED);
+  char msg[512];
+  snprintf(msg, sizeof msg, "kernel dyn_smem needs %zu bytes of shared memory per block; %s allows at most %zu",
+           over, dev.name, dev.shared_per_block_optin);
+  ck_assert_str_eq(fadsl_context_last_error(ctx), msg);
+  ck_assert_ptr_null(m.module);
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+  fa_rt_binary_free(&bin);
 }
 END_TEST
 
@@ -337,6 +480,7 @@ int main(void) {
   tcase_add_test(tc, test_device_and_arch);
   tcase_add_test(tc, test_launch_parameters_and_grid);
   tcase_add_test(tc, test_attention_launch);
+  tcase_add_test(tc, test_dynamic_shared_attribute);
   tcase_add_test(tc, test_device_helpers);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
