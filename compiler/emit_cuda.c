@@ -63,6 +63,10 @@ typedef struct ValInfo {
   const IrOp *pipe_loop;    /* the loop */
   int pipe_arg;             /* the block pointer: argument pipe_arg of the loop's body */
   const IrOp *pipe_advance; /* its update at the end of each iteration */
+  /* x = a + dot(...) computed as one product accumulating onto a */
+  const IrOp *fused_add;    /* on the product's result: the add that computes it */
+  const IrOp *fused_dot;    /* on the add's result: the product */
+  int fused_addend;         /* on the add's result: the operand (0 or 1) that is not the product */
 } ValInfo;
 
 typedef struct Emitter {
@@ -565,6 +569,21 @@ static void add_conversion(Emitter *em, const IrValue *x, const FaLayout *need) 
 
 /* ---- tiles (shared-memory copies of dot operands) ------------------------------------------- */
 
+/* For a product whose A operand is x.to(f16 / bf16) of an f32 x in
+ * registers: x (the fragments are rounded as they are packed); else NULL. */
+static const IrValue *fused_cast_source(const FaLayoutPlan *plan, const IrOp *op, int i) {
+  const FaDotPlan *dp = op->kind == IR_DOT ? op->aux : NULL;
+  if (!dp || dp->kind != FA_DOT_MMA || i != 0 || !dp->a_in_regs)
+    return NULL;
+  const IrValue *a = op->operands[0];
+  if (fa_value_is_virtual(plan, a) || !a->def || a->def->kind != IR_CAST)
+    return NULL;
+  const IrValue *x = a->def->operands[0];
+  if (x->type.dtype != DT_F32 || fa_value_is_virtual(plan, x) || !x->layout)
+    return NULL;
+  return x;
+}
+
 static bool reads_tile(const IrOp *op, int i) {
   const FaDotPlan *dp = op->kind == IR_DOT ? op->aux : NULL;
   return dp && dp->kind == FA_DOT_MMA && (i == 1 || (i == 0 && !dp->a_in_regs));
@@ -614,17 +633,124 @@ static void request_tile(Emitter *em, const IrValue *x) {
   vi->tile_rows = x->type.shape[1 - d_in];
 }
 
-/* Places the tiles in shared memory, each in a region of its own (pipelined
- * ones with one buffer per stage). */
-static void allocate_tiles(Emitter *em) {
-  for (int id = 0; id < em->nvalues; id++) {
-    ValInfo *vi = &em->vi[id];
-    if (!vi->staged)
-      continue;
-    vi->tile_buf_bytes = (size_t)vi->tile_rows * (size_t)vi->tile_pitch;
-    vi->tile_offset = (em->tile_bytes + 15) & ~(size_t)15;
-    em->tile_bytes = vi->tile_offset + vi->tile_buf_bytes * (size_t)(vi->pipe_stages > 1 ? vi->pipe_stages : 1);
+/* Tiles share shared memory where their lifetimes do not overlap (the two
+ * loops of the causal forward pass, say).  A lifetime is a range of
+ * positions in the program (ops in pre-order): from the definition (for a
+ * pipelined load, its loop: the first buffers are filled before it) to the
+ * last product reading the tile, extended to the end of every loop around
+ * that product which does not also contain the definition (the tile is read
+ * again in the next iteration). */
+static bool op_live(Emitter *em, const IrOp *op);
+static void list_ops(const IrRegion *r, PtrVec *ops);
+
+typedef struct TileSpan {
+  int id;                   /* value id */
+  int start, end;
+  size_t size;
+} TileSpan;
+
+static int op_position(const PtrVec *ops, const IrOp *op) {
+  for (int i = 0; i < ops->len; i++)
+    if (ops->items[i] == op)
+      return i;
+  return -1;
+}
+
+static int subtree_ops(const IrOp *op) {
+  int n = 0;
+  for (int r = 0; r < op->nregions; r++)
+    for (const IrOp *o = op->regions[r]->first; o; o = o->next)
+      n += 1 + subtree_ops(o);
+  return n;
+}
+
+static int span_end_of_use(const PtrVec *ops, const IrOp *use, const IrOp *def_op) {
+  int end = op_position(ops, use);
+  for (const IrRegion *r = use->parent; r && r->parent_op; r = r->parent_op->parent) {
+    const IrOp *owner = r->parent_op;
+    if (owner == def_op)
+      break;
+    bool contains_def = false;
+    for (const IrRegion *d = def_op ? def_op->parent : NULL; d && d->parent_op; d = d->parent_op->parent)
+      if (d->parent_op == owner)
+        contains_def = true;
+    if (owner->kind == IR_FOR && !contains_def) {
+      int e = op_position(ops, owner) + subtree_ops(owner);
+      if (e > end)
+        end = e;
+    }
   }
+  return end;
+}
+
+static void allocate_tiles(Emitter *em) {
+  PtrVec ops = {0};
+  list_ops(em->fn->body, &ops);
+  TileSpan *spans = calloc((size_t)(em->nvalues > 0 ? em->nvalues : 1), sizeof *spans);
+  int n = 0;
+  for (int i = 0; spans && i < ops.len; i++) {
+    const IrOp *op = ops.items[i];
+    const IrValue *defined[64];
+    int nd = 0;
+    for (int r = 0; r < op->nresults && nd < 64; r++)
+      defined[nd++] = op->results[r];
+    for (int g = 0; g < op->nregions; g++)
+      for (int a = 0; a < op->regions[g]->nargs && nd < 64; a++)
+        defined[nd++] = op->regions[g]->args[a];
+    for (int k = 0; k < nd; k++) {
+      const IrValue *x = defined[k];
+      ValInfo *vi = info(em, x);
+      if (!vi->staged)
+        continue;
+      vi->tile_buf_bytes = (size_t)vi->tile_rows * (size_t)vi->tile_pitch;
+      TileSpan *t = &spans[n++];
+      t->id = x->id;
+      t->size = vi->tile_buf_bytes * (size_t)(vi->pipe_stages > 1 ? vi->pipe_stages : 1);
+      const IrOp *def_op = vi->pipe_loop ? vi->pipe_loop : op;
+      t->start = op_position(&ops, def_op);
+      t->end = vi->pipe_loop ? t->start + subtree_ops(vi->pipe_loop) : t->start;
+      /* the products reading it */
+      for (int u = 0; u < ops.len; u++) {
+        const IrOp *use = ops.items[u];
+        if (use->kind != IR_DOT || !op_live(em, use))
+          continue;
+        for (int j = 0; j < 2; j++) {
+          bool flip;
+          if (!reads_tile(use, j) || fused_cast_source(&em->plan, use, j) ||
+              tile_source(em, use->operands[j], &flip) != x)
+            continue;
+          /* a product fused into an addition is computed at the addition */
+          const IrOp *at = info(em, use->results[0])->fused_add ? info(em, use->results[0])->fused_add : use;
+          int e = span_end_of_use(&ops, at, x->def ? x->def : NULL);
+          if (e > t->end)
+            t->end = e;
+        }
+      }
+    }
+  }
+  /* first fit, in order of definition */
+  for (int i = 0; i < n; i++) {
+    size_t off = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int j = 0; j < i; j++) {
+        const TileSpan *o = &spans[j];
+        size_t ooff = em->vi[o->id].tile_offset;
+        bool overlap_time = !(o->end < spans[i].start || spans[i].end < o->start);
+        bool overlap_space = off < ooff + o->size && ooff < off + spans[i].size;
+        if (overlap_time && overlap_space) {
+          off = (ooff + o->size + 15) & ~(size_t)15;
+          moved = true;
+        }
+      }
+    }
+    em->vi[spans[i].id].tile_offset = off;
+    if (off + spans[i].size > em->tile_bytes)
+      em->tile_bytes = off + spans[i].size;
+  }
+  em->tile_bytes = (em->tile_bytes + 15) & ~(size_t)15;
+  free(spans);
+  fa_ptrvec_free(&ops);
 }
 
 /* ---- software pipelining of loads into tiles ----------------------------------------------------
@@ -723,6 +849,33 @@ static void emit_async_load(Emitter *em, const IrValue *x, const char *bp, int t
   fa_sb_free(&d);
 }
 
+/* a + dot(x, y) (either order) becomes dot(x, y, a) on the tensor cores: the
+ * product accumulates onto a in its registers instead of into a second
+ * accumulator that is added afterwards (f32 rounding order aside, the same
+ * sum; the interpreter adds the finished product). */
+static void plan_fused_adds(Emitter *em, const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    for (int i = 0; i < op->nregions; i++)
+      plan_fused_adds(em, op->regions[i]);
+    if (op->kind != IR_BINARY || op->sub != BIN_ADD || !em->live[op->results[0]->id] ||
+        op->results[0]->type.dtype != DT_F32 || !is_block(op->results[0]))
+      continue;
+    for (int k = 0; k < 2; k++) {
+      const IrValue *d = op->operands[k], *other = op->operands[1 - k];
+      const IrOp *dot = d->def;
+      const FaDotPlan *dp = dot && dot->kind == IR_DOT ? dot->aux : NULL;
+      if (!dp || dp->kind != FA_DOT_MMA || dot->noperands != 2 || d->type.dtype != DT_F32 || dot->parent != op->parent ||
+          info(em, d)->nontile_uses != 1 || info(em, d)->nconvs != 0 || d->layout != dp->acc ||
+          op->results[0]->layout != dp->acc || other == d || info(em, d)->fused_add)
+        continue;
+      info(em, d)->fused_add = op;
+      info(em, op->results[0])->fused_dot = dot;
+      info(em, op->results[0])->fused_addend = 1 - k;
+      break;
+    }
+  }
+}
+
 /* ---- liveness ----------------------------------------------------------------------------------- */
 
 static bool has_effects(IrOpKind k) {
@@ -767,12 +920,15 @@ static void compute_liveness(Emitter *em) {
       continue;
     for (int i = 0; i < op->noperands; i++) {
       const IrValue *x = op->operands[i];
-      if (reads_tile(op, i)) {
+      const IrValue *f = fused_cast_source(&em->plan, op, i);
+      if (f) {
+        x = f;
+      } else if (reads_tile(op, i)) {
         bool flip;
         x = tile_source(em, x, &flip);
-      } else {
-        em->vi[x->id].nontile_uses++;
       }
+      if (!reads_tile(op, i))
+        em->vi[x->id].nontile_uses++;
       em->live[x->id] = true;
     }
   }
@@ -784,7 +940,10 @@ static void collect_conversions(Emitter *em, const IrRegion *r) {
     if (!op_live(em, op))
       continue;
     for (int i = 0; i < op->noperands; i++) {
-      if (reads_tile(op, i)) {
+      const IrValue *f = fused_cast_source(&em->plan, op, i);
+      if (f) {
+        add_conversion(em, f, need_of(em, op, i));
+      } else if (reads_tile(op, i)) {
         bool flip;
         request_tile(em, tile_source(em, op->operands[i], &flip));
       } else {
@@ -806,17 +965,11 @@ static void note_scratch(Emitter *em, size_t bytes) {
     em->scratch_bytes = bytes;
 }
 
-static bool inside_loop(const IrValue *x) {
-  for (const IrRegion *r = x->def ? x->def->parent : x->region; r && r->parent_op; r = r->parent_op->parent)
-    if (r->parent_op->kind == IR_FOR)
-      return true;
-  return false;
-}
-
 static void emit_stage(Emitter *em, const IrValue *x) {
   const ValInfo *vi = info(em, x);
-  if (inside_loop(x))
-    line(em, "__syncthreads();  // products of the previous iteration may still read the tile");
+  /* products of the previous iteration, or of a tile that shared this
+     memory, may still read it */
+  line(em, "__syncthreads();");
   line(em, "fa::stage<%s, %d, %d>(fa_smem + %zu, %d, %s, %s);  // shared-memory copy for tensor-core products",
        layout_name(em, x->layout), vi->tile_inner, vi->stage_vec, vi->tile_offset, vi->tile_pitch, vi->name,
        thread_offset(em, x->layout));
@@ -1241,9 +1394,11 @@ static void emit_reduce(Emitter *em, const IrOp *op) {
   }
 }
 
-static void emit_dot(Emitter *em, const IrOp *op) {
+/* r = dot(...) (+ the accumulator operand), or, for a fused add, r = the
+ * add's other operand + dot(...). */
+static void emit_dot_into(Emitter *em, const IrOp *op, const IrValue *r, const IrOp *add, int addend) {
   const FaDotPlan *dp = op->aux;
-  const IrValue *a = op->operands[0], *b = op->operands[1], *r = op->results[0];
+  const IrValue *a = op->operands[0], *b = op->operands[1];
   const FaLayout *lc = dp->acc;
   DType in = a->type.dtype, out = r->type.dtype;
   int M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
@@ -1267,7 +1422,9 @@ static void emit_dot(Emitter *em, const IrOp *op) {
     line(em, "%s %s[%d];", acc_t, c, nregs(lc));
   line(em, "#pragma unroll");
   line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(lc));
-  if (op->noperands > 2)
+  if (add)
+    line(em, "  %s[fa_e] = %s;  // the product accumulates onto the other addend", c, operand(em, add, addend));
+  else if (op->noperands > 2)
     line(em, "  %s[fa_e] = %s;", c, cast_expr(em, acc_dt, op->operands[2]->type.dtype, operand(em, op, 2)));
   else
     line(em, "  %s[fa_e] = %s;", c, zero_of(em, acc_dt));
@@ -1278,7 +1435,12 @@ static void emit_dot(Emitter *em, const IrOp *op) {
     const ValInfo *bi = info(em, bs);
     bool b_k_inner = bflip ? bi->tile_inner == 1 : bi->tile_inner == 0;
     const char *b_tile = aprintf(em, "%s, %d", tile_address(em, bs), bi->tile_pitch);
-    if (dp->a_in_regs) {
+    const IrValue *fused = fused_cast_source(&em->plan, op, 0);
+    if (fused) {
+      line(em, "fa::mma_rs_cvt<%d, %d, %d, %d, %d, %s, %s>(%s, %s, %s, fa_lane, fa_warp);  // A = %s.to(%s)", mt, nt,
+           kt, dp->wm, dp->wn, b_k_inner ? "true" : "false", ctype(in), c, array_in(em, fused, dp->a), b_tile,
+           info(em, fused)->name, fa_dtype_name(in));
+    } else if (dp->a_in_regs) {
       line(em, "fa::mma_rs<%d, %d, %d, %d, %d, %s>(%s, %s, %s, fa_lane, fa_warp);", mt, nt, kt, dp->wm, dp->wn,
            b_k_inner ? "true" : "false", c, array_in(em, a, dp->a), b_tile);
     } else {
@@ -1318,6 +1480,14 @@ static void emit_dot(Emitter *em, const IrOp *op) {
     line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(lc));
     line(em, "  %s[fa_e] = %s;", info(em, r)->name, cast_expr(em, out, acc_dt, aprintf(em, "%s[fa_e]", c)));
   }
+}
+
+static void emit_dot(Emitter *em, const IrOp *op) {
+  if (info(em, op->results[0])->fused_add) {
+    line(em, "// (computed by the addition below, accumulating onto its other operand)");
+    return;
+  }
+  emit_dot_into(em, op, op->results[0], NULL, 0);
 }
 
 /* broadcast, expand_dims, reshape, trans of stored values. */
@@ -1432,6 +1602,7 @@ static void emit_for(Emitter *em, const IrOp *op) {
     stages = info(em, piped.items[0])->pipe_stages;
     line(em, "// software pipeline: the tiles of the next %d iterations are loaded while this one computes", stages - 1);
     line(em, "int %s = 0;", counter);
+    line(em, "__syncthreads();  // the buffers may have held other tiles");
     for (int s = 0; s + 1 < stages; s++) {
       line(em, "if (%s + %d * %s < %s) {", lb, s, step, ub);
       em->indent++;
@@ -1580,7 +1751,14 @@ static void emit_op(Emitter *em, const IrOp *op) {
     emit_elementwise(em, r, cast_expr(em, r->type.dtype, op->operands[0]->type.dtype, operand(em, op, 0)));
     break;
   case IR_UNARY: emit_elementwise(em, r, unary_expr(em, op, operand(em, op, 0))); break;
-  case IR_BINARY: emit_elementwise(em, r, binary_expr(em, op, operand(em, op, 0), operand(em, op, 1))); break;
+  case IR_BINARY:
+    if (info(em, r)->fused_dot) {
+      source_comment(em, info(em, r)->fused_dot->loc);
+      emit_dot_into(em, info(em, r)->fused_dot, r, op, info(em, r)->fused_addend);
+      break;
+    }
+    emit_elementwise(em, r, binary_expr(em, op, operand(em, op, 0), operand(em, op, 1)));
+    break;
   case IR_CMP:
     emit_elementwise(em, r, aprintf(em, "(%s %s %s)", operand(em, op, 0), cmp_sym(op->sub), operand(em, op, 1)));
     break;
@@ -1723,6 +1901,7 @@ bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCuda
     compute_liveness(&em);
     collect_conversions(&em, em.fn->body);
     plan_pipelines(&em, em.fn->body);
+    plan_fused_adds(&em, em.fn->body);
     allocate_tiles(&em);
   }
   /* layout ids may grow while emitting (operand needs are interned lazily) */

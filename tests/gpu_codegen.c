@@ -76,7 +76,7 @@ static const Case cases[] = {
     {ATT, "attn_fwd", "n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=32", "n_zh=2 q_seq_len=77 kv_seq_len=300 sm_scale=0.125",
      4, 3, NULL, 2e-3, 2e-3},
     {ATT, "attn_fwd", "n_groups=1 d_head=128 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64", "n_zh=2 q_seq_len=333 kv_seq_len=333 sm_scale=0.088",
-     8, 4, NULL, 2e-3, 2e-3},
+     8, 3, NULL, 2e-3, 2e-3},
     {ATT, "attn_fwd", "n_groups=1 d_head=64 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=64", "n_zh=2 q_seq_len=64 kv_seq_len=1 sm_scale=0.125",
      4, 1, NULL, 1e-2, 1e-2},
     {ATT, "attn_fwd", "n_groups=1 d_head=32 is_causal=True T=bf16 BLOCK_Q=128 BLOCK_K=64", "n_zh=3 q_seq_len=200 kv_seq_len=200 sm_scale=0.17",
@@ -409,7 +409,8 @@ static void bench(const char *srcdir, fadsl_context *ctx, const char *only) {
       {"attn_fwd", 128, 4096, false, 128, 128, 8, 2}, {"attn_fwd", 128, 4096, false, 64, 64, 4, 3},
       {"attn_fwd", 128, 4096, false, 128, 32, 4, 3},  {"attn_fwd", 64, 4096, false, 128, 64, 8, 3},
       {"attn_fwd", 64, 4096, false, 64, 64, 4, 3},    {"attn_fwd", 64, 4096, false, 128, 128, 8, 3},
-      {"attn_fwd", 128, 16384, true, 128, 64, 8, 3},  {"attn_bwd_dkdv", 128, 4096, false, 64, 128, 8, 2},
+      {"attn_fwd", 128, 16384, true, 128, 64, 8, 2},  {"attn_fwd", 128, 16384, false, 128, 64, 8, 2},
+      {"attn_fwd", 64, 16384, false, 128, 64, 8, 2},  {"attn_bwd_dkdv", 128, 4096, false, 64, 128, 8, 2},
       {"attn_bwd_dq", 128, 4096, false, 128, 64, 8, 2},
   };
   char path[4096];

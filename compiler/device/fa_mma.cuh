@@ -11,7 +11,7 @@
  *   B [K, N], tiles 16 x 8, tile (kt, nt) in ((nt * KT + kt) * 4 + i):
  *     i = 0,1: (k = 2t..2t+1, n = g), i = 2,3: (k = 2t+8.., n = g).
  * These are the fragments of PTX's mma.m16n8k16 .row.col, so a product is a
- * loop of mma instructions over registers.
+ * loop of mma instructions over registers (and ldmatrix from tiles).
  */
 #ifndef FA_MMA_CUH
 #define FA_MMA_CUH
@@ -35,22 +35,6 @@ FA_DEV void mma_16816(float &c0, float &c1, float &c2, float &c3, unsigned a0, u
                "{%8, %9}, {%0, %1, %2, %3};"
                : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/* c += a . b for one warp's MT x NT x KT tiles (layouts above). */
-template <int MT, int NT, int KT, class T>
-FA_DEV void mma(float (&c)[MT * NT * 4], const T (&a)[MT * KT * 8], const T (&b)[NT * KT * 4]) {
-#pragma unroll
-  for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int ia = (mt * KT + kt) * 8, ib = (nt * KT + kt) * 4, ic = (mt * NT + nt) * 4;
-        mma_16816(c[ic], c[ic + 1], c[ic + 2], c[ic + 3], pack2(a[ia], a[ia + 1]), pack2(a[ia + 2], a[ia + 3]),
-                  pack2(a[ia + 4], a[ia + 5]), pack2(a[ia + 6], a[ia + 7]), pack2(b[ib], b[ib + 1]),
-                  pack2(b[ib + 2], b[ib + 3]), T{});
-      }
 }
 
 /* c += a . b on CUDA cores, for operands the tensor cores do not take (f32,
@@ -149,19 +133,8 @@ FA_DEV void load_a_frag(unsigned (&r)[4], unsigned tile, int pitch, int m0, int 
     ldmatrix_x4_trans(r, tile + k * pitch + m * 2);
   }
 }
-/* B fragments of one n8 column block over k0 .. k0+31: r = {b0, b1} of k
- * step k0 / 16 and {b0, b1} of the next. */
-template <bool K_INNER>
-FA_DEV void load_b_frag_x4(unsigned (&r)[4], unsigned tile, int pitch, int n0, int k0, int lane) {
-  if constexpr (K_INNER) {
-    const int n = n0 + (lane & 7), k = k0 + (lane >> 3) * 8;
-    ldmatrix_x4(r, tile + n * pitch + k * 2);
-  } else {
-    const int k = k0 + (lane & 7) + (lane >> 3) * 8;
-    ldmatrix_x4_trans(r, tile + k * pitch + n0 * 2);
-  }
-}
-/* The same over k0 .. k0+15 (lanes 16..31 supply no address). */
+/* B fragments {b0, b1} of one n8 column block over k0 .. k0+15 (lanes
+ * 0..15 supply the addresses). */
 template <bool K_INNER>
 FA_DEV void load_b_frag_x2(unsigned (&r)[2], unsigned tile, int pitch, int n0, int k0, int lane) {
   const int l = lane & 15;
@@ -185,35 +158,79 @@ template <int MT, int NT, int WM, int WN, bool B_K_INNER, class T>
 FA_DEV void mma_k_step(float (&c)[MT * NT * 4], const unsigned (&af)[MT][4], unsigned b_tile, int b_pitch, int kt,
                        int lane, int warp) {
   const int wn = (warp / WM) % WN;
-  unsigned bf[NT][2];
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-    load_b_frag_x2<B_K_INNER>(bf[nt], b_tile, b_pitch, (nt * WN + wn) * 8, kt * 16, lane);
+  for (int nt = 0; nt < NT; ++nt) {
+    unsigned bf[2];
+    load_b_frag_x2<B_K_INNER>(bf, b_tile, b_pitch, (nt * WN + wn) * 8, kt * 16, lane);
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
+    for (int mt = 0; mt < MT; ++mt) {
       const int ic = (mt * NT + nt) * 4;
-      mma_16816(c[ic], c[ic + 1], c[ic + 2], c[ic + 3], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0],
-                bf[nt][1], T{});
+      mma_16816(c[ic], c[ic + 1], c[ic + 2], c[ic + 3], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[0], bf[1],
+                T{});
     }
+  }
 }
 
-/* c += a . b, A in registers (layout of fa_mma.cuh), B from a tile. */
+/* Two f32 rounded to a packed pair of T (the first in the low half), one instruction. */
+FA_DEV unsigned pack2_from_f32(float lo, float hi, half) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+FA_DEV unsigned pack2_from_f32(float lo, float hi, bf16) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+/* A fragments of an f32 block cast to T on the way (x.to(f16) feeding a
+ * product: the rounded copy is never stored). */
+template <int MT, int KT, class T>
+FA_DEV void a_frags_from_f32(unsigned (&af)[MT][4], const float (&a)[MT * KT * 8], int kt) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int ia = (mt * KT + kt) * 8;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      af[mt][i] = pack2_from_f32(a[ia + 2 * i], a[ia + 2 * i + 1], T{});
+  }
+}
+
+template <int MT, int KT, class T>
+FA_DEV void a_frags_from_regs(unsigned (&af)[MT][4], const T (&a)[MT * KT * 8], int kt) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int ia = (mt * KT + kt) * 8;
+    af[mt][0] = pack2(a[ia], a[ia + 1]);
+    af[mt][1] = pack2(a[ia + 2], a[ia + 3]);
+    af[mt][2] = pack2(a[ia + 4], a[ia + 5]);
+    af[mt][3] = pack2(a[ia + 6], a[ia + 7]);
+  }
+}
+
+/* c += a . b, A in registers (layout of fa_mma.cuh), B from a tile.  (B is
+ * read one k16 step at a time: reading two with ldmatrix.x4 halves the
+ * instructions but keeps more fragments live, and registers decide how
+ * many programs an SM runs.) */
 template <int MT, int NT, int KT, int WM, int WN, bool B_K_INNER, class T>
 FA_DEV void mma_rs(float (&c)[MT * NT * 4], const T (&a)[MT * KT * 8], unsigned b_tile, int b_pitch, int lane,
                    int warp) {
 #pragma unroll
   for (int kt = 0; kt < KT; ++kt) {
     unsigned af[MT][4];
+    a_frags_from_regs<MT, KT>(af, a, kt);
+    mma_k_step<MT, NT, WM, WN, B_K_INNER, T>(c, af, b_tile, b_pitch, kt, lane, warp);
+  }
+}
+
+/* c += a.to(T) . b for an f32 a in registers, B from a tile. */
+template <int MT, int NT, int KT, int WM, int WN, bool B_K_INNER, class T>
+FA_DEV void mma_rs_cvt(float (&c)[MT * NT * 4], const float (&a)[MT * KT * 8], unsigned b_tile, int b_pitch,
+                       int lane, int warp) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      const int ia = (mt * KT + kt) * 8;
-      af[mt][0] = pack2(a[ia], a[ia + 1]);
-      af[mt][1] = pack2(a[ia + 2], a[ia + 3]);
-      af[mt][2] = pack2(a[ia + 4], a[ia + 5]);
-      af[mt][3] = pack2(a[ia + 6], a[ia + 7]);
-    }
+  for (int kt = 0; kt < KT; ++kt) {
+    unsigned af[MT][4];
+    a_frags_from_f32<MT, KT, T>(af, a, kt);
     mma_k_step<MT, NT, WM, WN, B_K_INNER, T>(c, af, b_tile, b_pitch, kt, lane, warp);
   }
 }
