@@ -1,0 +1,53 @@
+#!/bin/sh
+# run-attention.sh OUT.jsonl [FADSL-ATTN OPTIONS...] - fadsl's attention benchmark.
+#
+# Runs fadsl-attn --gpu --bench --json over the standard shapes (16k tokens,
+# hidden 2048: D in {64, 128}, N in {1024, 4096, 16384}, B = 16384 / N,
+# H = 2048 / D, causal and not) and the trading day (B in {1, 4}, H = 12,
+# N = 23400, D = 64, causal), f16, forward and backward, and writes one JSON
+# record per shape to OUT.jsonl (replacing it).  Each record has provider
+# "fadsl", B, H, KVH, N, D, causal, dtype, the config of every kernel and
+# where it came from, fwd/bwd ms and TFLOP/s (4*B*H*N*N*D, x0.5 causal, x2.5
+# backward), the device memory used and, unless FADSL_BENCH_CHECK=0, the
+# errors against float64 (on a stated subset of heads and rows).
+# Extra options go to every fadsl-attn run (e.g. --block-q 128 --block-k 64).
+#
+# Run from the repository root with the build in ./build (FADSL_BUILD=DIR
+# for another; FADSL_ATTN=PATH names the binary directly).  bench/compare.py
+# turns this file and the peers' (shared/bench/anchors.py --out) into a table.
+# Exit status 1 when a shape failed (the others still run and are recorded).
+set -u
+[ $# -ge 1 ] || { echo "usage: bench/run-attention.sh OUT.jsonl [fadsl-attn options...]" >&2; exit 2; }
+out=$1
+shift
+extra="$*"   # options for every run (simple words: no quoting needed)
+build=${FADSL_BUILD:-./build}
+attn=${FADSL_ATTN:-$build/examples/attention/fadsl-attn}
+[ -x "$attn" ] || { echo "run-attention: $attn not found (build in ./build, or set FADSL_BUILD / FADSL_ATTN)" >&2; exit 2; }
+check=--check
+[ "${FADSL_BENCH_CHECK:-1}" = 0 ] && check=""
+: > "$out" || exit 2
+failures=0
+
+bench() {   # B H N D causal|full
+  c=""
+  [ "$5" = causal ] && c=--causal
+  echo "== B=$1 H=$2 N=$3 D=$4 $5"
+  if ! "$attn" --gpu --shape "$1,$2,$2,$3,$4" $c --dtype f16 --bench --json "$out" --seed 1 $check $extra; then
+    echo "run-attention: B=$1 H=$2 N=$3 D=$4 $5 FAILED" >&2
+    failures=$((failures + 1))
+  fi
+}
+
+for D in 64 128; do
+  for N in 1024 4096 16384; do
+    for causal in full causal; do
+      bench $((16384 / N)) $((2048 / D)) "$N" "$D" "$causal"
+    done
+  done
+done
+for B in 1 4; do
+  bench "$B" 12 23400 64 causal
+done
+echo "run-attention: $(wc -l < "$out") records in $out, $failures failed shape(s)"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,81 @@
+#!/bin/sh
+# attention-fake-driver.sh - the host side of fadsl-attn --gpu and fadsl-run
+# --gpu on a machine without a GPU, against the stand-in CUDA driver
+# (tests/libfakecuda: device memory is host memory, a launch runs nothing):
+# inputs are copied to the device and back, outputs are poisoned, every
+# kernel is compiled by NVRTC and launched with a configuration that is
+# printed with its source (default / explicit), and since no kernel ran, the
+# outputs come back as NaN and --check must say so and fail.  SKIP (77)
+# without NVRTC.
+set -u
+lib=tests/.libs/libfakecuda.so
+[ -f "$lib" ] || { echo "attention-fake-driver: $lib was not built"; exit 99; }
+attn=${FADSL_ATTN:-$(pwd)/examples/attention/fadsl-attn}
+run=${FADSL_RUN:-$(pwd)/tools/fadsl-run}
+srcdir=${srcdir:-.}
+relerr="sh $srcdir/tests/npy-relerr.sh"
+dir=${TMPDIR:-/tmp}/attention-fake-driver.$$
+mkdir -p "$dir" || exit 99
+trap 'rm -rf "$dir"' EXIT INT TERM
+FADSL_CUDA_DRIVER_PATH="$(cd "$(dirname "$lib")" && pwd)/libfakecuda.so"
+FADSL_CACHE_DIR=$dir/cache
+export FADSL_CUDA_DRIVER_PATH FADSL_CACHE_DIR
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+# has FILE TEXT WHAT: FILE contains TEXT
+has() {
+  if grep -qF -- "$2" "$1"; then echo "ok: $3"; else fail "$3: no '$2' in:"; sed 's/^/    /' "$1"; fi
+}
+
+"$attn" --gpu --shape 1,6,2,77,32 --causal --backward --check --seed 1 > "$dir/out" 2>&1
+status=$?
+if grep -q "NVRTC not available" "$dir/out"; then
+  echo "SKIP: no NVRTC here"; grep "NVRTC" "$dir/out"; exit 77
+fi
+[ "$status" -eq 1 ] && echo "ok: kernels that did not run fail --check (status 1)" || fail "status $status, want 1"
+has "$dir/out" "GPU 0: Fake GPU" "the device is named"
+for k in attn_fwd attn_bwd_d attn_bwd_dkdv attn_bwd_dq; do
+  has "$dir/out" "  $k " "$k launched and its config printed"
+done
+has "$dir/out" "n_groups=3 d_head=32 is_causal=True T=f16 BLOCK_Q=64 BLOCK_K=32 warps=4 stages=2 (default)" \
+  "attn_fwd: GQA 3:1, the default config"
+has "$dir/out" "o   ||out - ref|| / ||ref|| = nan  (14784 NaN/inf values in the output)" "poisoned O is caught"
+has "$dir/out" "dv  ||out - ref|| / ||ref|| = nan  (4928 NaN/inf values in the output)" "poisoned dV is caught"
+
+"$attn" --gpu --shape 2,4,2,100,64 --dtype bf16 --backward --block-q 128 --block-k 64 --warps 8 --stages 3 \
+  --save-inputs "$dir/in_" --o "$dir/o.npy" > "$dir/out" 2>&1
+has "$dir/out" "T=bf16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=3 (explicit)" "a forced config is explicit"
+has "$dir/out" "attn_bwd_dkdv  n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=128 warps=8" \
+  "attn_bwd_dkdv takes the tiles the other way round"
+r=$($relerr "$dir/o.npy" "$dir/in_q.npy")
+[ "${r#* }" = "51200 51200" ] && echo "ok: o.npy came back poisoned ($r)" || fail "o.npy: $r (want every element NaN)"
+
+# forward-only benchmark on files, JSON record
+"$attn" --gpu --q "$dir/in_q.npy" --k "$dir/in_k.npy" --v "$dir/in_v.npy" --bench --iters 3 --min-ms 1 \
+  --json "$dir/b.jsonl" > "$dir/out" 2>&1 || { fail "--bench on files"; cat "$dir/out"; }
+has "$dir/out" "forward:      1.500 ms" "the fake driver's event time is the median"
+has "$dir/b.jsonl" '"provider": "fadsl", "B": 2, "H": 4, "KVH": 2, "N": 100, "Nkv": 100, "D": 64, "causal": false' \
+  "a JSON record with the shape"
+has "$dir/b.jsonl" '"fwd_ms": 1.5' "the JSON record has the time"
+[ "$(wc -l < "$dir/b.jsonl")" -eq 1 ] && echo "ok: one line" || fail "b.jsonl has $(wc -l < "$dir/b.jsonl") lines"
+
+# fadsl-run --gpu: an input buffer goes to the device and comes back unchanged
+# (nothing ran); a buffer made for --out comes back NaN; open tile sizes are
+# left to the runtime
+fa=$srcdir/examples/attention/attention.fa
+"$run" "$fa" attn_fwd --gpu -D n_groups=2 -D d_head=64 -D is_causal=False -D T=bf16 \
+  --arg t_q="$dir/in_q.npy" --arg t_k="$dir/in_k.npy" --arg t_v="$dir/in_v.npy" --arg sm_scale=0.125 \
+  --arg n_zh=4 --arg q_seq_len=100 --arg kv_seq_len=100 --arg t_o="$dir/in_q.npy" --out t_o="$dir/o2.npy" \
+  --out t_lse="$dir/lse2.npy" > "$dir/out" 2>&1 || { fail "fadsl-run --gpu attn_fwd"; cat "$dir/out"; }
+has "$dir/out" "attn_fwd on sm_90a [n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=32] warps=4 stages=2 (default)" \
+  "fadsl-run --gpu prints the launch"
+r=$($relerr "$dir/o2.npy" "$dir/in_q.npy")
+[ "$r" = "0.000e+00 0 51200" ] && echo "ok: an --arg buffer makes the round trip ($r)" || fail "o2.npy vs q: $r"
+r=$($relerr "$dir/lse2.npy" "$dir/lse2.npy")
+[ "${r#* }" = "800 800" ] && echo "ok: a buffer made for --out is NaN-filled ($r)" || fail "lse2.npy: $r"
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
