@@ -13,6 +13,10 @@
 
 #include "fadsl.h"
 
+/* LeakSanitizer (sanitizer builds): NVRTC and the CUDA driver keep allocations
+ * for the life of the process (their caches, the C++ runtime NVRTC brings),
+ * which are not leaks of fadsl's.  Only reports whose allocation stack passes
+ * through those two libraries are suppressed. */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) { return "leak:libnvrtc\nleak:libcuda\n"; }
 
