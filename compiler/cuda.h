@@ -35,6 +35,9 @@ typedef struct FaCudaArg {
   FaCudaArgKind kind;
   int param;                /* index into IrKernel.device->params */
   DType dtype;              /* scalar dtype, or the pointee */
+  int align;                /* CUDA_ARG_POINTER: the byte alignment the generated code assumes
+                               of the pointer (vectorised accesses); a launch must refuse a
+                               pointer that is not a multiple of it */
   /* CUDA_ARG_TENSOR_MAP only: the tiled view the kernel expects */
   int rank;
   int64_t box[FA_MAX_RANK];

@@ -1930,6 +1930,7 @@ bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCuda
       out->args[i].kind = v->type.dtype == DT_PTR ? CUDA_ARG_POINTER : CUDA_ARG_SCALAR;
       out->args[i].param = i;
       out->args[i].dtype = v->type.dtype == DT_PTR ? v->type.pointee : v->type.dtype;
+      out->args[i].align = v->type.dtype == DT_PTR ? 16 : 0; /* see the divisibility analysis */
     }
   }
   if (ok) {

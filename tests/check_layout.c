@@ -415,6 +415,7 @@ START_TEST(test_pass_on_attention_like_kernel) {
   ck_assert_int_eq(out.nargs, 2);
   ck_assert_int_eq(out.args[0].kind, CUDA_ARG_POINTER);
   ck_assert_int_eq(out.args[0].dtype, DT_F16);
+  ck_assert_int_eq(out.args[0].align, 16);
   ck_assert_uint_gt(out.shared_bytes, 64 * 64 * 2);
   /* emitting again (another target) gives the same layouts */
   ck_assert(fa_cuda_target_parse("sm_80", &target));
