@@ -145,10 +145,13 @@ fadsl_status fadsl_attention_kernel_info(const fadsl_attention *a, fadsl_attenti
                                          fadsl_kernel_info *out) {
   if (!a || !out || (int)which < 0 || which >= FADSL_ATTENTION_KERNELS)
     return FADSL_ERROR_INVALID_ARGUMENT;
-  if (!a->launched[which])
-    return FADSL_ERROR_NOT_FOUND;
-  *out = a->info[which];
-  return FADSL_SUCCESS;
+  pthread_mutex_t *lock = (pthread_mutex_t *)&a->lock;   /* a launch may be updating it */
+  pthread_mutex_lock(lock);
+  fadsl_status st = a->launched[which] ? FADSL_SUCCESS : FADSL_ERROR_NOT_FOUND;
+  if (st == FADSL_SUCCESS)
+    *out = a->info[which];
+  pthread_mutex_unlock(lock);
+  return st;
 }
 
 /* ---- checking a call ------------------------------------------------------ */
