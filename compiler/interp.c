@@ -41,16 +41,6 @@ static Cat cat_of(DType dt) {
 
 static bool is_signed_int(DType dt) { return dt == DT_I8 || dt == DT_I16 || dt == DT_I32 || dt == DT_I64; }
 
-static int int_width(DType dt) {
-  switch (dt) {
-  case DT_I1: return 1;
-  case DT_I8: return 8;
-  case DT_I16: return 16;
-  case DT_I32: case DT_U32: return 32;
-  default: return 64;
-  }
-}
-
 /* Wraps an integer to the dtype's width (two's complement). */
 static int64_t wrap_int(DType dt, int64_t v) {
   switch (dt) {
@@ -579,7 +569,7 @@ static double bin_float(IrBinaryOp b, DType dt, double p, double q, bool *ok) {
 
 static bool bin_int(Exec *x, const IrOp *op, DType dt, int64_t p, int64_t q, int64_t *out) {
   uint64_t up = (uint64_t)p, uq = (uint64_t)q;
-  int w = int_width(dt);
+  int w = fa_dtype_is_int(dt) ? fa_dtype_bits(dt) : 64;
   switch ((IrBinaryOp)op->sub) {
   case BIN_ADD: *out = (int64_t)(up + uq); break;
   case BIN_SUB: *out = (int64_t)(up - uq); break;

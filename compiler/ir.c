@@ -42,6 +42,17 @@ bool fa_dtype_is_int(DType dt) {
   return dt == DT_I1 || dt == DT_I8 || dt == DT_I16 || dt == DT_I32 || dt == DT_I64 || dt == DT_U32;
 }
 
+int fa_dtype_bits(DType dt) {
+  switch (dt) {
+  case DT_I1: return 1;
+  case DT_I8: return 8;
+  case DT_I16: return 16;
+  case DT_I32: case DT_U32: return 32;
+  case DT_I64: return 64;
+  default: return 0;
+  }
+}
+
 /* ---- types -------------------------------------------------------------------- */
 
 static IrType make_type(DType dt, DType pointee, int rank, const int *shape) {

@@ -47,6 +47,7 @@ DType fa_dtype_from_name(const char *name); /* DT_VOID when unknown; accepts "bo
 int fa_dtype_size(DType dt);               /* bytes in memory; i1 is stored as 1 byte */
 bool fa_dtype_is_float(DType dt);
 bool fa_dtype_is_int(DType dt);            /* i1 included */
+int fa_dtype_bits(DType dt);               /* integer width: 1 for i1, 8 ... 64; 0 for the others */
 
 typedef struct IrType {
   DType dtype;                  /* element dtype */

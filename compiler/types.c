@@ -53,17 +53,6 @@ static int kind_rank_of_const(FaConstKind k) {
   }
 }
 
-static int int_width(DType dt) {
-  switch (dt) {
-  case DT_I1: return 1;
-  case DT_I8: return 8;
-  case DT_I16: return 16;
-  case DT_I32: case DT_U32: return 32;
-  case DT_I64: return 64;
-  default: return 0;
-  }
-}
-
 static bool is_half(DType dt) { return dt == DT_F16 || dt == DT_BF16; }
 
 /* Common dtype of two typed (runtime) operands. */
@@ -93,7 +82,7 @@ static DType promote_typed(FaOpClass cls, DType a, DType b) {
     return (cls == OPC_BITWISE || cls == OPC_COMPARE || cls == OPC_SELECT) ? DT_I1 : DT_I32;
   /* integer promotion: everything narrower than 32 bits (bool included)
    * widens to i32; i64 wins over i32 */
-  return int_width(a) == 64 || int_width(b) == 64 ? DT_I64 : DT_I32;
+  return fa_dtype_bits(a) == 64 || fa_dtype_bits(b) == 64 ? DT_I64 : DT_I32;
 }
 
 DType fa_promote(FaOpClass cls, DType a, FaConstKind aw, const FaConst *aval, DType b, FaConstKind bw,
