@@ -489,20 +489,6 @@ static int blockptr_offset_div(Emitter *em, const IrValue *v, int dim, const IrV
   return 0;
 }
 
-static bool const_int(const IrValue *v, int64_t *out) {
-  for (int depth = 0; v && v->def && depth < 8; depth++) {
-    const IrOp *op = v->def;
-    if (op->kind == IR_CONST && fa_dtype_is_int(v->type.dtype)) {
-      *out = op->ival;
-      return true;
-    }
-    if (op->kind == IR_CAST && fa_dtype_is_int(v->type.dtype) && fa_dtype_is_int(op->operands[0]->type.dtype))
-      v = op->operands[0];
-    else
-      return false;
-  }
-  return false;
-}
 
 /* Elements per access of a block-pointer load or store in layout l: the
  * registers in a row along the dimension of constant stride 1, as far as
@@ -516,7 +502,7 @@ static int block_vector_width(Emitter *em, const IrValue *bp, const FaLayout *l,
   int c = -1;
   for (int d = 0; d < rank && c < 0; d++) {
     int64_t s;
-    if (const_int(mk->operands[1 + rank + d], &s) && s == 1)
+    if (fa_ir_const_int_value(mk->operands[1 + rank + d], &s) && s == 1)
       c = d;
   }
   if (c < 0)
@@ -535,7 +521,7 @@ static int block_vector_width(Emitter *em, const IrValue *bp, const FaLayout *l,
   for (int d = 0; d < rank; d++)
     if (d != c) {
       int64_t s;
-      vlog = min_i(vlog, const_int(mk->operands[1 + rank + d], &s) ? ctz64((uint64_t)s) : div_of(em, mk->operands[1 + rank + d]));
+      vlog = min_i(vlog, fa_ir_const_int_value(mk->operands[1 + rank + d], &s) ? ctz64((uint64_t)s) : div_of(em, mk->operands[1 + rank + d]));
     }
   vlog = min_i(vlog, blockptr_offset_div(em, bp, c, NULL, 0));
   if (boundary & (1u << c))

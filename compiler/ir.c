@@ -235,6 +235,21 @@ IrValue *fa_ir_const_float(IrBuilder *b, SrcLoc loc, IrType type, double v) {
   return op->results[0];
 }
 
+bool fa_ir_const_int_value(const IrValue *v, int64_t *out) {
+  for (int depth = 0; v && v->def && depth < 8; depth++) {
+    const IrOp *op = v->def;
+    if (op->kind == IR_CONST && fa_dtype_is_int(v->type.dtype)) {
+      *out = op->ival;
+      return true;
+    }
+    if (op->kind == IR_CAST && fa_dtype_is_int(v->type.dtype) && fa_dtype_is_int(op->operands[0]->type.dtype))
+      v = op->operands[0];
+    else
+      return false;
+  }
+  return false;
+}
+
 /* ---- printing ------------------------------------------------------------------- */
 
 static const char *const op_names[IR_OP_COUNT] = {

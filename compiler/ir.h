@@ -227,6 +227,10 @@ IrValue *fa_ir_const_float(IrBuilder *b, SrcLoc loc, IrType type, double v);
 
 /* ---- inspecting ------------------------------------------------------------------ */
 
+/* The value of an integer scalar that is a constant, seen through integer
+ * casts; false when it is not one. */
+bool fa_ir_const_int_value(const IrValue *v, int64_t *out);
+
 /* Prints the function in the textual form of `fadslc --emit=ir`. */
 void fa_ir_print(const IrFunction *fn, StrBuf *out);
 void fa_ir_print_kernel(const IrKernel *k, StrBuf *out);

@@ -745,21 +745,6 @@ static const IrOp *blockptr_origin_depth(const IrValue *v, int depth) {
 
 const IrOp *fa_blockptr_origin(const IrValue *v) { return blockptr_origin_depth(v, 0); }
 
-/* Constant value of an integer scalar, when it is one. */
-static bool const_int(const IrValue *v, int64_t *out) {
-  for (int depth = 0; v && v->def && depth < 8; depth++) {
-    const IrOp *op = v->def;
-    if (op->kind == IR_CONST && fa_dtype_is_int(v->type.dtype)) {
-      *out = op->ival;
-      return true;
-    }
-    if (op->kind == IR_CAST && fa_dtype_is_int(v->type.dtype) && fa_dtype_is_int(op->operands[0]->type.dtype))
-      v = op->operands[0];
-    else
-      return false;
-  }
-  return false;
-}
 
 /* The fastest dimension of a block-pointer load: the one of constant stride 1,
  * else the first of the make_block_ptr's order. */
@@ -770,7 +755,7 @@ static void blockptr_order(const IrValue *bp, int rank, int *order) {
     fastest = mk->perm[0] >= 0 && mk->perm[0] < rank ? mk->perm[0] : rank - 1;
     for (int d = 0; d < rank; d++) {
       int64_t s;
-      if (const_int(mk->operands[1 + rank + d], &s) && s == 1) {
+      if (fa_ir_const_int_value(mk->operands[1 + rank + d], &s) && s == 1) {
         fastest = d;
         break;
       }
