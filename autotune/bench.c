@@ -1,23 +1,30 @@
 /* bench.c - timing the compiled candidates of one launch, and checking
  * that they compute the same thing.
  *
- * Per candidate:
+ * Screening, per candidate, as soon as it is compiled (while later ones
+ * still compile):
  *   1. the buffers an earlier candidate wrote are restored from a snapshot
  *      taken before the first, so every candidate starts from the same data
  *      (outputs poisoned with NaN where the problem allocated them `empty`);
  *   2. one launch, then every buffer of the launch is read back and compared
- *      with what the first valid candidate (the reference) left: bytes equal,
- *      or elements within the dtype's relative error bound (f16 2e-3, bf16
- *      1e-2, f32 1e-4, in the norm ||a - b|| / ||b||), with NaN and infinity
- *      in the same places.  A candidate that disagrees is rejected and
- *      reported as a compiler bug;
- *   3. warm-up launches, then at least opt->min_runs timed launches, each
- *      between two CUDA events, each after a memset of a buffer much larger
- *      than the L2 cache, so that no run finds its inputs in the cache left
- *      by the previous one.  The memset also keeps the GPU busy while the
- *      host prepares the launch, so the host's time is not measured; when
- *      one memset is shorter than the host's launch time, more are queued.
- *      The median is the candidate's time.
+ *      with what the first valid candidate (the reference: the first one
+ *      screened) left: bytes equal, or elements within the dtype's relative
+ *      error bound (f16 2e-3, bf16 1e-2, f32 1e-4, in the norm
+ *      ||a - b|| / ||b||), with NaN and infinity in the same places.  A
+ *      candidate that disagrees is rejected and reported as a compiler bug;
+ *   3. two warm-up launches, then TUNE_SCREEN_RUNS timed runs.
+ * Final round, once every candidate is screened: those whose screening
+ * median is at most TUNE_SCREEN_FACTOR times the best one's, and the default
+ * configuration (the speed-up is measured against it), get one warm-up and
+ * opt->min_runs timed runs; their median and minimum are of these runs
+ * only.  The others are dropped with their screening statistics.
+ *
+ * A timed run is: a memset of a buffer twice the size of the L2 cache (so
+ * that no run finds its inputs in the cache the previous run left), an
+ * event, the launch, an event.  The runs of a round are queued back to back
+ * and read afterwards, so the GPU does not wait for the host between runs;
+ * the memset before each launch also covers the host's time to issue it
+ * (when one memset is shorter than that, more are queued).
  * The buffers are restored at the end, so that the problem continues from
  * the state it had. */
 #include "config.h"
@@ -28,8 +35,7 @@
 
 #include "tune.h"
 
-enum { FLUSH_BYTES = 256 << 20, WARMUP_RUNS = 3, MAX_RUNS = 200 };
-static const double TIME_BUDGET_S = 0.3;   /* per candidate, for choosing the number of runs */
+enum { FLUSH_FALLBACK_BYTES = 256 << 20, FLUSH_MIN_BYTES = 8 << 20, SCREEN_WARMUP = 2, FINAL_WARMUP = 1 };
 
 typedef struct BenchBuf {
   int buffer;                   /* index into run->bufs */
@@ -40,19 +46,26 @@ typedef struct BenchBuf {
   const char *param;            /* the parameter it is passed as (first one) */
 } BenchBuf;
 
-typedef struct Bench {
+struct TuneBench {
   TuneRun *run;
   TuneJob *job;
   fadsl_kernel *k;
+  const TuneOptions *opt;
+  TuneProgress *progress;
   BenchBuf *bufs;
   int nbufs;
   uint64_t flush;               /* 0: no flush buffer */
   size_t flush_bytes;
   int flush_reps;               /* memsets per timed run */
   unsigned char flush_byte;
-  void *ev_start, *ev_end;
+  void **ev;                    /* two per timed run of a round */
+  int nev;
+  double *times;                /* one per timed run of a round */
+  bool calibrated;
   bool broken;                  /* the context is unusable after a failure */
-} Bench;
+  double busy_s;                /* time spent here (the job's time_s) */
+};
+typedef struct TuneBench Bench;
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -208,6 +221,7 @@ static bool check_outputs(Bench *b, TuneCand *c) {
  * the GPU is still busy when the launch arrives. */
 static void calibrate(Bench *b, TuneCand *c) {
   b->flush_reps = 1;
+  b->job->flush_ms = -1;
   if (!b->flush) return;
   double host = 0;
   for (int i = 0; i < 2; i++) {
@@ -217,143 +231,233 @@ static void calibrate(Bench *b, TuneCand *c) {
   }
   float ms = 0;
   if (fadsl_synchronize(ctx_of(b), NULL) != FADSL_SUCCESS ||
-      fadsl_event_record(ctx_of(b), b->ev_start, NULL) != FADSL_SUCCESS ||
+      fadsl_event_record(ctx_of(b), b->ev[0], NULL) != FADSL_SUCCESS ||
       fadsl_memset(ctx_of(b), b->flush, 0, b->flush_bytes) != FADSL_SUCCESS ||
-      fadsl_event_record(ctx_of(b), b->ev_end, NULL) != FADSL_SUCCESS ||
-      fadsl_event_elapsed_ms(ctx_of(b), b->ev_start, b->ev_end, &ms) != FADSL_SUCCESS || ms <= 0)
+      fadsl_event_record(ctx_of(b), b->ev[1], NULL) != FADSL_SUCCESS ||
+      fadsl_event_elapsed_ms(ctx_of(b), b->ev[0], b->ev[1], &ms) != FADSL_SUCCESS || ms <= 0)
     return;
-  double need = 3 * host * 1e3;   /* ms, with a margin */
+  b->job->flush_ms = ms;
+  double need = 2 * host * 1e3;   /* ms, with a margin */
   b->flush_reps = (int)ceil(need / ms);
   if (b->flush_reps < 1) b->flush_reps = 1;
   if (b->flush_reps > 64) b->flush_reps = 64;
+  b->job->flush_reps = b->flush_reps;
 }
 
-/* One timed run: flush, event, launch, event.  Milliseconds, or < 0. */
-static double timed_run(Bench *b, TuneCand *c) {
+/* A failure while timing: recorded on the candidate. */
+static void timing_failed(Bench *b, TuneCand *c) {
+  if (c->status == TUNE_OK) fail_cand(b, c, "launch", "timing failed: %s", fadsl_context_last_error(ctx_of(b)));
+  if (!context_alive(b)) b->broken = true;
+}
+
+/* `runs` timed runs queued back to back, then read: b->times[0..runs). */
+static bool timed_runs(Bench *b, TuneCand *c, int runs) {
   fadsl_context *ctx = ctx_of(b);
-  for (int r = 0; b->flush && r < b->flush_reps; r++) {
-    b->flush_byte++;
-    if (fadsl_memset(ctx, b->flush, b->flush_byte, b->flush_bytes) != FADSL_SUCCESS) return -1;
-  }
-  if (fadsl_event_record(ctx, b->ev_start, NULL) != FADSL_SUCCESS) return -1;
-  fadsl_status st = fadsl_launch(b->k, c->args, NULL, NULL);
-  if (st != FADSL_SUCCESS) {
-    fail_cand(b, c, "launch", "%s: %s", fadsl_status_string(st), fadsl_context_last_error(ctx));
-    return -2;
-  }
-  float ms = 0;
-  if (fadsl_event_record(ctx, b->ev_end, NULL) != FADSL_SUCCESS ||
-      fadsl_event_elapsed_ms(ctx, b->ev_start, b->ev_end, &ms) != FADSL_SUCCESS)
-    return -1;
-  return ms;
-}
-
-static void time_candidate(Bench *b, TuneCand *c, int min_runs) {
-  for (int i = 0; i < WARMUP_RUNS; i++)
-    if (!launch_once(b, c, false)) return;
-  double first = timed_run(b, c);
-  if (first < 0) {
-    if (first == -1) fail_cand(b, c, "launch", "timing failed: %s", fadsl_context_last_error(ctx_of(b)));
-    if (!context_alive(b)) b->broken = true;
-    return;
-  }
-  int runs = min_runs;
-  double per_run_s = first * 1e-3 + 1e-5 * (b->flush_reps + 1);
-  if (runs * per_run_s < TIME_BUDGET_S) runs = (int)(TIME_BUDGET_S / per_run_s);
-  if (runs > MAX_RUNS) runs = MAX_RUNS;
-  if (runs < min_runs) runs = min_runs;
-  double *t = malloc(sizeof *t * (size_t)runs);
-  if (!t) return;
   for (int r = 0; r < runs; r++) {
-    t[r] = timed_run(b, c);
-    if (t[r] < 0) {
-      if (t[r] == -1) fail_cand(b, c, "launch", "timing failed: %s", fadsl_context_last_error(ctx_of(b)));
+    for (int f = 0; b->flush && f < b->flush_reps; f++) {
+      b->flush_byte++;
+      if (fadsl_memset(ctx, b->flush, b->flush_byte, b->flush_bytes) != FADSL_SUCCESS) {
+        timing_failed(b, c);
+        return false;
+      }
+    }
+    if (fadsl_event_record(ctx, b->ev[2 * r], NULL) != FADSL_SUCCESS) {
+      timing_failed(b, c);
+      return false;
+    }
+    fadsl_status st = fadsl_launch(b->k, c->args, NULL, NULL);
+    if (st != FADSL_SUCCESS) {
+      fail_cand(b, c, "launch", "%s: %s", fadsl_status_string(st), fadsl_context_last_error(ctx));
       if (!context_alive(b)) b->broken = true;
-      free(t);
-      return;
+      return false;
+    }
+    if (fadsl_event_record(ctx, b->ev[2 * r + 1], NULL) != FADSL_SUCCESS) {
+      timing_failed(b, c);
+      return false;
     }
   }
-  qsort(t, (size_t)runs, sizeof *t, cmp_double);
-  c->runs = runs;
-  c->min_ms = t[0];
-  c->max_ms = t[runs - 1];
-  c->median_ms = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
-  if (b->job->has_flops && c->median_ms > 0) c->tflops = b->job->flops / (c->median_ms * 1e-3) / 1e12;
-  free(t);
+  for (int r = 0; r < runs; r++) {
+    float ms = 0;
+    if (fadsl_event_elapsed_ms(ctx, b->ev[2 * r], b->ev[2 * r + 1], &ms) != FADSL_SUCCESS) {
+      timing_failed(b, c);
+      return false;
+    }
+    b->times[r] = ms;
+  }
+  return true;
 }
 
-bool fa_tune_bench(TuneRun *run, TuneJob *job, fadsl_kernel *k, const TuneOptions *opt, TuneProgress *progress) {
-  Bench b;
-  memset(&b, 0, sizeof b);
-  b.run = run;
-  b.job = job;
-  b.k = k;
-  fadsl_context *ctx = run->ctx;
+static bool warm_up(Bench *b, TuneCand *c, int n) {
+  for (int i = 0; i < n; i++)
+    if (!launch_once(b, c, false)) return false;
+  return true;
+}
+
+/* The statistics of b->times[0..runs) as the candidate's. */
+static void set_stats(Bench *b, TuneCand *c, int runs) {
+  c->median_ms = fa_tune_median(b->times, runs);   /* sorts */
+  c->min_ms = b->times[0];
+  c->max_ms = b->times[runs - 1];
+  c->runs = runs;
+  c->tflops = b->job->has_flops && c->median_ms > 0 ? b->job->flops / (c->median_ms * 1e-3) / 1e12 : -1;
+}
+
+double fa_tune_median(double *t, int n) {
+  if (n <= 0) return 0;
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+int fa_tune_screen(const double *screen_ms, int n, double factor, int always, bool *keep) {
+  double best = -1;
+  for (int i = 0; i < n; i++)
+    if (screen_ms[i] > 0 && (best < 0 || screen_ms[i] < best)) best = screen_ms[i];
+  int kept = 0;
+  for (int i = 0; i < n; i++) {
+    keep[i] = screen_ms[i] > 0 && (screen_ms[i] <= factor * best || i == always);
+    kept += keep[i];
+  }
+  return kept;
+}
+
+TuneBench *fa_tune_bench_begin(TuneRun *run, TuneJob *job, fadsl_kernel *k, const TuneOptions *opt,
+                               TuneProgress *progress) {
   double t0 = fa_tune_now();
-  bool ok = setup_buffers(&b) && fadsl_event_create(ctx, &b.ev_start) == FADSL_SUCCESS &&
-            fadsl_event_create(ctx, &b.ev_end) == FADSL_SUCCESS;
+  Bench *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->run = run;
+  b->job = job;
+  b->k = k;
+  b->opt = opt;
+  b->progress = progress;
+  b->flush_reps = 1;
+  job->flush_ms = -1;
+  job->flush_reps = 1;
+  fadsl_context *ctx = run->ctx;
+  int maxruns = opt->min_runs > TUNE_SCREEN_RUNS ? opt->min_runs : TUNE_SCREEN_RUNS;
+  b->nev = 2 * maxruns;
+  b->ev = calloc((size_t)b->nev, sizeof *b->ev);
+  b->times = calloc((size_t)maxruns, sizeof *b->times);
+  bool ok = b->ev && b->times && setup_buffers(b);
+  for (int i = 0; ok && i < b->nev; i++) ok = fadsl_event_create(ctx, &b->ev[i]) == FADSL_SUCCESS;
   if (!ok) {
     fa_error(&run->fc->diag, job->launch.call->loc, "preparing to time kernel '%s' failed: %s", job->kernel->name,
              fadsl_context_last_error(ctx));
-    free_buffers(&b);
-    fadsl_event_destroy(ctx, b.ev_start);
-    fadsl_event_destroy(ctx, b.ev_end);
-    return false;
+    for (int i = 0; b->ev && i < b->nev; i++)
+      if (b->ev[i]) fadsl_event_destroy(ctx, b->ev[i]);
+    free_buffers(b);
+    free(b->ev);
+    free(b->times);
+    free(b);
+    return NULL;
   }
-  /* the L2 flush buffer: as large as memory allows, up to FLUSH_BYTES */
+  /* the L2 flush buffer: twice the L2 cache (a guess when the GPU does not say) */
+  fadsl_device_info info;
+  size_t want = FLUSH_FALLBACK_BYTES;
+  if (fadsl_context_device_info(ctx, &info) == FADSL_SUCCESS && info.l2_bytes > 0) {
+    want = 2 * info.l2_bytes;
+    if (want < FLUSH_MIN_BYTES) want = FLUSH_MIN_BYTES;
+    want = (want + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+  }
   size_t free_mem = 0, total = 0;
   fadsl_mem_info(ctx, &free_mem, &total);
-  for (size_t bytes = FLUSH_BYTES; bytes >= (16u << 20) && !b.flush; bytes /= 2)
-    if (bytes < free_mem / 4 && fadsl_malloc(ctx, bytes, &b.flush) == FADSL_SUCCESS) b.flush_bytes = bytes;
-  if (!b.flush && !opt->quiet)
+  if (want < free_mem / 2 && fadsl_malloc(ctx, want, &b->flush) == FADSL_SUCCESS) b->flush_bytes = want;
+  job->flush_bytes = b->flush_bytes;
+  if (!b->flush && !opt->quiet)
     fprintf(stderr, "fadsl-tune: warning: no memory for an L2 flush buffer; timings may be flattered by the cache\n");
+  b->busy_s = fa_tune_now() - t0;
+  return b;
+}
 
-  int ntime = 0;
-  for (int i = 0; i < job->ncands; i++) ntime += job->cands[i].status == TUNE_OK && job->cands[i].same_source_as < 0;
-  fa_tune_progress_begin(progress, "time", job->kernel->name, ntime);
-  bool calibrated = false;
-  for (int i = 0; i < job->ncands; i++) {
+void fa_tune_bench_screen(void *bench, TuneCand *c) {
+  Bench *b = bench;
+  double t0 = fa_tune_now();
+  c->screen_ms = -1;
+  if (b->broken) {
+    fail_cand(b, c, "launch", "not timed: the GPU context was lost after an earlier candidate failed");
+  } else if (check_outputs(b, c)) {
+    if (!b->calibrated) {
+      calibrate(b, c);
+      b->calibrated = true;
+    }
+    if (warm_up(b, c, SCREEN_WARMUP) && timed_runs(b, c, TUNE_SCREEN_RUNS)) {
+      set_stats(b, c, TUNE_SCREEN_RUNS);
+      c->screen_ms = c->median_ms;
+    }
+  }
+  char line[600];
+  if (c->status == TUNE_OK)
+    snprintf(line, sizeof line, "%s: screened, %.4f ms (median of %d)", c->label, c->screen_ms, TUNE_SCREEN_RUNS);
+  else
+    snprintf(line, sizeof line, "%s: rejected (%s)", c->label, c->stage ? c->stage : "?");
+  fa_tune_progress_note(b->progress, line);
+  b->busy_s += fa_tune_now() - t0;
+}
+
+bool fa_tune_bench_finish(TuneBench *b) {
+  double t0 = fa_tune_now();
+  TuneRun *run = b->run;
+  TuneJob *job = b->job;
+  fadsl_context *ctx = run->ctx;
+  /* the screening decision, over the candidates that run code of their own */
+  double *screen = calloc((size_t)job->ncands + 1, sizeof *screen);
+  bool *keep = calloc((size_t)job->ncands + 1, sizeof *keep);
+  int always = job->default_cand;
+  if (always >= 0 && job->cands[always].same_source_as >= 0) always = job->cands[always].same_source_as;
+  int nkeep = 0;
+  if (screen && keep) {
+    for (int i = 0; i < job->ncands; i++) {
+      const TuneCand *c = &job->cands[i];
+      screen[i] = c->status == TUNE_OK && c->same_source_as < 0 && c->runs > 0 ? c->screen_ms : -1;
+    }
+    nkeep = fa_tune_screen(screen, job->ncands, TUNE_SCREEN_FACTOR, always, keep);
+  }
+  fa_tune_progress_begin(b->progress, "time", job->kernel->name, nkeep);
+  for (int i = 0; keep && i < job->ncands; i++) {
     TuneCand *c = &job->cands[i];
-    if (c->status != TUNE_OK || c->same_source_as >= 0) continue;
-    if (b.broken) {
-      fail_cand(&b, c, "launch", "not timed: the GPU context was lost after an earlier candidate failed");
-      fa_tune_progress_step(progress, NULL);
+    if (screen[i] <= 0) continue;
+    if (!keep[i]) {
+      c->dropped = true;   /* keeps its screening statistics */
+      job->ndropped++;
       continue;
     }
-    if (check_outputs(&b, c)) {
-      if (!calibrated) {
-        calibrate(&b, c);
-        calibrated = true;
-      }
-      time_candidate(&b, c, opt->min_runs);
+    if (b->broken) {
+      fail_cand(b, c, "launch", "not timed: the GPU context was lost after an earlier candidate failed");
+    } else if (warm_up(b, c, FINAL_WARMUP) && timed_runs(b, c, b->opt->min_runs)) {
+      set_stats(b, c, b->opt->min_runs);
     }
     char line[600];
     if (c->status == TUNE_OK)
       snprintf(line, sizeof line, "%s: %.4f ms (median of %d)", c->label, c->median_ms, c->runs);
     else
       snprintf(line, sizeof line, "%s: rejected (%s)", c->label, c->stage ? c->stage : "?");
-    fa_tune_progress_step(progress, line);
+    fa_tune_progress_step(b->progress, line);
   }
-  fa_tune_progress_end(progress);
-  if (b.broken)
+  fa_tune_progress_end(b->progress);
+  free(screen);
+  free(keep);
+  if (b->broken)
     fa_error(&run->fc->diag, job->launch.call->loc,
              "the GPU context is unusable after a candidate of kernel '%s' failed; exclude it with --only and run "
              "again",
              job->kernel->name);
 
   fa_tune_copy_from_same_code(run, job);
-  /* the winner: the fastest; of candidates with the same code, the first */
+  /* the winner: the fastest of the final round; of candidates with the same code, the first */
   for (int i = 0; i < job->ncands; i++) {
     const TuneCand *c = &job->cands[i];
-    if (c->status == TUNE_OK && c->median_ms > 0 && c->same_source_as < 0 &&
+    if (c->status == TUNE_OK && !c->dropped && c->median_ms > 0 && c->same_source_as < 0 &&
         (job->winner < 0 || c->median_ms < job->cands[job->winner].median_ms))
       job->winner = i;
   }
-  if (!b.broken) restore_dirty(&b);
-  if (b.flush) fadsl_free(ctx, b.flush);
-  fadsl_event_destroy(ctx, b.ev_start);
-  fadsl_event_destroy(ctx, b.ev_end);
-  free_buffers(&b);
-  job->time_s = fa_tune_now() - t0;
-  return !b.broken;
+  bool alive = !b->broken;
+  if (alive) restore_dirty(b);
+  if (b->flush) fadsl_free(ctx, b->flush);
+  for (int i = 0; i < b->nev; i++) fadsl_event_destroy(ctx, b->ev[i]);
+  free(b->ev);
+  free(b->times);
+  free_buffers(b);
+  job->time_s = b->busy_s + (fa_tune_now() - t0);
+  free(b);
+  return alive;
 }

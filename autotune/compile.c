@@ -10,12 +10,15 @@
  *    more shared memory than the GPU has, and which emit the same source as
  *    an earlier one (e.g. points that differ only in an axis the backend
  *    ignores) -- those need no compile of their own.
- * 2. Compile: threads call fadsl_compile for one candidate per distinct
- *    source, so that libfadsl's kernel cache (memory and disk) is used and
- *    filled: a second fadsl-tune run, and the launches that follow, find the
- *    cubins there.  Then the duplicates are compiled: memory-cache hits.
- * 3. Failures are compiled again one at a time to collect their messages
- *    (a context's last error is shared by its threads). */
+ * 2. Compile: `jobs` threads call fadsl_compile for one candidate per
+ *    distinct source, so that libfadsl's kernel cache (memory and disk) is
+ *    used and filled: a second fadsl-tune run, and the launches that follow,
+ *    find the cubins there.  The calling thread takes each candidate as it
+ *    is done, checks its resources and hands it to the `ready` callback
+ *    (the tuner times it there), so timing overlaps the remaining compiles.
+ * 3. Failures are compiled again one at a time, after the others, to
+ *    collect their messages (a context's last error is shared by its
+ *    threads). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -240,6 +243,10 @@ typedef struct CompileShared {
   fadsl_status *status;         /* per candidate */
   fadsl_kernel_info *info;      /* per candidate */
   TuneProgress *progress;
+  pthread_cond_t done_cond;     /* signalled when a compile is done */
+  int *done;                    /* candidate indices, in the order they were done */
+  int ndone;
+  double last_done;             /* when the last one was done */
 } CompileShared;
 
 static void *compile_worker(void *arg) {
@@ -261,6 +268,11 @@ static void *compile_worker(void *arg) {
                  ? ", cached"
                  : "");
     fa_tune_progress_step(sh->progress, line);
+    pthread_mutex_lock(&sh->lock);
+    sh->done[sh->ndone++] = i;
+    sh->last_done = fa_tune_now();
+    pthread_cond_signal(&sh->done_cond);
+    pthread_mutex_unlock(&sh->lock);
   }
   return NULL;
 }
@@ -290,6 +302,8 @@ void fa_tune_copy_from_same_code(TuneRun *run, TuneJob *job) {
     c->shared_bytes = r->shared_bytes;
     c->threads = r->threads;
     c->cache = r->cache;
+    c->screen_ms = r->screen_ms;
+    c->dropped = r->dropped;
     c->median_ms = r->median_ms;
     c->min_ms = r->min_ms;
     c->max_ms = r->max_ms;
@@ -299,8 +313,31 @@ void fa_tune_copy_from_same_code(TuneRun *run, TuneJob *job) {
   }
 }
 
+/* A compiled candidate: its resources, and whether they fit the GPU. */
+static bool accept(TuneRun *run, TuneCand *c, const fadsl_kernel_info *info, TuneJob *job, size_t smem_limit) {
+  take_info(c, info);
+  if (c->cache && !strcmp(c->cache, "miss")) job->ncompiled++;
+  if (c->registers > 0 && c->threads > 0 && (long)c->registers * c->threads > 65536) {
+    char why[160];
+    snprintf(why, sizeof why, "%d registers x %d threads exceed the 65536 registers of a multiprocessor",
+             c->registers, c->threads);
+    reject(run, c, "registers", why);
+    return false;
+  }
+  if (smem_limit && c->shared_bytes > smem_limit) {
+    char why[160];
+    snprintf(why, sizeof why, "needs %zu bytes of shared memory; the GPU gives a block at most %zu",
+             c->shared_bytes, smem_limit);
+    reject(run, c, "shared memory", why);
+    return false;
+  }
+  c->status = TUNE_OK;
+  return true;
+}
+
 bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *source_text, size_t source_len,
-                     const char *arch, size_t smem_limit, int jobs, TuneProgress *progress) {
+                     const char *arch, size_t smem_limit, int jobs, TuneProgress *progress, TuneReadyFn ready,
+                     void *ready_user) {
   FaCudaTarget target;
   if (!fa_cuda_target_parse(arch, &target)) {
     fa_error(&run->fc->diag, fa_noloc(), "unknown GPU architecture '%s' (expected e.g. sm_80 or sm_90a)", arch);
@@ -334,64 +371,75 @@ bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *so
   sh.order = calloc((size_t)job->ncands + 1, sizeof *sh.order);
   sh.status = calloc((size_t)job->ncands + 1, sizeof *sh.status);
   sh.info = calloc((size_t)job->ncands + 1, sizeof *sh.info);
-  if (!sh.order || !sh.status || !sh.info) {
+  sh.done = calloc((size_t)job->ncands + 1, sizeof *sh.done);
+  if (!sh.order || !sh.status || !sh.info || !sh.done) {
     free(sh.order);
     free(sh.status);
     free(sh.info);
+    free(sh.done);
     return false;
   }
   pthread_mutex_init(&sh.lock, NULL);
+  pthread_cond_init(&sh.done_cond, NULL);
   t0 = fa_tune_now();
   for (int i = 0; i < job->ncands; i++)
     if (job->cands[i].status == TUNE_PENDING && job->cands[i].same_source_as < 0) sh.order[sh.norder++] = i;
   fa_tune_progress_begin(progress, "compile", job->kernel->name, sh.norder);
-  run_threads(compile_worker, &sh, jobs, sh.norder);
+  /* all `jobs` threads compile; this one waits for their results */
+  int nthreads = jobs < sh.norder ? jobs : sh.norder;
+  if (nthreads < 1) nthreads = 1;
+  pthread_t *threads = calloc((size_t)nthreads, sizeof *threads);
+  int started = 0;
+  for (int t = 0; threads && t < nthreads; t++)
+    if (pthread_create(&threads[started], NULL, compile_worker, &sh) == 0) started++;
+  if (started == 0) compile_worker(&sh);   /* no threads: compile everything here first */
+  nthreads = started;
+
+  /* take each candidate as it is done; failures are looked at after the others */
+  int nfailed = 0;
+  int *failed = calloc((size_t)sh.norder + 1, sizeof *failed);
+  for (int n = 0; n < sh.norder; n++) {
+    pthread_mutex_lock(&sh.lock);
+    while (sh.ndone <= n) pthread_cond_wait(&sh.done_cond, &sh.lock);
+    int i = sh.done[n];
+    pthread_mutex_unlock(&sh.lock);
+    if (sh.status[i] != FADSL_SUCCESS) {
+      if (failed) failed[nfailed++] = i;
+      continue;
+    }
+    if (accept(run, &job->cands[i], &sh.info[i], job, smem_limit) && ready) ready(ready_user, &job->cands[i]);
+  }
+  for (int t = 0; t < nthreads; t++) pthread_join(threads[t], NULL);
+  free(threads);
   fa_tune_progress_end(progress);
   pthread_mutex_destroy(&sh.lock);
+  pthread_cond_destroy(&sh.done_cond);
+  double compiled_at = sh.last_done > 0 ? sh.last_done : fa_tune_now();
 
-  for (int n = 0; n < sh.norder; n++) {
-    int i = sh.order[n];
+  for (int n = 0; n < nfailed; n++) {
+    int i = failed[n];
     TuneCand *c = &job->cands[i];
-    if (sh.status[i] != FADSL_SUCCESS) {
-      /* once more on its own, for a message that is surely this candidate's */
-      fadsl_kernel_info info;
-      fadsl_status st = fadsl_compile(k, c->args, arch, &info);
-      if (st == FADSL_SUCCESS) {   /* it worked this time: keep it */
-        sh.status[i] = st;
-        sh.info[i] = info;
-      } else {
-        char *msg = first_line(fadsl_context_last_error(run->ctx));
-        StrBuf sb;
-        fa_sb_init(&sb);
-        fa_sb_printf(&sb, "%s: %s", fadsl_status_string(st), msg ? msg : "");
-        reject(run, c, st == FADSL_ERROR_NVRTC ? "compile" : "specialise", sb.data);
-        fa_sb_free(&sb);
-        free(msg);
-        continue;
-      }
-    }
-    take_info(c, &sh.info[i]);
-    if (c->cache && !strcmp(c->cache, "miss")) job->ncompiled++;
-    if (c->registers > 0 && c->threads > 0 && (long)c->registers * c->threads > 65536) {
-      char why[160];
-      snprintf(why, sizeof why, "%d registers x %d threads exceed the 65536 registers of a multiprocessor",
-               c->registers, c->threads);
-      reject(run, c, "registers", why);
+    /* once more on its own, for a message that is surely this candidate's */
+    fadsl_kernel_info info;
+    fadsl_status st = fadsl_compile(k, c->args, arch, &info);
+    if (st == FADSL_SUCCESS) {   /* it worked this time: keep it */
+      if (accept(run, c, &info, job, smem_limit) && ready) ready(ready_user, c);
       continue;
     }
-    if (smem_limit && c->shared_bytes > smem_limit) {
-      char why[160];
-      snprintf(why, sizeof why, "needs %zu bytes of shared memory; the GPU gives a block at most %zu",
-               c->shared_bytes, smem_limit);
-      reject(run, c, "shared memory", why);
-      continue;
-    }
-    c->status = TUNE_OK;
+    char *msg = first_line(fadsl_context_last_error(run->ctx));
+    StrBuf sb;
+    fa_sb_init(&sb);
+    fa_sb_printf(&sb, "%s: %s", fadsl_status_string(st), msg ? msg : "");
+    reject(run, c, st == FADSL_ERROR_NVRTC ? "compile" : "specialise", sb.data);
+    fa_sb_free(&sb);
+    free(msg);
   }
-  job->compile_s = fa_tune_now() - t0;
+  free(failed);
+  job->compile_s = compiled_at - t0;
   fa_tune_copy_from_same_code(run, job);
   free(sh.order);
   free(sh.status);
   free(sh.info);
+  free(sh.done);
   return true;
 }

@@ -232,6 +232,12 @@ typedef struct Driver {
   int njobs, capjobs;
   int remaining;                /* launches of selected kernels left in the current problem */
   bool store_failed;
+  /* where the time outside the search went (seconds) */
+  double context_s;             /* context, device, program loaded */
+  double fill_s, copy_s, launch_s;   /* over all problems run (TuneRun's) */
+  double setup_seen;            /* fill + copy + launch of the current run at the last job */
+  int nbufs, nmade;             /* buffers the problems allocate, and those made on the device */
+  size_t bytes_made;
 } Driver;
 
 static bool is_selected(const Driver *d, const FaKernelInfo *k) {
@@ -314,7 +320,7 @@ static bool store_job(Driver *d, const TuneJob *job) {
     const TuneCand *next = NULL;
     for (int i = 0; i < job->ncands; i++) {
       const TuneCand *c = &job->cands[i];
-      if (c == w || c->status != TUNE_OK || c->median_ms < last) continue;
+      if (c == w || c->status != TUNE_OK || c->dropped || c->median_ms < last) continue;
       bool taken = false;
       for (int j = 0; j < nru; j++) taken |= ru[j].values == c->cfg.values;
       if (!taken && (!next || c->median_ms < next->median_ms)) next = c;
@@ -400,18 +406,31 @@ static TuneAction on_launch(void *user, TuneRun *run, const TuneLaunch *l, TuneC
 
   fadsl_kernel *k = NULL;
   if (fadsl_program_kernel(d->rprog, l->kernel->name, &k) != FADSL_SUCCESS) return TUNE_ABORT;
+  /* its buffers, made now if no earlier launch needed them */
+  if (!fa_tune_materialise(run, l)) return TUNE_ABORT;
+  double setup_now = run->fill_s + run->copy_s + run->launch_s;
+  job->setup_s = setup_now - d->setup_seen;
+  d->setup_seen = setup_now;
+  t0 = fa_tune_now();   /* the search starts here */
   if (d->opt->mode == TUNE_MODE_TUNE && already_tuned(d, job)) {
     verify_launch(d, run, job, k);
     job->wall_s = fa_tune_now() - t0;
     return TUNE_SKIP;   /* the verifying launch produced the outputs */
   }
-  if (!fa_tune_compile(run, job, k, d->text, d->len, d->arch, d->smem_limit, d->opt->jobs, d->progress))
+  /* tuning: each candidate is screened as soon as it is compiled */
+  TuneBench *bench = NULL;
+  if (d->opt->mode == TUNE_MODE_TUNE && !(bench = fa_tune_bench_begin(run, job, k, d->opt, d->progress)))
     return TUNE_ABORT;
+  if (!fa_tune_compile(run, job, k, d->text, d->len, d->arch, d->smem_limit, d->opt->jobs, d->progress,
+                       bench ? fa_tune_bench_screen : NULL, bench)) {
+    if (bench) fa_tune_bench_finish(bench);
+    return TUNE_ABORT;
+  }
   if (d->opt->mode == TUNE_MODE_COMPILE_ONLY) {
     job->wall_s = fa_tune_now() - t0;
     return TUNE_SKIP;
   }
-  bool ok = fa_tune_bench(run, job, k, d->opt, d->progress);
+  bool ok = fa_tune_bench_finish(bench);
   job->wall_s = fa_tune_now() - t0;
   if (!ok) return TUNE_ABORT;
   if (job->winner >= 0 && !store_job(d, job)) d->store_failed = true;
@@ -538,6 +557,7 @@ static size_t arch_smem_limit(const char *arch) {
 static int setup_device(Driver *d) {
   TuneOptions *opt = d->opt;
   if (opt->mode == TUNE_MODE_DRY_RUN) return TUNE_EXIT_OK;
+  double t0 = fa_tune_now();
   fadsl_status st = fadsl_context_create(opt->device, &d->ctx);
   if (!d->ctx) {
     fprintf(stderr, "fadsl-tune: cannot create a context: %s\n", fadsl_status_string(st));
@@ -590,6 +610,7 @@ static int setup_device(Driver *d) {
     fprintf(stderr, "fadsl-tune: loading %s failed: %s\n", opt->file, fadsl_context_last_error(d->ctx));
     return TUNE_EXIT_FAILED;
   }
+  d->context_s = fa_tune_now() - t0;
   return TUNE_EXIT_OK;
 }
 
@@ -609,7 +630,14 @@ static int run_problems(Driver *d) {
     run.on_device = d->opt->mode == TUNE_MODE_TUNE;
     run.hook = on_launch;
     run.user = d;
+    d->setup_seen = 0;
     int status = fa_tune_run_problem(&run, pr);
+    d->fill_s += run.fill_s;
+    d->copy_s += run.copy_s;
+    d->launch_s += run.launch_s;
+    d->nbufs += run.nbufs;
+    d->nmade += run.nmade;
+    d->bytes_made += run.bytes_made;
     fa_tune_run_release(&run);
     if (status != TUNE_EXIT_OK) return status;
   }
@@ -641,7 +669,15 @@ static int report(Driver *d, double wall_s) {
   if (opt->mode == TUNE_MODE_TUNE) {
     int stored = 0;
     for (int i = 0; i < d->njobs; i++) stored += !d->jobs[i]->cached && d->jobs[i]->winner >= 0;
+    double search = 0;
+    for (int i = 0; i < d->njobs; i++) search += d->jobs[i]->wall_s;
+    double setup = d->context_s + d->fill_s + d->copy_s + d->launch_s;
     fprintf(out, "\n%d result%s stored in %s; %.1f s in all\n", stored, stored == 1 ? "" : "s", d->db_path, wall_s);
+    fprintf(out,
+            "  setup %.2f s (context and program %.2f s; %d of %d buffers made, %.1f MiB: generate %.2f s, "
+            "allocate/copy/memset %.2f s; earlier kernels %.2f s), search %.2f s, other %.2f s\n",
+            setup, d->context_s, d->nmade, d->nbufs, d->bytes_made / 1048576.0, d->fill_s, d->copy_s, d->launch_s,
+            search, wall_s - setup - search);
     if (d->store_failed) status = TUNE_EXIT_FAILED;
   } else if (opt->mode == TUNE_MODE_COMPILE_ONLY) {
     fprintf(out, "\ncompiled for %s with %d thread%s; %.1f s in all\n", d->arch, opt->jobs, opt->jobs == 1 ? "" : "s", wall_s);

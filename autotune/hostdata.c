@@ -1,14 +1,23 @@
 /* hostdata.c - the data fadsl-tune puts into a problem's buffers, and the
  * comparison of candidates' outputs.
  *
- * Buffers are filled on the host from a seeded generator (splitmix64), so a
- * run is reproducible, then copied to the device.  `empty` buffers are
- * poisoned with NaN (all-ones bytes for integers): a kernel that forgets to
- * write part of its output then disagrees with one that does not. */
+ * `randn` and `rand` buffers are filled on the host and copied to the device.
+ * The stream of numbers is cut into chunks of FILL_CHUNK elements, each with
+ * its own xoshiro256** generator seeded from (seed, chunk number), so that
+ * threads fill chunks independently and the contents do not depend on the
+ * number of threads, nor on how a buffer is cut into pieces for copying.
+ * Normal samples come from Box-Muller in single precision on pairs (both the
+ * cosine and the sine branch are used).  `empty` buffers are all-ones bytes:
+ * a NaN in every float type, -1 in every integer type; a kernel that forgets
+ * to write part of its output then disagrees with one that does not. */
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tune.h"
+
+enum { FILL_CHUNK = 1 << 16 };
 
 static uint64_t splitmix64(uint64_t *state) {
   uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
@@ -17,8 +26,48 @@ static uint64_t splitmix64(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
-/* Uniform in [0, 1) with 53 random bits. */
-static double uniform(uint64_t *state) { return (double)(splitmix64(state) >> 11) * 0x1.0p-53; }
+typedef struct Xoshiro {
+  uint64_t s[4];
+} Xoshiro;
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro_next(Xoshiro *x) {
+  uint64_t *s = x->s;
+  uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+static void xoshiro_seed(Xoshiro *x, uint64_t seed, uint64_t chunk) {
+  uint64_t st = seed ^ (chunk * 0xd1342543de82ef95ull);
+  for (int i = 0; i < 4; i++) x->s[i] = splitmix64(&st);
+}
+
+/* Chunk `chunk` of the stream, as floats: FILL_CHUNK values. */
+static void gen_chunk(float *out, TuneFill fill, uint64_t seed, uint64_t chunk) {
+  Xoshiro x;
+  xoshiro_seed(&x, seed, chunk);
+  for (int i = 0; i < FILL_CHUNK; i += 2) {
+    uint64_t r = xoshiro_next(&x);
+    /* two 24-bit uniforms from one draw */
+    float a = (float)(r >> 40) * 0x1.0p-24f, b = (float)((r >> 16) & 0xffffffu) * 0x1.0p-24f;
+    if (fill == TUNE_FILL_RAND) {
+      out[i] = a;
+      out[i + 1] = b;
+    } else {
+      float radius = sqrtf(-2.0f * logf(1.0f - a));   /* 1 - a is in (0, 1] */
+      float angle = 6.28318530718f * b;
+      out[i] = radius * cosf(angle);
+      out[i + 1] = radius * sinf(angle);
+    }
+  }
+}
 
 static uint16_t f32_to_f16(float f) {
   uint32_t x;
@@ -39,20 +88,19 @@ static uint16_t f32_to_f16(float f) {
 }
 
 static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;
-  float v;
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
   if (e == 0) {
-    v = ldexpf((float)m, -24);
+    float v = (float)m * 0x1.0p-24f;   /* zero or subnormal: exact */
+    memcpy(&bits, &v, 4);
+    bits |= sign;
   } else if (e == 31) {
-    v = m ? NAN : INFINITY;
+    bits = sign | 0x7f800000u | (m << 13);   /* infinity or NaN */
   } else {
-    v = ldexpf((float)(m | 0x400u), (int)e - 25);
+    bits = sign | ((e + 112u) << 23) | (m << 13);
   }
-  uint32_t bits;
-  memcpy(&bits, &v, 4);
-  bits |= sign;
-  memcpy(&v, &bits, 4);
-  return v;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
 }
 
 static uint16_t f32_to_bf16(float f) {
@@ -102,35 +150,86 @@ double fa_tune_load_element(const void *src, DType dt, size_t i) {
   }
 }
 
-void fa_tune_fill(void *dst, DType dt, size_t count, TuneFill fill, uint64_t seed) {
-  size_t bytes = count * (size_t)fa_dtype_size(dt);
-  if (fill == TUNE_FILL_ZEROS) {
-    memset(dst, 0, bytes);
-    return;
-  }
-  if (fill == TUNE_FILL_EMPTY) {
-    if (!fa_dtype_is_float(dt)) {
-      memset(dst, 0xff, bytes);
-      return;
-    }
-    for (size_t i = 0; i < count; i++) store_element(dst, dt, i, NAN);
-    return;
-  }
-  uint64_t state = seed;
+/* Stores `n` generated values as dtype dt at dst. */
+static void store_values(void *dst, DType dt, const float *v, size_t n, TuneFill fill) {
   bool integer = !fa_dtype_is_float(dt);
-  for (size_t i = 0; i < count; i++) {
-    double v;
-    if (fill == TUNE_FILL_RAND) {
-      v = uniform(&state);
-      if (integer) v = floor(v * 100);   /* small non-negative integers */
-    } else {
-      /* Box-Muller; one value per pair keeps the code short */
-      double u1 = uniform(&state), u2 = uniform(&state);
-      v = sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
-      if (integer) v = nearbyint(v * 10);
-    }
-    store_element(dst, dt, i, v);
+  if (!integer && dt != DT_F16 && dt != DT_BF16 && dt != DT_F32) {
+    for (size_t i = 0; i < n; i++) store_element(dst, dt, i, v[i]);
+    return;
   }
+  switch (dt) {
+    case DT_F16:
+      for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_f16(v[i]);
+      return;
+    case DT_BF16:
+      for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_bf16(v[i]);
+      return;
+    case DT_F32:
+      memcpy(dst, v, n * sizeof *v);
+      return;
+    default:
+      /* integers: small non-negative ones from rand, rounded 10 x normal from randn */
+      for (size_t i = 0; i < n; i++)
+        store_element(dst, dt, i, fill == TUNE_FILL_RAND ? floor(v[i] * 100.0) : nearbyint(v[i] * 10.0));
+  }
+}
+
+typedef struct FillWork {
+  unsigned char *dst;
+  DType dt;
+  size_t first, count;
+  TuneFill fill;
+  uint64_t seed;
+  int nthreads, thread;
+} FillWork;
+
+/* Chunks thread, thread + nthreads, ... of the range. */
+static void *fill_worker(void *arg) {
+  const FillWork *w = arg;
+  float *tmp = malloc(sizeof *tmp * FILL_CHUNK);
+  if (!tmp) return NULL;
+  size_t esize = (size_t)fa_dtype_size(w->dt), end = w->first + w->count;
+  uint64_t c0 = w->first / FILL_CHUNK, c1 = (end + FILL_CHUNK - 1) / FILL_CHUNK;
+  for (uint64_t c = c0 + (uint64_t)w->thread; c < c1; c += (uint64_t)w->nthreads) {
+    gen_chunk(tmp, w->fill, w->seed, c);
+    size_t lo = c * FILL_CHUNK, hi = lo + FILL_CHUNK;
+    if (lo < w->first) lo = w->first;
+    if (hi > end) hi = end;
+    store_values(w->dst + (lo - w->first) * esize, w->dt, tmp + (lo - c * FILL_CHUNK), hi - lo, w->fill);
+  }
+  free(tmp);
+  return NULL;
+}
+
+void fa_tune_fill_range(void *dst, DType dt, size_t first, size_t count, TuneFill fill, uint64_t seed,
+                        int threads) {
+  size_t bytes = count * (size_t)fa_dtype_size(dt);
+  if (fill == TUNE_FILL_ZEROS || fill == TUNE_FILL_EMPTY) {
+    memset(dst, fill == TUNE_FILL_ZEROS ? 0 : 0xff, bytes);
+    return;
+  }
+  size_t chunks = count / FILL_CHUNK + 2;
+  if (threads < 1) threads = 1;
+  if ((size_t)threads > chunks) threads = (int)chunks;
+  if (threads > 256) threads = 256;
+  FillWork w[256];
+  pthread_t t[256];
+  bool started[256];
+  for (int i = 0; i < threads; i++) {
+    w[i] = (FillWork){dst, dt, first, count, fill, seed, threads, i};
+    started[i] = i > 0 && pthread_create(&t[i], NULL, fill_worker, &w[i]) == 0;
+  }
+  fill_worker(&w[0]);
+  for (int i = 1; i < threads; i++) {
+    if (started[i])
+      pthread_join(t[i], NULL);
+    else
+      fill_worker(&w[i]);   /* no thread: do its share here */
+  }
+}
+
+void fa_tune_fill(void *dst, DType dt, size_t count, TuneFill fill, uint64_t seed) {
+  fa_tune_fill_range(dst, dt, 0, count, fill, seed, 1);
 }
 
 double fa_tune_tolerance(DType dt) {
@@ -143,29 +242,59 @@ double fa_tune_tolerance(DType dt) {
   }
 }
 
+/* Elements [first, first + n) of src as doubles. */
+static void load_block(const void *src, DType dt, size_t first, size_t n, double *out) {
+  switch (dt) {
+    case DT_F16: {
+      const uint16_t *p = (const uint16_t *)src + first;
+      for (size_t i = 0; i < n; i++) out[i] = f16_to_f32(p[i]);
+      return;
+    }
+    case DT_BF16: {
+      const uint16_t *p = (const uint16_t *)src + first;
+      for (size_t i = 0; i < n; i++) out[i] = bf16_to_f32(p[i]);
+      return;
+    }
+    case DT_F32: {
+      const float *p = (const float *)src + first;
+      for (size_t i = 0; i < n; i++) out[i] = p[i];
+      return;
+    }
+    default:
+      for (size_t i = 0; i < n; i++) out[i] = fa_tune_load_element(src, dt, first + i);
+  }
+}
+
 void fa_tune_compare(const void *a, const void *b, DType dt, size_t count, TuneCompare *out) {
   memset(out, 0, sizeof *out);
+  enum { BLOCK = 4096 };
+  double xs[BLOCK], ys[BLOCK];
   double diff2 = 0, ref2 = 0, worst = -1;
   bool first_nonfinite = true;
-  for (size_t i = 0; i < count; i++) {
-    double x = fa_tune_load_element(a, dt, i), y = fa_tune_load_element(b, dt, i);
-    bool fx = isfinite(x), fy = isfinite(y);
-    if (!fx || !fy) {
-      /* the same NaN / infinity in both (e.g. a never-written tail) is agreement */
-      bool same = (isnan(x) && isnan(y)) || (!isnan(x) && !isnan(y) && x == y);
-      if (!same) {
-        if (first_nonfinite) out->first_bad = i;
-        first_nonfinite = false;
-        out->nonfinite_mismatch++;
+  for (size_t base = 0; base < count; base += BLOCK) {
+    size_t n = count - base < BLOCK ? count - base : BLOCK;
+    load_block(a, dt, base, n, xs);
+    load_block(b, dt, base, n, ys);
+    for (size_t j = 0; j < n; j++) {
+      double x = xs[j], y = ys[j];
+      bool fx = isfinite(x), fy = isfinite(y);
+      if (!fx || !fy) {
+        /* the same NaN / infinity in both (e.g. a never-written tail) is agreement */
+        bool same = (isnan(x) && isnan(y)) || (!isnan(x) && !isnan(y) && x == y);
+        if (!same) {
+          if (first_nonfinite) out->first_bad = base + j;
+          first_nonfinite = false;
+          out->nonfinite_mismatch++;
+        }
+        continue;
       }
-      continue;
-    }
-    double d = x - y;
-    diff2 += d * d;
-    ref2 += y * y;
-    if (first_nonfinite && fabs(d) > worst) {
-      worst = fabs(d);
-      out->first_bad = i;
+      double d = x - y;
+      diff2 += d * d;
+      ref2 += y * y;
+      if (first_nonfinite && fabs(d) > worst) {
+        worst = fabs(d);
+        out->first_bad = base + j;
+      }
     }
   }
   out->rel_err = ref2 > 0 ? sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0);

@@ -9,7 +9,9 @@
  * The sizes come from the decorator (or parameter defaults), overridden by
  * --size.  Assignments whose right side is not an allocation are evaluated
  * as compile-time expressions.  `if` on a compile-time condition is allowed;
- * nothing else is (a problem describes data, not computation).  Before each
+ * nothing else is (a problem describes data, not computation).  A buffer
+ * is made and filled on the device only when a launch that runs (or is
+ * tuned) first needs it.  Before each
  * launch the hook decides what happens: launch as libfadsl would, launch with
  * a given config (the tuner's winner), skip, or stop. */
 #include "config.h"
@@ -70,26 +72,63 @@ static bool eval(TuneRun *run, const Node *e, FaConst *out) {
 
 /* ---- buffers ---------------------------------------------------------------------- */
 
-static bool device_alloc(TuneRun *run, TuneBuffer *b, int index) {
-  if (!run->on_device || b->bytes == 0) return true;
+/* Host staging for randn/rand data: filled in threads, copied piece by
+ * piece, reused for every buffer (fresh memory per buffer costs page faults). */
+enum { STAGE_BYTES = 64 << 20 };
+
+static bool device_fill(TuneRun *run, TuneBuffer *b, int index) {
+  double t0 = fa_tune_now();
   fadsl_status st = fadsl_malloc(run->ctx, b->bytes, &b->dptr);
   if (st != FADSL_SUCCESS) {
     fa_error(&run->fc->diag, b->loc, "cannot allocate buffer '%s' (%zu bytes) on the GPU: %s", b->name,
              b->bytes, fadsl_context_last_error(run->ctx));
     return false;
   }
-  void *host = malloc(b->bytes);
-  if (!host) {
-    fa_error(&run->fc->diag, b->loc, "out of host memory filling buffer '%s'", b->name);
-    return false;
+  if (b->fill == TUNE_FILL_ZEROS || b->fill == TUNE_FILL_EMPTY) {
+    /* all-ones bytes: NaN in every float type, -1 in every integer type */
+    st = fadsl_memset(run->ctx, b->dptr, b->fill == TUNE_FILL_ZEROS ? 0 : 0xff, b->bytes);
+    run->copy_s += fa_tune_now() - t0;
+  } else {
+    size_t esize = (size_t)fa_dtype_size(b->dtype);
+    size_t per = STAGE_BYTES / esize;
+    if (per > b->count) per = b->count;
+    void *stage = malloc(per * esize);
+    if (!stage) {
+      fa_error(&run->fc->diag, b->loc, "out of host memory filling buffer '%s'", b->name);
+      return false;
+    }
+    run->copy_s += fa_tune_now() - t0;
+    /* a different stream of numbers for every buffer, the same on every run */
+    uint64_t seed = run->opt->seed * 1000003u + (uint64_t)index * 7919u + 1;
+    for (size_t first = 0; first < b->count && st == FADSL_SUCCESS; first += per) {
+      size_t n = b->count - first < per ? b->count - first : per;
+      double t1 = fa_tune_now();
+      fa_tune_fill_range(stage, b->dtype, first, n, b->fill, seed, run->opt->jobs);
+      double t2 = fa_tune_now();
+      st = fadsl_memcpy_htod(run->ctx, b->dptr + first * esize, stage, n * esize);
+      run->fill_s += t2 - t1;
+      run->copy_s += fa_tune_now() - t2;
+    }
+    free(stage);
   }
-  /* a different stream of numbers for every buffer, the same on every run */
-  fa_tune_fill(host, b->dtype, b->count, b->fill, run->opt->seed * 1000003u + (uint64_t)index * 7919u + 1);
-  st = fadsl_memcpy_htod(run->ctx, b->dptr, host, b->bytes);
-  free(host);
   if (st != FADSL_SUCCESS) {
     fa_error(&run->fc->diag, b->loc, "cannot fill buffer '%s': %s", b->name, fadsl_context_last_error(run->ctx));
     return false;
+  }
+  return true;
+}
+
+bool fa_tune_materialise(TuneRun *run, const TuneLaunch *l) {
+  if (!run->on_device) return true;
+  for (int i = 0; i < l->kernel->nparams; i++) {
+    int at = l->args[i].buffer;
+    if (l->kernel->params[i].kind != PARAM_POINTER || at < 0) continue;
+    TuneBuffer *b = &run->bufs[at];
+    if (b->materialised) continue;
+    if (b->bytes && !device_fill(run, b, at)) return false;
+    b->materialised = true;
+    run->nmade++;
+    run->bytes_made += b->bytes;
   }
   return true;
 }
@@ -146,12 +185,12 @@ static bool allocate(TuneRun *run, const char *name, const Node *call, int kind)
   int e = find_env(run, name);
   if (e >= 0) run->env[e].name = "";
   run->nbufs++;
-  return device_alloc(run, b, run->nbufs - 1);
+  return true;   /* made on the device when a launch first needs it */
 }
 
 void fa_tune_run_release(TuneRun *run) {
   for (int i = 0; i < run->nbufs; i++)
-    if (run->on_device && run->bufs[i].dptr) fadsl_free(run->ctx, run->bufs[i].dptr);
+    if (run->bufs[i].dptr) fadsl_free(run->ctx, run->bufs[i].dptr);
   free(run->bufs);
   run->bufs = NULL;
   run->nbufs = run->capbufs = 0;
@@ -275,6 +314,8 @@ static bool run_launch(TuneRun *run, const Node *call, const FaKernelInfo *k, in
   if (act == TUNE_SKIP || !run->on_device) return true;
 
   /* launch it, as the tuner's own or as libfadsl would choose */
+  if (!fa_tune_materialise(run, &l)) return false;
+  double t1 = fa_tune_now();
   fadsl_kernel *rk = NULL;
   StrBuf err;
   fa_sb_init(&err);
@@ -293,6 +334,7 @@ static bool run_launch(TuneRun *run, const Node *call, const FaKernelInfo *k, in
   } else {
     fa_sb_printf(&err, "%s", fadsl_context_last_error(run->ctx));
   }
+  run->launch_s += fa_tune_now() - t1;
   if (!ok) fa_error(d, call->loc, "launching kernel '%s' failed: %s", k->name, err.data ? err.data : "");
   fa_sb_free(&err);
   return ok;

@@ -83,6 +83,14 @@ void fa_tune_progress_step(TuneProgress *p, const char *line) {
   pthread_mutex_unlock(&p->lock);
 }
 
+void fa_tune_progress_note(TuneProgress *p, const char *line) {
+  if (!p || p->quiet || p->tty || !line) return;
+  pthread_mutex_lock(&p->lock);
+  fprintf(p->out, "        %s\n", line);
+  fflush(p->out);
+  pthread_mutex_unlock(&p->lock);
+}
+
 void fa_tune_progress_end(TuneProgress *p) {
   if (!p || p->quiet) return;
   pthread_mutex_lock(&p->lock);
@@ -199,10 +207,25 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
     nrej += job->cands[i].status == TUNE_REJECTED;
   }
   fprintf(out,
-          "  space %d, pruned %d, rejected %d; %d distinct kernel%s, %d NVRTC run%s, %d timed; "
-          "%.1f s (generate %.2f s, compile %.1f s, time %.1f s)\n",
+          "  space %d, pruned %d, rejected %d; %d distinct kernel%s, %d NVRTC run%s, %d timed; setup %.2f s, "
+          "search %.1f s (generate %.2f s, compile %.1f s, time %.1f s, overlapping)\n",
           job->space_size, job->npruned, nrej, job->nunique_sources, job->nunique_sources == 1 ? "" : "s",
-          job->ncompiled, job->ncompiled == 1 ? "" : "s", nok, job->wall_s, job->emit_s, job->compile_s, job->time_s);
+          job->ncompiled, job->ncompiled == 1 ? "" : "s", nok, job->setup_s, job->wall_s, job->emit_s, job->compile_s,
+          job->time_s);
+  int nfinal = 0, runs = 0;
+  for (int i = 0; i < job->ncands; i++) {
+    const TuneCand *c = &job->cands[i];
+    if (c->status == TUNE_OK && c->same_source_as < 0 && !c->dropped) {
+      nfinal++;
+      runs = c->runs;
+    }
+  }
+  char flush[96] = "no L2 flush";
+  if (job->flush_bytes)
+    snprintf(flush, sizeof flush, "L2 flushed by %d memset%s of %zu MiB (%.3f ms of GPU time each)", job->flush_reps,
+             job->flush_reps == 1 ? "" : "s", job->flush_bytes >> 20, job->flush_ms);
+  fprintf(out, "  timing: %d runs each, then %d for the %d within %.1fx of the best (%d dropped); %s\n",
+          TUNE_SCREEN_RUNS, runs, nfinal, TUNE_SCREEN_FACTOR, job->ndropped, flush);
   const TuneCand **ok = calloc((size_t)job->ncands + 1, sizeof *ok);
   if (!ok) return;
   int n = 0;
@@ -225,8 +248,10 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
     if (r >= top && is_default && top > 0) fprintf(out, "  %4s\n", "...");
     int same = 0;
     for (int i = 0; i < job->ncands; i++) same += job->cands[i].same_source_as == (int)(c - job->cands);
-    char note[64] = "";
+    char note[96] = "";
     if (same) snprintf(note, sizeof note, "  (+%d with the same code)", same);
+    if (c->dropped)
+      snprintf(note + strlen(note), sizeof note - strlen(note), "  (dropped after %d runs)", c->runs);
     fprintf(out, "  %4d  %-*s  %10.4f  %10.4f  %8s  %10s%s%s\n", r + 1, w, c->label, c->median_ms, c->min_ms, tf, sp,
             is_default ? "  (default)" : "", note);
     default_shown |= is_default;
@@ -299,6 +324,8 @@ static json_t *cand_json(const TuneJob *job, const TuneCand *c) {
     json_object_set_new(o, "max_ms", json_real(c->max_ms));
     json_object_set_new(o, "runs", json_integer(c->runs));
     set_num(o, "tflops", c->tflops, c->tflops > 0);
+    set_num(o, "screen_ms", c->screen_ms, c->screen_ms > 0);
+    json_object_set_new(o, "dropped", json_boolean(c->dropped));
     double s = speedup(job, c);
     set_num(o, "speedup_vs_default", s, s > 0);
   }
@@ -343,11 +370,20 @@ static json_t *job_json(const TuneJob *job) {
     json_object_set_new(o, "launch_after_tuning", v);
   }
   json_t *times = json_object();
+  json_object_set_new(times, "setup", json_real(job->setup_s));
   json_object_set_new(times, "generate", json_real(job->emit_s));
   json_object_set_new(times, "compile", json_real(job->compile_s));
   json_object_set_new(times, "time", json_real(job->time_s));
   json_object_set_new(times, "total", json_real(job->wall_s));
   json_object_set_new(o, "seconds", times);
+  json_t *timing = json_object();
+  json_object_set_new(timing, "screen_runs", json_integer(TUNE_SCREEN_RUNS));
+  json_object_set_new(timing, "screen_factor", json_real(TUNE_SCREEN_FACTOR));
+  json_object_set_new(timing, "dropped", json_integer(job->ndropped));
+  json_object_set_new(timing, "flush_bytes", json_integer((json_int_t)job->flush_bytes));
+  set_num(timing, "flush_ms", job->flush_ms, job->flush_ms > 0);
+  json_object_set_new(timing, "flush_reps", json_integer(job->flush_reps));
+  json_object_set_new(o, "timing", timing);
   json_t *cands = json_array();
   for (int i = 0; i < job->ncands; i++) json_array_append_new(cands, cand_json(job, &job->cands[i]));
   json_object_set_new(o, "candidates", cands);

@@ -71,7 +71,8 @@ typedef struct TuneBuffer {
   size_t count;                 /* elements */
   size_t bytes;
   TuneFill fill;
-  uint64_t dptr;                /* 0 without a device */
+  uint64_t dptr;                /* 0 without a device, or until materialised */
+  bool materialised;            /* allocated and filled on the device */
   SrcLoc loc;
 } TuneBuffer;
 
@@ -124,6 +125,12 @@ struct TuneRun {
   TuneLaunchHook hook;
   void *user;
   int exit_status;              /* set by a hook that aborts */
+  /* where the time outside the search goes (seconds, accumulated) */
+  double fill_s;                /* generating randn/rand data on the host */
+  double copy_s;                /* device allocation, host-to-device copies, memsets */
+  double launch_s;              /* kernels run before the one being tuned */
+  int nmade;                    /* buffers made on the device */
+  size_t bytes_made;
 };
 
 /* Runs problem `pr` (sizes from its defaults, overridden by opt->sizes):
@@ -131,6 +138,11 @@ struct TuneRun {
  * device when run->ctx is set) and calling the hook before each kernel
  * launch.  Returns TUNE_EXIT_OK, or another status after reporting. */
 int fa_tune_run_problem(TuneRun *run, const FaProblemInfo *pr);
+/* Buffers are allocated and filled on the device only when a launch that
+ * runs (or is tuned) first passes them: a buffer that only kernels after
+ * the last one tuned use is never made.  This materialises the launch's
+ * pointer arguments.  False after reporting. */
+bool fa_tune_materialise(TuneRun *run, const TuneLaunch *l);
 /* Frees the device buffers of a run. */
 void fa_tune_run_release(TuneRun *run);
 
@@ -151,6 +163,11 @@ fadsl_args *fa_tune_make_args(TuneRun *run, const TuneLaunch *l, fadsl_kernel *k
 
 /* Fills `count` elements of dtype dt at dst from a seeded generator. */
 void fa_tune_fill(void *dst, DType dt, size_t count, TuneFill fill, uint64_t seed);
+/* Elements [first, first + count) of the same stream, into dst (which holds
+ * element `first`), in up to `threads` threads; the result does not depend
+ * on the number of threads nor on how a buffer is cut into ranges. */
+void fa_tune_fill_range(void *dst, DType dt, size_t first, size_t count, TuneFill fill, uint64_t seed,
+                        int threads);
 double fa_tune_load_element(const void *src, DType dt, size_t i);
 /* Relative error bound for comparing outputs of dtype dt. */
 double fa_tune_tolerance(DType dt);
@@ -191,7 +208,9 @@ typedef struct TuneCand {
   double compile_s;
   fadsl_args *args;
   /* timing */
-  double median_ms, min_ms, max_ms;
+  double screen_ms;             /* median of the screening runs; -1: not screened */
+  bool dropped;                 /* screened out: clearly slower than the best (see bench.c) */
+  double median_ms, min_ms, max_ms;   /* of the final runs (of the screening runs when dropped) */
   int runs;
   double rel_err;               /* against the reference candidate; -1: not compared */
   double tflops;                /* -1: unknown */
@@ -222,7 +241,12 @@ typedef struct TuneJob {
   int ncompiled;                /* NVRTC runs (cache misses) */
   bool has_flops;
   double flops;
+  double setup_s;               /* buffers made and earlier kernels run for this job */
   double emit_s, compile_s, time_s, wall_s;
+  int ndropped;                 /* candidates the screening round dropped */
+  size_t flush_bytes;           /* the L2 flush memset */
+  double flush_ms;              /* its GPU time per timed run; -1: unknown */
+  int flush_reps;               /* memsets per timed run */
   bool cached;                  /* an exact database entry existed (no --force) */
   char *cached_label;
   bool compiler_bug;            /* some candidate disagreed with the reference */
@@ -242,6 +266,10 @@ char *fa_tune_config_label(Arena *a, const TuneConfig *cfg);
 
 typedef struct TuneProgress TuneProgress;
 
+/* Called on the calling thread of fa_tune_compile for each distinct
+ * candidate as soon as it is compiled (while later ones still compile). */
+typedef void (*TuneReadyFn)(void *user, TuneCand *c);
+
 /* Generates every pending candidate's CUDA in `jobs` threads (each with its
  * own compiler context and parse of the file), rejects those that do not
  * specialise or need more shared memory than `smem_limit` (0: no limit),
@@ -253,7 +281,7 @@ typedef struct TuneProgress TuneProgress;
  * the whole step. */
 bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *source_text,
                      size_t source_len, const char *arch, size_t smem_limit, int jobs,
-                     TuneProgress *progress);
+                     TuneProgress *progress, TuneReadyFn ready, void *ready_user);
 
 /* Candidates that run the same code as an earlier one (same_source_as)
  * are neither compiled nor timed on their own: this copies the results of
@@ -262,10 +290,34 @@ void fa_tune_copy_from_same_code(TuneRun *run, TuneJob *job);
 
 /* ---- timing (bench.c) ---------------------------------------------------------------- */
 
-/* Times every compiled candidate on the launch's buffers, checks each one's
- * outputs against the first valid candidate's, and sets the winner. */
-bool fa_tune_bench(TuneRun *run, TuneJob *job, fadsl_kernel *k, const TuneOptions *opt,
-                   TuneProgress *progress);
+/* Timing is in two rounds (successive halving with one cut):
+ *   screening: as soon as a candidate is compiled, its outputs are checked
+ *     and it is timed TUNE_SCREEN_RUNS times;
+ *   final: once all are screened, those whose screening median is within
+ *     TUNE_SCREEN_FACTOR of the best screening median, and the default
+ *     configuration always, get opt->min_runs further timed runs, and their
+ *     median and minimum are of those runs only.  The others are dropped:
+ *     they keep their screening statistics and cannot win. */
+enum { TUNE_SCREEN_RUNS = 5 };
+#define TUNE_SCREEN_FACTOR 1.5
+
+typedef struct TuneBench TuneBench;
+/* Prepares timing one job (buffer snapshots, events, the L2 flush buffer).
+ * NULL after reporting. */
+TuneBench *fa_tune_bench_begin(TuneRun *run, TuneJob *job, fadsl_kernel *k, const TuneOptions *opt,
+                               TuneProgress *progress);
+/* The screening round of one compiled candidate (a TuneReadyFn). */
+void fa_tune_bench_screen(void *bench, TuneCand *c);
+/* The final round, the winner; frees the bench.  False when the GPU context
+ * became unusable. */
+bool fa_tune_bench_finish(TuneBench *b);
+
+/* The screening decision on given medians (< 0: not timed): keep[i] is
+ * true for candidates within `factor` of the best, and for `always` (an
+ * index, or -1) when it was timed.  Returns how many are kept. */
+int fa_tune_screen(const double *screen_ms, int n, double factor, int always, bool *keep);
+/* Median of t[0..n) (sorts it); 0 for n == 0. */
+double fa_tune_median(double *t, int n);
 
 /* ---- reporting (report.c) ------------------------------------------------------------- */
 
@@ -276,6 +328,8 @@ void fa_tune_progress_begin(TuneProgress *p, const char *what, const char *job, 
 /* One step done; `line` is what a plain (non-TTY) log says about it. */
 void fa_tune_progress_step(TuneProgress *p, const char *line);
 void fa_tune_progress_end(TuneProgress *p);
+/* A line for the plain (non-TTY) log that is not a step of the phase. */
+void fa_tune_progress_note(TuneProgress *p, const char *line);
 
 typedef struct TuneEnv {
   const char *gpu;              /* device name, or NULL */

@@ -114,6 +114,9 @@ static fadsl_status init_device(fadsl_context *ctx) {
   d->cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                           ctx->cu_device);
   info->shared_per_block_optin = (size_t)optin;
+  int l2 = 0;
+  d->cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, ctx->cu_device);
+  info->l2_bytes = l2 > 0 ? (size_t)l2 : 0;
   d->cuDeviceTotalMem(&info->total_memory, ctx->cu_device);
   info->driver_version = d->version;
   fa_rt_arch_for_cc(info->cc_major, info->cc_minor, info->arch, sizeof info->arch);

@@ -141,6 +141,7 @@ typedef struct fadsl_device_info {
   size_t total_memory;          /* bytes */
   size_t shared_per_block_optin;/* largest dynamic shared memory a block may request */
   int driver_version;           /* e.g. 13000 */
+  size_t l2_bytes;              /* L2 cache size; 0 when unknown */
 } fadsl_device_info;
 
 FADSL_API fadsl_status fadsl_context_device_info(fadsl_context *ctx, fadsl_device_info *out);

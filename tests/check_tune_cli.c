@@ -406,10 +406,11 @@ START_TEST(bad_input_exits_2) {
   expect_failure("--dry-run --size N " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2, "--size wants NAME=VALUE");
   expect_failure("--dry-run --only BLOCK_X=1 " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
                  "--only BLOCK_X: no kernel being tuned has an @autotune axis of that name");
-  /* BLOCK_Q=64 with BLOCK_K=128 never passes attn_fwd's prune (64 % 128 != 0) */
+  /* BLOCK_Q=64 with BLOCK_K=128 never passes attn_fwd's prune (64 % 128 != 0); the
+   * size of the space is left out: it changes with the file's lists */
   expect_failure("--dry-run --kernel attn_fwd --only BLOCK_Q=64 --only BLOCK_K=128 " FADSL_TOP_SRCDIR
                  "/examples/attention/attention.fa",
-                 2, "no point of the @autotune space of kernel 'attn_fwd' (36 points) survives the prune and --only");
+                 2, "points) survives the prune and --only for q_seq_len=1024");
   expect_failure("--dry-run " FADSL_TOP_SRCDIR "/tests/tune/empty-space.fa", 2,
                  "empty-space.fa:13:5: error: no point of the @autotune space of kernel 'zero' (2 points) survives");
   expect_failure("--compile-only " FADSL_TOP_SRCDIR "/tests/tune/empty-space.fa", 2, "survives the prune for n=16");
