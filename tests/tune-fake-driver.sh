@@ -1,0 +1,65 @@
+#!/bin/sh
+# tune-fake-driver.sh - fadsl-tune's tuning path on a machine without a GPU,
+# against the stand-in CUDA driver (tests/libfakecuda: device memory is host
+# memory, a launch runs nothing, every event pair reads 1.5 ms):
+#   - buffers are made only when a launch that runs needs them: in
+#     tests/tune/lazy.fa the two buffers used only after the tuned kernel are
+#     never made, and the launch that uses them never runs;
+#   - every candidate is compiled (NVRTC) and screened, and, all timing equal,
+#     all of them get the final runs (20, or --runs);
+#   - the report gives the setup phases and the timing rule, the result is
+#     stored and a plain launch afterwards takes it ("tuned");
+#   - --json carries the screening and flush numbers.
+# SKIP (77) without NVRTC.
+set -u
+lib=tests/.libs/libfakecuda.so
+[ -f "$lib" ] || { echo "tune-fake-driver: $lib was not built"; exit 99; }
+tune=${FADSL_TUNE:-./autotune/fadsl-tune}
+srcdir=${srcdir:-.}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/tune-fake-driver.XXXXXX") || exit 99
+trap 'rm -rf "$dir"' EXIT INT TERM
+FADSL_CUDA_DRIVER_PATH="$(cd "$(dirname "$lib")" && pwd)/libfakecuda.so"
+FADSL_CACHE_DIR=$dir/cache
+export FADSL_CUDA_DRIVER_PATH FADSL_CACHE_DIR
+unset FADSL_TUNE_DB || true
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+# has FILE TEXT WHAT: FILE contains TEXT
+has() {
+  if grep -qF -- "$2" "$1"; then echo "ok: $3"; else fail "$3: no '$2' in:"; sed 's/^/    /' "$1"; fi
+}
+
+FADSL_LOG=info "$tune" "$srcdir/tests/tune/lazy.fa" --db "$dir/db.json" --json "$dir/out.json" --jobs 2 \
+  >"$dir/out" 2>"$dir/err"
+status=$?
+if grep -q "NVRTC not available" "$dir/out" "$dir/err"; then
+  echo "SKIP: no NVRTC here"
+  exit 77
+fi
+[ "$status" -eq 0 ] && echo "ok: lazy.fa tuned (status 0)" || { fail "status $status"; cat "$dir/out" "$dir/err"; }
+has "$dir/out" "3 of 5 buffers made" "only the buffers of launches that run are made"
+n=$(grep -c "fadsl: launch square" "$dir/err")
+[ "$n" = 1 ] && echo "ok: square runs once, before axpy; not after it" || fail "square launched $n times, want 1"
+n=$(grep -c ": screened, " "$dir/err")
+[ "$n" = 6 ] && echo "ok: all 6 candidates screened" || fail "$n candidates screened, want 6"
+has "$dir/out" "timing: 5 runs each, then 20 for the 6 within 1.5x of the best (0 dropped)" "the timing rule is reported"
+has "$dir/out" "L2 flushed by" "the flush is reported"
+has "$dir/out" "setup " "the setup time is reported per kernel"
+has "$dir/out" "generate " "the setup phases are reported"
+has "$dir/out" "libfadsl now launches it with T=f16 BLOCK=64 warps=1 stages=2 (tuned)" \
+  "equal times: the first candidate wins and is used"
+has "$dir/out" "1 result stored in $dir/db.json" "the result is stored"
+has "$dir/out.json" '"screen_runs": 5' "--json: screening runs"
+has "$dir/out.json" '"dropped": false' "--json: per-candidate dropped flag"
+has "$dir/out.json" '"runs": 20' "--json: final runs"
+
+# --runs: more final runs; the screening round stays 5
+"$tune" "$srcdir/tests/tune/lazy.fa" --db "$dir/db.json" --force --runs 24 --only BLOCK=64 --quiet \
+  >"$dir/out2" 2>"$dir/err2" || { fail "--runs 24: status $?"; cat "$dir/err2"; }
+has "$dir/out2" "timing: 5 runs each, then 24 for the 2 within 1.5x" "--runs sets the final round"
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
