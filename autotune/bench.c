@@ -8,7 +8,7 @@
  *      (outputs poisoned with NaN where the problem allocated them `empty`);
  *   2. one launch, then every buffer of the launch is read back and compared
  *      with what the first valid candidate (the reference: the first one
- *      screened) left: bytes equal, or elements within the dtype's relative
+ *      in the space's order) left: bytes equal, or elements within the dtype's relative
  *      error bound (f16 2e-3, bf16 1e-2, f32 1e-4, in the norm
  *      ||a - b|| / ||b||), with NaN and infinity in the same places.  A
  *      candidate that disagrees is rejected and reported as a compiler bug;

@@ -13,9 +13,10 @@
  * 2. Compile: `jobs` threads call fadsl_compile for one candidate per
  *    distinct source, so that libfadsl's kernel cache (memory and disk) is
  *    used and filled: a second fadsl-tune run, and the launches that follow,
- *    find the cubins there.  The calling thread takes each candidate as it
- *    is done, checks its resources and hands it to the `ready` callback
- *    (the tuner times it there), so timing overlaps the remaining compiles.
+ *    find the cubins there.  The calling thread takes the candidates in
+ *    order, each as soon as it is done, checks its resources and hands it to
+ *    the `ready` callback (the tuner times it there), so timing overlaps the
+ *    remaining compiles.
  * 3. Failures are compiled again one at a time, after the others, to
  *    collect their messages (a context's last error is shared by its
  *    threads). */
@@ -244,8 +245,7 @@ typedef struct CompileShared {
   fadsl_kernel_info *info;      /* per candidate */
   TuneProgress *progress;
   pthread_cond_t done_cond;     /* signalled when a compile is done */
-  int *done;                    /* candidate indices, in the order they were done */
-  int ndone;
+  bool *done;                   /* per candidate */
   double last_done;             /* when the last one was done */
 } CompileShared;
 
@@ -269,7 +269,7 @@ static void *compile_worker(void *arg) {
                  : "");
     fa_tune_progress_step(sh->progress, line);
     pthread_mutex_lock(&sh->lock);
-    sh->done[sh->ndone++] = i;
+    sh->done[i] = true;
     sh->last_done = fa_tune_now();
     pthread_cond_signal(&sh->done_cond);
     pthread_mutex_unlock(&sh->lock);
@@ -395,13 +395,16 @@ bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *so
   if (started == 0) compile_worker(&sh);   /* no threads: compile everything here first */
   nthreads = started;
 
-  /* take each candidate as it is done; failures are looked at after the others */
+  /* take the candidates in the space's order (so that the reference for the
+   * output check is the first one), each as soon as it is done: threads take
+   * them in that order, so little waiting is lost; failures are looked at
+   * after the others */
   int nfailed = 0;
   int *failed = calloc((size_t)sh.norder + 1, sizeof *failed);
   for (int n = 0; n < sh.norder; n++) {
+    int i = sh.order[n];
     pthread_mutex_lock(&sh.lock);
-    while (sh.ndone <= n) pthread_cond_wait(&sh.done_cond, &sh.lock);
-    int i = sh.done[n];
+    while (!sh.done[i]) pthread_cond_wait(&sh.done_cond, &sh.lock);
     pthread_mutex_unlock(&sh.lock);
     if (sh.status[i] != FADSL_SUCCESS) {
       if (failed) failed[nfailed++] = i;

@@ -7,7 +7,8 @@
  * threads fill chunks independently and the contents do not depend on the
  * number of threads, nor on how a buffer is cut into pieces for copying.
  * Normal samples come from Box-Muller in single precision on pairs (both the
- * cosine and the sine branch are used).  `empty` buffers are all-ones bytes:
+ * cosine and the sine branch are used); f64 buffers get these single
+ * precision values too.  `empty` buffers are all-ones bytes:
  * a NaN in every float type, -1 in every integer type; a kernel that forgets
  * to write part of its output then disagrees with one that does not. */
 #include <math.h>

@@ -267,7 +267,8 @@ char *fa_tune_config_label(Arena *a, const TuneConfig *cfg);
 typedef struct TuneProgress TuneProgress;
 
 /* Called on the calling thread of fa_tune_compile for each distinct
- * candidate as soon as it is compiled (while later ones still compile). */
+ * candidate, in the space's order, as soon as it and the earlier ones are
+ * compiled (while later ones still compile). */
 typedef void (*TuneReadyFn)(void *user, TuneCand *c);
 
 /* Generates every pending candidate's CUDA in `jobs` threads (each with its
