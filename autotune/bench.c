@@ -180,7 +180,7 @@ static bool check_outputs(Bench *b, TuneCand *c) {
     }
     if (memcmp(bb->scratch, bb->reference, tb->bytes) == 0) continue;
     TuneCompare cmp;
-    fa_tune_compare(bb->scratch, bb->reference, tb->dtype, tb->count, &cmp);
+    fa_tune_compare_threads(bb->scratch, bb->reference, tb->dtype, tb->count, b->opt->jobs, &cmp);
     double tol = fa_tune_tolerance(tb->dtype);
     if (cmp.rel_err > worst) worst = cmp.rel_err;
     if (cmp.nonfinite_mismatch > 0 || !(cmp.rel_err <= tol)) {

@@ -243,60 +243,104 @@ double fa_tune_tolerance(DType dt) {
   }
 }
 
-/* Elements [first, first + n) of src as doubles. */
-static void load_block(const void *src, DType dt, size_t first, size_t n, double *out) {
-  switch (dt) {
-    case DT_F16: {
-      const uint16_t *p = (const uint16_t *)src + first;
-      for (size_t i = 0; i < n; i++) out[i] = f16_to_f32(p[i]);
-      return;
-    }
-    case DT_BF16: {
-      const uint16_t *p = (const uint16_t *)src + first;
-      for (size_t i = 0; i < n; i++) out[i] = bf16_to_f32(p[i]);
-      return;
-    }
-    case DT_F32: {
-      const float *p = (const float *)src + first;
-      for (size_t i = 0; i < n; i++) out[i] = p[i];
-      return;
-    }
-    default:
-      for (size_t i = 0; i < n; i++) out[i] = fa_tune_load_element(src, dt, first + i);
+/* Elements [first, first + n) of src as doubles; `table` holds the value of
+ * every 16-bit pattern for f16 and bf16 (NULL otherwise). */
+static void load_block(const void *src, DType dt, const float *table, size_t first, size_t n, double *out) {
+  if (table) {
+    const uint16_t *p = (const uint16_t *)src + first;
+    for (size_t i = 0; i < n; i++) out[i] = table[p[i]];
+    return;
   }
+  if (dt == DT_F32) {
+    const float *p = (const float *)src + first;
+    for (size_t i = 0; i < n; i++) out[i] = p[i];
+    return;
+  }
+  for (size_t i = 0; i < n; i++) out[i] = fa_tune_load_element(src, dt, first + i);
 }
 
-void fa_tune_compare(const void *a, const void *b, DType dt, size_t count, TuneCompare *out) {
-  memset(out, 0, sizeof *out);
-  enum { BLOCK = 4096 };
+/* The comparison of elements [lo, hi): sums and places, merged by the caller. */
+typedef struct ComparePart {
+  const void *a, *b;
+  DType dt;
+  const float *table;
+  size_t lo, hi;
+  double diff2, ref2, worst;
+  size_t nonfinite, first_nonfinite, worst_at;
+} ComparePart;
+
+static void *compare_part(void *arg) {
+  ComparePart *p = arg;
+  enum { BLOCK = 2048 };
   double xs[BLOCK], ys[BLOCK];
-  double diff2 = 0, ref2 = 0, worst = -1;
-  bool first_nonfinite = true;
-  for (size_t base = 0; base < count; base += BLOCK) {
-    size_t n = count - base < BLOCK ? count - base : BLOCK;
-    load_block(a, dt, base, n, xs);
-    load_block(b, dt, base, n, ys);
+  p->diff2 = p->ref2 = 0;
+  p->worst = -1;
+  p->nonfinite = 0;
+  for (size_t base = p->lo; base < p->hi; base += BLOCK) {
+    size_t n = p->hi - base < BLOCK ? p->hi - base : BLOCK;
+    load_block(p->a, p->dt, p->table, base, n, xs);
+    load_block(p->b, p->dt, p->table, base, n, ys);
     for (size_t j = 0; j < n; j++) {
       double x = xs[j], y = ys[j];
-      bool fx = isfinite(x), fy = isfinite(y);
-      if (!fx || !fy) {
+      if (!isfinite(x) || !isfinite(y)) {
         /* the same NaN / infinity in both (e.g. a never-written tail) is agreement */
         bool same = (isnan(x) && isnan(y)) || (!isnan(x) && !isnan(y) && x == y);
-        if (!same) {
-          if (first_nonfinite) out->first_bad = base + j;
-          first_nonfinite = false;
-          out->nonfinite_mismatch++;
-        }
+        if (!same && p->nonfinite++ == 0) p->first_nonfinite = base + j;
         continue;
       }
       double d = x - y;
-      diff2 += d * d;
-      ref2 += y * y;
-      if (first_nonfinite && fabs(d) > worst) {
-        worst = fabs(d);
-        out->first_bad = base + j;
+      p->diff2 += d * d;
+      p->ref2 += y * y;
+      if (fabs(d) > p->worst) {
+        p->worst = fabs(d);
+        p->worst_at = base + j;
       }
     }
   }
+  return NULL;
+}
+
+void fa_tune_compare_threads(const void *a, const void *b, DType dt, size_t count, int threads, TuneCompare *out) {
+  memset(out, 0, sizeof *out);
+  float *table = NULL;
+  if ((dt == DT_F16 || dt == DT_BF16) && count > 65536 && (table = malloc(sizeof *table * 65536)))
+    for (uint32_t h = 0; h < 65536; h++) table[h] = dt == DT_F16 ? f16_to_f32((uint16_t)h) : bf16_to_f32((uint16_t)h);
+  /* threads for large buffers only: a thread per million elements at most */
+  enum { MAX_PARTS = 64 };
+  size_t most = count / (1u << 20) + 1;
+  int parts = threads < 1 ? 1 : threads > MAX_PARTS ? MAX_PARTS : threads;
+  if ((size_t)parts > most) parts = (int)most;
+  ComparePart part[MAX_PARTS];
+  pthread_t tid[MAX_PARTS];
+  bool started[MAX_PARTS];
+  for (int i = 0; i < parts; i++) {
+    part[i] = (ComparePart){.a = a, .b = b, .dt = dt, .table = table, .lo = count * (size_t)i / (size_t)parts,
+                            .hi = count * (size_t)(i + 1) / (size_t)parts};
+    started[i] = i > 0 && pthread_create(&tid[i], NULL, compare_part, &part[i]) == 0;
+  }
+  compare_part(&part[0]);
+  for (int i = 1; i < parts; i++) {
+    if (started[i])
+      pthread_join(tid[i], NULL);
+    else
+      compare_part(&part[i]);
+  }
+  /* merged: sums; the first non-finite mismatch, else the largest difference */
+  double diff2 = 0, ref2 = 0, worst = -1;
+  for (int i = 0; i < parts; i++) {
+    diff2 += part[i].diff2;
+    ref2 += part[i].ref2;
+    if (part[i].nonfinite && !out->nonfinite_mismatch) out->first_bad = part[i].first_nonfinite;
+    out->nonfinite_mismatch += part[i].nonfinite;
+    if (!out->nonfinite_mismatch && part[i].worst > worst) {
+      worst = part[i].worst;
+      out->first_bad = part[i].worst_at;
+    }
+  }
+  free(table);
   out->rel_err = ref2 > 0 ? sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0);
+}
+
+void fa_tune_compare(const void *a, const void *b, DType dt, size_t count, TuneCompare *out) {
+  fa_tune_compare_threads(a, b, dt, count, 1, out);
 }

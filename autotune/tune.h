@@ -178,6 +178,9 @@ typedef struct TuneCompare {
   size_t first_bad;             /* index of the first such element, or of the largest error */
 } TuneCompare;
 void fa_tune_compare(const void *a, const void *b, DType dt, size_t count, TuneCompare *out);
+/* The same in up to `threads` threads (for large buffers; the sums may
+ * differ from the one-thread ones in the last bits). */
+void fa_tune_compare_threads(const void *a, const void *b, DType dt, size_t count, int threads, TuneCompare *out);
 
 /* ---- the space (space.c) ----------------------------------------------------------- */
 

@@ -175,28 +175,39 @@ END_TEST
 /* ---- comparing outputs ------------------------------------------------------------------ */
 
 START_TEST(compare_f16) {
-  size_t n = 10000 + 3;   /* more than one block of the comparison */
-  uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
-  ck_assert(a && b);
-  fa_tune_fill(a, DT_F16, n, TUNE_FILL_RANDN, 3);
-  memcpy(b, a, n * 2);
-  TuneCompare cmp;
-  fa_tune_compare(a, b, DT_F16, n, &cmp);
-  ck_assert(cmp.rel_err == 0 && cmp.nonfinite_mismatch == 0);
-  /* one element changed: the error and its place */
-  b[9000] ^= 0x0200;   /* a mantissa bit */
-  fa_tune_compare(a, b, DT_F16, n, &cmp);
-  ck_assert(cmp.rel_err > 0 && cmp.rel_err < 1e-2);
-  ck_assert_uint_eq(cmp.first_bad, 9000);
-  /* NaN in one, finite in the other */
-  b[10001] = 0x7e00;
-  fa_tune_compare(a, b, DT_F16, n, &cmp);
-  ck_assert_uint_eq(cmp.nonfinite_mismatch, 1);
-  ck_assert_uint_eq(cmp.first_bad, 10001);
-  /* the same NaN (all-ones) in both is agreement */
-  a[10001] = 0xffff;
-  fa_tune_compare(a, b, DT_F16, n, &cmp);
-  ck_assert_uint_eq(cmp.nonfinite_mismatch, 0);
+  /* small and large (the large one goes through a conversion table) */
+  const size_t sizes[] = {10000 + 3, 70000 + 3};
+  for (int k = 0; k < 2; k++) {
+    size_t n = sizes[k], changed = n - 1000, nan_at = n - 2;
+    uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
+    ck_assert(a && b);
+    fa_tune_fill(a, DT_F16, n, TUNE_FILL_RANDN, 3);
+    memcpy(b, a, n * 2);
+    TuneCompare cmp;
+    fa_tune_compare(a, b, DT_F16, n, &cmp);
+    ck_assert(cmp.rel_err == 0 && cmp.nonfinite_mismatch == 0);
+    /* one element changed: the error and its place */
+    b[changed] ^= 0x0200;   /* a mantissa bit */
+    fa_tune_compare(a, b, DT_F16, n, &cmp);
+    ck_assert(cmp.rel_err > 0 && cmp.rel_err < 1e-2);
+    ck_assert_uint_eq(cmp.first_bad, changed);
+    /* the error is ||a - b|| / ||b||, b being the reference */
+    double x = fa_tune_load_element(a, DT_F16, changed), y = fa_tune_load_element(b, DT_F16, changed);
+    double norm = 0;
+    for (size_t i = 0; i < n; i++) norm += fa_tune_load_element(b, DT_F16, i) * fa_tune_load_element(b, DT_F16, i);
+    ck_assert(fabs(cmp.rel_err - fabs(x - y) / sqrt(norm)) < 1e-9);
+    /* NaN in one, finite in the other */
+    b[nan_at] = 0x7e00;
+    fa_tune_compare(a, b, DT_F16, n, &cmp);
+    ck_assert_uint_eq(cmp.nonfinite_mismatch, 1);
+    ck_assert_uint_eq(cmp.first_bad, nan_at);
+    /* the same NaN (all-ones) in both is agreement */
+    a[nan_at] = 0xffff;
+    fa_tune_compare(a, b, DT_F16, n, &cmp);
+    ck_assert_uint_eq(cmp.nonfinite_mismatch, 0);
+    free(a);
+    free(b);
+  }
   /* subnormals and infinities load exactly */
   uint16_t s[] = {0x0001, 0x03ff, 0x7c00, 0xfc00, 0x3c00, 0xc000};
   ck_assert(fa_tune_load_element(s, DT_F16, 0) == 0x1p-24);
@@ -205,6 +216,30 @@ START_TEST(compare_f16) {
   ck_assert(isinf(fa_tune_load_element(s, DT_F16, 3)) && fa_tune_load_element(s, DT_F16, 3) < 0);
   ck_assert(fa_tune_load_element(s, DT_F16, 4) == 1.0);
   ck_assert(fa_tune_load_element(s, DT_F16, 5) == -2.0);
+}
+END_TEST
+
+START_TEST(compare_in_threads) {
+  /* large enough for several parts: the same answer as one thread */
+  size_t n = 3u << 20;
+  uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
+  ck_assert(a && b);
+  fa_tune_fill_range(a, DT_BF16, 0, n, TUNE_FILL_RANDN, 11, 2);
+  fa_tune_fill_range(b, DT_BF16, 0, n, TUNE_FILL_RANDN, 11, 2);
+  for (size_t i = 0; i < n; i += 997) b[i] ^= 1;   /* small differences everywhere */
+  b[2500000] ^= 0x0040;                              /* the largest, in a later part */
+  TuneCompare one, four;
+  fa_tune_compare(a, b, DT_BF16, n, &one);
+  fa_tune_compare_threads(a, b, DT_BF16, n, 4, &four);
+  ck_assert_uint_eq(one.first_bad, 2500000);
+  ck_assert_uint_eq(four.first_bad, one.first_bad);
+  ck_assert(fabs(four.rel_err - one.rel_err) <= 1e-12 * one.rel_err);
+  /* non-finite mismatches in two parts: the first one is reported */
+  b[3000000] = 0x7fc0;
+  b[100] = 0x7fc0;
+  fa_tune_compare_threads(a, b, DT_BF16, n, 4, &four);
+  ck_assert_uint_eq(four.nonfinite_mismatch, 2);
+  ck_assert_uint_eq(four.first_bad, 100);
   free(a);
   free(b);
 }
@@ -225,6 +260,7 @@ int main(void) {
   tcase_add_test(tc, fill_rand_and_f16_values);
   tcase_add_test(tc, fill_empty_is_nan);
   tcase_add_test(tc, compare_f16);
+  tcase_add_test(tc, compare_in_threads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
