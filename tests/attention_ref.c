@@ -125,16 +125,71 @@ void fa_attn_ref_backward(const FaAttnShape *s, const double *q, const double *k
   free(o);
 }
 
-double fa_rel_err(const double *a, const double *b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; i++) {
-    if (!isfinite(a[i]))
-      return NAN;
-    double d = a[i] - b[i];
-    num += d * d;
-    den += b[i] * b[i];
+void fa_attn_ref_rss(const FaAttnShape *s, const double *q, const double *k, const double *v, const double *dO,
+                     double *o_rss, double *dq_rss, double *dk_rss, double *dv_rss) {
+  int64_t nq = (int64_t)s->B * s->H * s->Nq * s->D, nkv = (int64_t)s->B * s->KVH * s->Nkv * s->D;
+  double *p = malloc((size_t)(s->Nkv > 0 ? s->Nkv : 1) * sizeof *p);
+  double *os = malloc((size_t)(s->D > 0 ? s->D : 1) * sizeof *os);
+  double *q2 = malloc((size_t)(nq > 0 ? nq : 1) * sizeof *q2);
+  double *dk2 = calloc((size_t)(nkv > 0 ? nkv : 1), sizeof *dk2), *dv2 = calloc((size_t)(nkv > 0 ? nkv : 1), sizeof *dv2);
+  if (!p || !os || !q2 || !dk2 || !dv2)
+    goto out;
+  /* sums of squares first, square roots at the end */
+  for (int b = 0; b < s->B; b++)
+    for (int h = 0; h < s->H; h++)
+      for (int i = 0; i < s->Nq; i++) {
+        row_probs(s, q, k, b, h, i, p);
+        int64_t qi = qrow(s, b, h, i);
+        double *dq2 = q2 + qi;
+        for (int d = 0; d < s->D; d++)
+          os[d] = dq2[d] = 0;
+        for (int j = 0; j < s->Nkv; j++)
+          if (p[j] != 0)
+            for (int d = 0; d < s->D; d++) {
+              double t = p[j] * v[kvrow(s, b, h, j) + d];
+              os[d] += t * t;
+            }
+        if (o_rss)
+          for (int d = 0; d < s->D; d++)
+            o_rss[qi + d] = sqrt(os[d]);
+        if (!dO)
+          continue;
+        double D2 = 0;   /* D_rss^2 */
+        for (int d = 0; d < s->D; d++)
+          D2 += dO[qi + d] * dO[qi + d] * os[d];
+        for (int j = 0; j < s->Nkv; j++) {
+          if (p[j] == 0)
+            continue;
+          int64_t r = kvrow(s, b, h, j);
+          double dp2 = 0;
+          for (int d = 0; d < s->D; d++) {
+            double t = dO[qi + d] * v[r + d];
+            dp2 += t * t;
+            dv2[r + d] += p[j] * p[j] * dO[qi + d] * dO[qi + d];
+          }
+          double ds2 = s->scale * s->scale * p[j] * p[j] * (dp2 + D2);
+          for (int d = 0; d < s->D; d++) {
+            dq2[d] += ds2 * k[r + d] * k[r + d];
+            dk2[r + d] += ds2 * q[qi + d] * q[qi + d];
+          }
+        }
+      }
+  for (int64_t e = 0; dO && e < nq; e++)
+    if (dq_rss)
+      dq_rss[e] = sqrt(q2[e]);
+  for (int64_t e = 0; dO && e < nkv; e++) {
+    if (dk_rss)
+      dk_rss[e] = sqrt(dk2[e]);
+    if (dv_rss)
+      dv_rss[e] = sqrt(dv2[e]);
   }
-  if (den == 0)
-    return num == 0 ? 0 : INFINITY;
-  return sqrt(num / den);
+out:
+  free(p), free(os), free(q2), free(dk2), free(dv2);
+}
+
+double fa_norm(const double *a, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++)
+    s += a[i] * a[i];
+  return sqrt(s);
 }

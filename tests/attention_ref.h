@@ -28,8 +28,25 @@ void fa_attn_ref_forward(const FaAttnShape *s, const double *q, const double *k,
 void fa_attn_ref_backward(const FaAttnShape *s, const double *q, const double *k, const double *v, const double *dO,
                           double *dq, double *dk, double *dv);
 
-/* ||a - b|| / ||b|| over n elements (Euclidean norms); NaN if any element of
- * a is NaN or infinite, so that NaN never passes a bound. */
-double fa_rel_err(const double *a, const double *b, int64_t n);
+/* The scale the errors of o, dq, dk and dv are measured against (any of
+ * the outputs may be NULL): each output recomputed in float64 with every sum
+ * and difference replaced by the root-sum-square of its terms' scales
+ * (inputs and probabilities count at their magnitude):
+ *     o_rss[i]   = sqrt(sum_j P_ij^2 V_j^2)                      (per element)
+ *     dP_rss[ij] = sqrt(sum_d dO_id^2 V_jd^2)
+ *     D_rss[i]   = sqrt(sum_d dO_id^2 o_rss_id^2)                 D = rowsum(dO * o)
+ *     dS_rss[ij] = scale * P_ij * sqrt(dP_rss_ij^2 + D_rss_i^2)   dS = scale * P * (dP - D)
+ *     dq_rss[i]  = sqrt(sum_j dS_rss_ij^2 K_j^2),  dk_rss[j] = sqrt(sum_i dS_rss_ij^2 Q_i^2),
+ *     dv_rss[j]  = sqrt(sum_i P_ij^2 dO_i^2).
+ * Rounding errors of the terms of a sum add up like a random walk, so an
+ * implementation's error is proportional to these (and not to the reference
+ * itself, which cancellation can make arbitrarily small: with one key,
+ * P = 1 and dS = dP - D = 0 exactly).  On data without such cancellation
+ * they are close to |reference| (see tests/check_attn_check.c). */
+void fa_attn_ref_rss(const FaAttnShape *s, const double *q, const double *k, const double *v, const double *dO,
+                     double *o_rss, double *dq_rss, double *dk_rss, double *dv_rss);
+
+/* Euclidean norm of n elements. */
+double fa_norm(const double *a, int64_t n);
 
 #endif

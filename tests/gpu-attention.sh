@@ -2,7 +2,9 @@
 # gpu-attention.sh - attention.fa on the GPU, forward and backward:
 #  1. fadsl-attn --gpu --check (float64 reference) over the interpreter test's
 #     cases: N = 1, 77, 200, Nq != Nkv, GQA 4:1 and 3:1, causal and not,
-#     D in {16, 32, 64, 128, 256}, f16 and bf16; a few with forced configs;
+#     D in {16, 32, 64, 128, 256}, f16 and bf16; one key (exact dQ = dK = 0,
+#     measured against the root-sum-square scale, see fadsl-attn --help);
+#     a few with forced configs (BLOCK_Q=32 among them);
 #  2. long sequences: the trading day (B=1, H=12, N=23400, D=64, causal),
 #     N = 8192 and 16384 (float64 on a stated subset of heads and rows);
 #  3. fadsl-run --gpu against fadsl-run --interpret, kernel by kernel, on the
@@ -99,11 +101,19 @@ gpu_case 2,2,2,513,128 bf16 full
 gpu_case 1,2,1,300,700,32 f16 full
 gpu_case 1,1,1,77,256 f16 full
 gpu_case 1,2,2,200,256 bf16 causal
+echo "== one key: P = 1, the exact dQ and dK are 0 (errors against ||ref_rss||)"
+# the seed of a run on an H200 whose tiny dQ, dK failed a check relative to ||ref|| alone
+gpu_case 1,2,2,1,16 f16 full --seed 1796007389
+gpu_case 2,4,2,1,64 f16 full
+gpu_case 1,3,1,1,128 bf16 causal
+gpu_case 1,2,2,1,16 f16 full --block-q 64 --block-k 32 --warps 4 --stages 2
 echo "== forced configurations"
 gpu_case 1,4,1,333,64 f16 causal --block-q 128 --block-k 64 --warps 8 --stages 3
 gpu_case 1,6,2,333,128 bf16 full --block-q 64 --block-k 64 --warps 4 --stages 2
 gpu_case 2,2,2,257,32 f16 causal --block-q 128 --block-k 32 --warps 4 --stages 4
 gpu_case 1,3,1,100,16 f16 full --block-q 64 --block-k 32 --stages 2
+gpu_case 1,4,2,300,64 f16 causal --block-q 32 --block-k 32 --warps 4 --stages 3
+gpu_case 2,2,2,200,128 bf16 full --block-q 32 --block-k 32 --warps 4 --stages 2
 
 if [ -z "${FADSL_GPU_TEST_QUICK:-}" ]; then
   echo "== long sequences (float64 on a subset of heads and rows)"

@@ -4,9 +4,13 @@
  *
  * The seed is printed; FADSL_TEST_SEED=N reproduces a run.  Each case rounds
  * random inputs to f16 or bf16, runs the kernels on outputs poisoned with
- * NaN (so an element a kernel forgets to write fails), and compares
- * ||out - ref|| / ||ref|| with the reference computed in float64 on the same
- * rounded inputs.  NaN never passes.
+ * NaN (so an element a kernel forgets to write fails), and compares every
+ * output with the reference computed in float64 on the same rounded inputs
+ * by the checker that fadsl-attn --check uses (attn_check.h, on every
+ * element here): ||out - ref|| / max(||ref||, ||ref_rss||), where ref_rss is
+ * the root-sum-square scale of the terms that the output sums (nonzero where
+ * they cancel: with one key the exact dQ and dK are 0), against the bounds of
+ * fa_attn_check_bound.  NaN never passes.
  *
  * Sanitizer builds run a lighter subset by default (it says so, and how
  * many); FADSL_TEST_FULL=1 runs every case there too, FADSL_TEST_LIGHT=1
@@ -20,6 +24,7 @@
 #include <time.h>
 
 #include "attention_ref.h"
+#include "attn_check.h"
 #include "attn_interp.h"
 #include "interp.h"
 
@@ -79,21 +84,12 @@ static double rng_normal(void) {
   return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
 }
 
-/* n random values in dtype (16-bit patterns) and their exact values as doubles */
-static void random_array(DType dt, int64_t n, uint16_t **bits, double **vals) {
-  *bits = malloc((size_t)n * 2);
-  *vals = malloc((size_t)n * sizeof **vals);
-  for (int64_t i = 0; i < n; i++) {
-    fa_host_set(dt, *bits, i, rng_normal());
-    (*vals)[i] = fa_host_get(dt, *bits, i);
-  }
-}
-
-static double *to_double(DType dt, const void *data, int64_t n) {
-  double *d = malloc((size_t)n * sizeof *d);
+/* n random values in dtype (16-bit patterns) */
+static uint16_t *random_array(DType dt, int64_t n) {
+  uint16_t *bits = malloc((size_t)n * 2);
   for (int64_t i = 0; i < n; i++)
-    d[i] = fa_host_get(dt, data, i);
-  return d;
+    fa_host_set(dt, bits, i, rng_normal());
+  return bits;
 }
 
 static void *poisoned(DType dt, int64_t n) {
@@ -105,11 +101,26 @@ static void *poisoned(DType dt, int64_t n) {
 
 static int failures;
 
-static void check(const char *what, double err, double bound) {
-  bool ok = err < bound;   /* false for NaN */
-  printf("    %-4s rel err %.3e  (bound %.0e)%s\n", what, err, bound, ok ? "" : "  FAIL");
-  if (!ok)
+/* Every output against float64, every element (the checker's full mode). */
+static void check_all(const FaAttnShape *s, DType dt, const void *q, const void *k, const void *v, const void *dO,
+                      const void *o, const float *lse2, const void *dq, const void *dk, const void *dv) {
+  FaAttnData d = {dt, q, k, v, dO, o, dq, dk, dv, lse2};
+  FaAttnCheckOptions opt = fa_attn_check_defaults();
+  opt.full_work = HUGE_VAL;
+  FaAttnCheckResult r;
+  if (!fa_attn_check(s, &d, &opt, &r) || !strstr(r.subset, "everything")) {
+    printf("    FAIL: the float64 check did not run on everything (%s)\n", r.subset);
     failures++;
+    return;
+  }
+  for (int w = 0; w < FA_CHECK_N; w++) {
+    double bound = fa_attn_check_bound(dt, w);
+    bool ok = r.checked[w] && r.err[w] < bound && r.nonfinite[w] == 0;   /* false for NaN */
+    printf("    %-4s err %.3e  (bound %.0e; ||ref|| %.3e, ||ref_rss|| %.3e)%s\n", fa_attn_check_name(w), r.err[w],
+           bound, r.ref_norm[w], r.rss_norm[w], ok ? "" : "  FAIL");
+    if (!ok)
+      failures++;
+  }
 }
 
 static bool run_case(const Case *c, const char *program) {
@@ -118,12 +129,8 @@ static bool run_case(const Case *c, const char *program) {
          c->D, c->causal ? "causal" : "full", fa_dtype_name(c->dtype), c->block_q, c->block_k);
   int64_t nq = (int64_t)c->B * c->H * c->Nq * c->D, nkv = (int64_t)c->B * c->KVH * c->Nkv * c->D;
   int64_t rows = (int64_t)c->B * c->H * c->Nq;
-  uint16_t *q, *k, *v, *dO;
-  double *qd, *kd, *vd, *dOd;
-  random_array(c->dtype, nq, &q, &qd);
-  random_array(c->dtype, nkv, &k, &kd);
-  random_array(c->dtype, nkv, &v, &vd);
-  random_array(c->dtype, nq, &dO, &dOd);
+  uint16_t *q = random_array(c->dtype, nq), *k = random_array(c->dtype, nkv);
+  uint16_t *v = random_array(c->dtype, nkv), *dO = random_array(c->dtype, nq);
   void *o = poisoned(c->dtype, nq), *dq = poisoned(c->dtype, nq);
   void *dk = poisoned(c->dtype, nkv), *dv = poisoned(c->dtype, nkv);
   float *lse2 = poisoned(DT_F32, rows);
@@ -138,37 +145,10 @@ static bool run_case(const Case *c, const char *program) {
     printf("    FAIL: the kernels did not run\n");
     failures++;
   } else {
-    double *ro = malloc((size_t)nq * sizeof *ro), *rl = malloc((size_t)rows * sizeof *rl);
-    double *rdq = malloc((size_t)nq * sizeof *rdq), *rdk = malloc((size_t)nkv * sizeof *rdk);
-    double *rdv = malloc((size_t)nkv * sizeof *rdv);
-    fa_attn_ref_forward(&s, qd, kd, vd, ro, rl);
-    fa_attn_ref_backward(&s, qd, kd, vd, dOd, rdq, rdk, rdv);
-    bool bf = c->dtype == DT_BF16;
-    double *got = to_double(c->dtype, o, nq);
-    check("o", fa_rel_err(got, ro, nq), bf ? 1e-2 : 2e-3);
-    free(got);
-    got = to_double(DT_F32, lse2, rows);
-    for (int64_t i = 0; i < rows; i++)
-      got[i] *= M_LN2;
-    check("lse", fa_rel_err(got, rl, rows), 1e-4);
-    free(got);
-    got = to_double(c->dtype, dq, nq);
-    check("dq", fa_rel_err(got, rdq, nq), bf ? 3e-2 : 1e-2);
-    free(got);
-    got = to_double(c->dtype, dk, nkv);
-    check("dk", fa_rel_err(got, rdk, nkv), bf ? 3e-2 : 1e-2);
-    free(got);
-    got = to_double(c->dtype, dv, nkv);
-    check("dv", fa_rel_err(got, rdv, nkv), bf ? 3e-2 : 1e-2);
-    free(got);
-    free(ro);
-    free(rl);
-    free(rdq);
-    free(rdk);
-    free(rdv);
+    check_all(&s, c->dtype, q, k, v, dO, o, lse2, dq, dk, dv);
   }
   fa_compiler_free(&fc);
-  free(q), free(k), free(v), free(dO), free(qd), free(kd), free(vd), free(dOd);
+  free(q), free(k), free(v), free(dO);
   free(o), free(dq), free(dk), free(dv), free(lse2);
   return ok;
 }

@@ -4,9 +4,10 @@
  * Work is organised per head: the inputs of one query head (or of the query
  * heads of one key/value group) are converted to doubles once, then a pool of
  * threads takes rows from a shared counter.  Each thread sums squared
- * differences and squared reference values in its own accumulator; they are
- * added at the end, so the result does not depend on the thread count beyond
- * the order of a few float64 additions. */
+ * differences, squared reference values and squared root-sum-square scales
+ * (see attn_check.h) in its own accumulator; they are added at the end, so
+ * the result does not depend on the thread count beyond the order of a few
+ * float64 additions. */
 #include "attn_check.h"
 
 #include <math.h>
@@ -23,13 +24,25 @@ static const char *const names[FA_CHECK_N] = {"o", "lse", "dq", "dk", "dv"};
 
 const char *fa_attn_check_name(int which) { return which >= 0 && which < FA_CHECK_N ? names[which] : "?"; }
 
+double fa_attn_check_bound(DType dtype, int which) {
+  bool bf = dtype == DT_BF16;
+  switch (which) {
+  case FA_CHECK_O:
+    return bf ? 1e-2 : 2e-3;
+  case FA_CHECK_LSE:
+    return 1e-4;
+  default:
+    return bf ? 3e-2 : 1e-2;
+  }
+}
+
 FaAttnCheckOptions fa_attn_check_defaults(void) {
   FaAttnCheckOptions o = {0, 4e9, 2, 4096, 512};
   return o;
 }
 
 typedef struct Acc {
-  double d2[FA_CHECK_N], r2[FA_CHECK_N];
+  double d2[FA_CHECK_N], r2[FA_CHECK_N], s2[FA_CHECK_N];
   int64_t n[FA_CHECK_N], bad[FA_CHECK_N];
 } Acc;
 
@@ -43,11 +56,12 @@ typedef struct Check {
   double *K, *V;                /* current key/value head, [Nkv * D] */
   double **Qg, **DOg;           /* every query head of the group (key job) */
   double *lse_g, *delta_g;      /* [G * Nq]: natural-log LSE and rowsum(dO * O) of the group */
+  double *delta_rss2_g;         /* [G * Nq]: the square of D's root-sum-square scale */
   const int64_t *rows;          /* the query rows (forward job) or key rows (key job) */
 } Check;
 
 typedef struct Scratch {
-  double *p, *vec;              /* [max(Nq, Nkv)], [2 * D] */
+  double *p, *vec;              /* [max(Nq, Nkv)], [4 * D] */
   Acc acc;
 } Scratch;
 
@@ -118,8 +132,10 @@ static double *slice(DType dt, const void *data, int64_t base, int64_t n) {
   return x;
 }
 
-static void compare(Acc *a, int which, DType dt, const void *data, int64_t off, const double *ref, int64_t n,
-                    double mul) {
+/* Adds n elements of an output to the sums of `which`; rss2 holds the
+ * squared scales (NULL: the reference is its own scale). */
+static void compare(Acc *a, int which, DType dt, const void *data, int64_t off, const double *ref,
+                    const double *rss2, int64_t n, double mul) {
   for (int64_t e = 0; e < n; e++) {
     double got = fa_host_get(dt, data, off + e) * mul;
     if (!isfinite(got)) {
@@ -129,6 +145,7 @@ static void compare(Acc *a, int which, DType dt, const void *data, int64_t off, 
       a->d2[which] += d * d;
     }
     a->r2[which] += ref[e] * ref[e];
+    a->s2[which] += rss2 ? rss2[e] : ref[e] * ref[e];
     a->n[which]++;
   }
 }
@@ -164,41 +181,60 @@ static void forward_row(Check *c, int64_t r, Scratch *sc) {
   int64_t i = c->rows[r], nk;
   const double *qi = c->Q + i * D;
   double L = softmax_row(c, qi, i, sc->p, &nk);
-  double *o = sc->vec, *dq = sc->vec + D;
-  memset(o, 0, (size_t)D * sizeof *o);
+  double *o = sc->vec, *dq = sc->vec + D, *o2 = sc->vec + 2 * D, *dq2 = sc->vec + 3 * D;
+  memset(sc->vec, 0, (size_t)4 * D * sizeof *sc->vec);
   for (int64_t j = 0; j < nk; j++)
-    for (int e = 0; e < D; e++)
-      o[e] += sc->p[j] * c->V[j * D + e];
+    for (int e = 0; e < D; e++) {
+      double t = sc->p[j] * c->V[j * D + e];
+      o[e] += t;
+      o2[e] += t * t;
+    }
   int64_t row = ((int64_t)c->b * s->H + c->h) * s->Nq + i;
-  compare(&sc->acc, FA_CHECK_O, d->dtype, d->o, row * D, o, D, 1.0);
+  compare(&sc->acc, FA_CHECK_O, d->dtype, d->o, row * D, o, o2, D, 1.0);
   if (d->lse2)
-    compare(&sc->acc, FA_CHECK_LSE, DT_F32, d->lse2, row, &L, 1, M_LN2);
+    compare(&sc->acc, FA_CHECK_LSE, DT_F32, d->lse2, row, &L, NULL, 1, M_LN2);
   if (!d->dO)
     return;
   const double *doi = c->DO + i * D;
-  double delta = dot(doi, o, D);
-  memset(dq, 0, (size_t)D * sizeof *dq);
+  double delta = dot(doi, o, D), delta2 = 0;
+  for (int e = 0; e < D; e++)
+    delta2 += doi[e] * doi[e] * o2[e];
   for (int64_t j = 0; j < nk; j++) {
-    double ds = sc->p[j] * (dot(doi, c->V + j * D, D) - delta) * s->scale;
+    const double *vj = c->V + j * D, *kj = c->K + j * D;
+    double dp2 = 0;
     for (int e = 0; e < D; e++)
-      dq[e] += ds * c->K[j * D + e];
+      dp2 += doi[e] * doi[e] * vj[e] * vj[e];
+    double ds = sc->p[j] * (dot(doi, vj, D) - delta) * s->scale;
+    double ds2 = sc->p[j] * sc->p[j] * (dp2 + delta2) * s->scale * s->scale;
+    for (int e = 0; e < D; e++) {
+      dq[e] += ds * kj[e];
+      dq2[e] += ds2 * kj[e] * kj[e];
+    }
   }
-  compare(&sc->acc, FA_CHECK_DQ, d->dtype, d->dq, row * D, dq, D, 1.0);
+  compare(&sc->acc, FA_CHECK_DQ, d->dtype, d->dq, row * D, dq, dq2, D, 1.0);
 }
 
-/* Every query row of head g of the current group: LSE and delta, which the
- * key rows' gradients need. */
+/* Every query row of head g of the current group: LSE, delta and delta's
+ * scale, which the key rows' gradients need. */
 static void group_stats_row(Check *c, int64_t index, Scratch *sc) {
   const FaAttnShape *s = c->s;
   int D = s->D;
   int64_t g = index / s->Nq, i = index % s->Nq, nk;
   const double *qi = c->Qg[g] + i * D, *doi = c->DOg[g] + i * D;
   double L = softmax_row(c, qi, i, sc->p, &nk);
-  double delta = 0;
-  for (int64_t j = 0; j < nk; j++)
-    delta += sc->p[j] * dot(doi, c->V + j * D, D);
+  double delta = 0, *o2 = sc->vec, delta2 = 0;
+  memset(o2, 0, (size_t)D * sizeof *o2);
+  for (int64_t j = 0; j < nk; j++) {
+    const double *vj = c->V + j * D;
+    delta += sc->p[j] * dot(doi, vj, D);
+    for (int e = 0; e < D; e++)
+      o2[e] += sc->p[j] * sc->p[j] * vj[e] * vj[e];
+  }
+  for (int e = 0; e < D; e++)
+    delta2 += doi[e] * doi[e] * o2[e];
   c->lse_g[index] = L;
   c->delta_g[index] = delta;
+  c->delta_rss2_g[index] = delta2;
 }
 
 /* One sampled key row of the current key/value head: dK and dV, summed over
@@ -209,22 +245,28 @@ static void key_row(Check *c, int64_t r, Scratch *sc) {
   int D = s->D;
   int64_t j = c->rows[r];
   const double *kj = c->K + j * D, *vj = c->V + j * D;
-  double *dk = sc->vec, *dv = sc->vec + D;
-  memset(dk, 0, (size_t)D * sizeof *dk);
-  memset(dv, 0, (size_t)D * sizeof *dv);
+  double *dk = sc->vec, *dv = sc->vec + D, *dk2 = sc->vec + 2 * D, *dv2 = sc->vec + 3 * D;
+  memset(sc->vec, 0, (size_t)4 * D * sizeof *sc->vec);
   for (int g = 0; g < c->G; g++)
     for (int64_t i = s->causal ? j : 0; i < s->Nq; i++) {
       const double *qi = c->Qg[g] + i * D, *doi = c->DOg[g] + i * D;
-      double p = exp(s->scale * dot(qi, kj, D) - c->lse_g[(int64_t)g * s->Nq + i]);
-      double ds = p * (dot(doi, vj, D) - c->delta_g[(int64_t)g * s->Nq + i]) * s->scale;
+      int64_t gi = (int64_t)g * s->Nq + i;
+      double p = exp(s->scale * dot(qi, kj, D) - c->lse_g[gi]);
+      double ds = p * (dot(doi, vj, D) - c->delta_g[gi]) * s->scale;
+      double dp2 = 0;
+      for (int e = 0; e < D; e++)
+        dp2 += doi[e] * doi[e] * vj[e] * vj[e];
+      double ds2 = p * p * (dp2 + c->delta_rss2_g[gi]) * s->scale * s->scale;
       for (int e = 0; e < D; e++) {
         dv[e] += p * doi[e];
         dk[e] += ds * qi[e];
+        dv2[e] += p * p * doi[e] * doi[e];
+        dk2[e] += ds2 * qi[e] * qi[e];
       }
     }
   int64_t row = ((int64_t)c->b * s->KVH + c->kvh) * s->Nkv + j;
-  compare(&sc->acc, FA_CHECK_DK, d->dtype, d->dk, row * D, dk, D, 1.0);
-  compare(&sc->acc, FA_CHECK_DV, d->dtype, d->dv, row * D, dv, D, 1.0);
+  compare(&sc->acc, FA_CHECK_DK, d->dtype, d->dk, row * D, dk, dk2, D, 1.0);
+  compare(&sc->acc, FA_CHECK_DV, d->dtype, d->dv, row * D, dv, dv2, D, 1.0);
 }
 
 /* All n rows, or `want` of them evenly spaced (first and last included). */
@@ -286,10 +328,14 @@ bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckO
   bool ok = qrows && krows && sc;
   for (int t = 0; ok && t < threads; t++) {
     sc[t].p = malloc((size_t)longest * sizeof(double));
-    sc[t].vec = malloc((size_t)2 * D * sizeof(double));
+    sc[t].vec = malloc((size_t)4 * D * sizeof(double));
     ok = sc[t].p && sc[t].vec;
   }
-  Check c = {s, d, G, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  Check c;
+  memset(&c, 0, sizeof c);
+  c.s = s;
+  c.d = d;
+  c.G = G;
 
   /* forward (and dQ) per query head */
   int nheads = full ? s->B * s->H : npairs;
@@ -324,7 +370,8 @@ bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckO
     c.DOg = calloc((size_t)G, sizeof *c.DOg);
     c.lse_g = malloc((size_t)G * (size_t)s->Nq * sizeof(double));
     c.delta_g = malloc((size_t)G * (size_t)s->Nq * sizeof(double));
-    ok = c.K && c.V && c.Qg && c.DOg && c.lse_g && c.delta_g;
+    c.delta_rss2_g = malloc((size_t)G * (size_t)s->Nq * sizeof(double));
+    ok = c.K && c.V && c.Qg && c.DOg && c.lse_g && c.delta_g && c.delta_rss2_g;
     for (int g = 0; ok && g < G; g++) {
       int64_t qbase = ((int64_t)c.b * s->H + (int64_t)c.kvh * G + g) * s->Nq * D;
       c.Qg[g] = slice(d->dtype, d->q, qbase, s->Nq * D);
@@ -338,9 +385,9 @@ bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckO
     }
     for (int g = 0; c.Qg && c.DOg && g < G; g++)
       free(c.Qg[g]), free(c.DOg[g]);
-    free(c.Qg), free(c.DOg), free(c.lse_g), free(c.delta_g), free(c.K), free(c.V);
+    free(c.Qg), free(c.DOg), free(c.lse_g), free(c.delta_g), free(c.delta_rss2_g), free(c.K), free(c.V);
     c.Qg = c.DOg = NULL;
-    c.lse_g = c.delta_g = c.K = c.V = NULL;
+    c.lse_g = c.delta_g = c.delta_rss2_g = c.K = c.V = NULL;
   }
 
   /* results */
@@ -350,15 +397,17 @@ bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckO
     for (int w = 0; w < FA_CHECK_N; w++) {
       total.d2[w] += sc[t].acc.d2[w];
       total.r2[w] += sc[t].acc.r2[w];
+      total.s2[w] += sc[t].acc.s2[w];
       total.n[w] += sc[t].acc.n[w];
       total.bad[w] += sc[t].acc.bad[w];
     }
   for (int w = 0; w < FA_CHECK_N; w++) {
     res->checked[w] = total.n[w] > 0;
     res->elements[w] = total.n[w];
-    res->err[w] = total.bad[w] ? NAN
-                  : total.r2[w] == 0 ? (total.d2[w] == 0 ? 0 : INFINITY)
-                                     : sqrt(total.d2[w] / total.r2[w]);
+    res->ref_norm[w] = sqrt(total.r2[w]);
+    res->rss_norm[w] = sqrt(total.s2[w]);
+    double den = total.r2[w] > total.s2[w] ? total.r2[w] : total.s2[w];
+    res->err[w] = total.bad[w] ? NAN : den == 0 ? (total.d2[w] == 0 ? 0 : INFINITY) : sqrt(total.d2[w] / den);
   }
   if (full) {
     snprintf(res->subset, sizeof res->subset, "everything: all %d (batch, head) pairs, all rows", s->B * s->H);

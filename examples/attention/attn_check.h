@@ -10,6 +10,25 @@
  * row of every head of its group.  The work is spread over threads.  The
  * result says in words what was checked.
  *
+ * The error of each output is
+ *
+ *     ||out - ref|| / max(||ref||, ||ref_rss||)
+ *
+ * over the checked elements, where ref_rss is the output recomputed with
+ * every sum and difference replaced by the root-sum-square of its terms'
+ * magnitudes (fa_attn_ref_rss in attention_ref.h gives the formulas).  The
+ * rounding errors of a computation are proportional to the magnitudes of the
+ * terms that it adds, not to what is left after they cancel: with a single
+ * key, P = 1 and dS = P * (dP - D) = 0 exactly, so the exact dQ and dK are
+ * zero while any implementation's are tiny but not zero, and an error
+ * relative to ||ref|| alone would be infinite.  Root-sum-square rather than
+ * sums of absolute values because rounding errors of independent terms add
+ * like a random walk: on ordinary data ||ref_rss|| stays close to ||ref||, so
+ * the bounds are as strict as before (sums of absolute values grow with the
+ * sequence length where the reference does not, and would let, say, a dQ of
+ * the wrong sign pass on long sequences).  LSE is a logarithm, not a
+ * cancelling sum: it is measured against ||ref||.
+ *
  * Layouts and conventions are those of attention_ref.h (q, o, dO, dq
  * [B, H, Nq, D]; k, v, dk, dv [B, KVH, Nkv, D]); data arrays hold `dtype`
  * values (f16/bf16 as 16-bit patterns, or f32); lse2 is the kernels'
@@ -47,8 +66,10 @@ FaAttnCheckOptions fa_attn_check_defaults(void);
 
 typedef struct FaAttnCheckResult {
   bool checked[FA_CHECK_N];       /* which outputs were compared */
-  double err[FA_CHECK_N];         /* ||out - ref|| / ||ref|| over the checked elements; NaN when one
-                                     of them is not finite */
+  double err[FA_CHECK_N];         /* ||out - ref|| / max(||ref||, ||ref_rss||) over the checked
+                                     elements; NaN when one of them is not finite */
+  double ref_norm[FA_CHECK_N];    /* ||ref|| over the checked elements */
+  double rss_norm[FA_CHECK_N];    /* ||ref_rss|| over the checked elements (= ||ref|| for lse) */
   int64_t elements[FA_CHECK_N];   /* how many elements were compared */
   int64_t nonfinite[FA_CHECK_N];  /* NaN/inf values anywhere in the output (checked or not) */
   char subset[512];               /* what was checked, in words */
@@ -57,6 +78,10 @@ typedef struct FaAttnCheckResult {
 /* Computes the reference on the chosen subset and compares.  Returns false
  * only when memory or threads ran out. */
 bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckOptions *opt, FaAttnCheckResult *res);
+
+/* The bound on err[which] that the tests and fadsl-attn --check apply:
+ * f16 2e-3 (o), 1e-2 (dq, dk, dv); bf16 1e-2, 3e-2; 1e-4 for lse. */
+double fa_attn_check_bound(DType dtype, int which);
 
 /* Names for messages: "o", "lse", "dq", "dk", "dv". */
 const char *fa_attn_check_name(int which);

@@ -81,8 +81,13 @@ static void usage(FILE *f) {
         "  --seed N             seed of the random inputs (printed when not given)\n"
         "  --save-inputs PREFIX write the inputs as PREFIXq.npy, PREFIXk.npy, PREFIXv.npy (and PREFIXdo.npy),\n"
         "                       float32 holding the rounded values\n"
-        "  --check              print ||out - ref|| / ||ref|| against a float64 reference (on large shapes\n"
-        "                       a stated subset of heads and rows) and fail above the bounds or on NaN\n"
+        "  --check              compare every output with a float64 reference (on large shapes a stated\n"
+        "                       subset of heads and rows): print ||out - ref|| / max(||ref||, ||ref_rss||),\n"
+        "                       where ref_rss is the reference recomputed with every sum and difference\n"
+        "                       replaced by the root-sum-square of its terms' magnitudes (the scale of the\n"
+        "                       rounding errors, which stays nonzero where terms cancel: one key gives\n"
+        "                       dQ = dK = 0 exactly); fail above the bounds (f16: o 2e-3, dq/dk/dv 1e-2;\n"
+        "                       bf16: 1e-2, 3e-2; lse 1e-4, against ||ref||) or on NaN/inf\n"
         "  --bench              (--gpu) time forward and backward with CUDA events: median of at least\n"
         "                       --iters runs (default 20) and --min-ms of runs (default 200), L2 flushed\n"
         "                       before each; prints ms and TFLOP/s (with --shape it implies --backward)\n"
@@ -689,21 +694,22 @@ static bool check_outputs(const Options *o, const FaAttnShape *s, DType dt, cons
     fprintf(stderr, "fadsl-attn: out of memory computing the float64 reference\n");
     return false;
   }
-  bool bf = dt == DT_BF16;
-  double bounds[FA_CHECK_N] = {bf ? 1e-2 : 2e-3, 1e-4, bf ? 3e-2 : 1e-2, bf ? 3e-2 : 1e-2, bf ? 3e-2 : 1e-2};
   printf("against float64 (on the same %s inputs; %.1f s), checked %s:\n", fa_dtype_name(dt), now_s() - t0,
          res->subset);
   bool within = true;
   for (int w = 0; w < FA_CHECK_N; w++) {
     if (!res->checked[w])
       continue;
-    bool ok = res->err[w] < bounds[w] && res->nonfinite[w] == 0;   /* false for NaN */
-    printf("  %-3s ||out - ref|| / ||ref|| = %.3e", fa_attn_check_name(w), res->err[w]);
+    double bound = fa_attn_check_bound(dt, w);
+    bool ok = res->err[w] < bound && res->nonfinite[w] == 0;   /* false for NaN */
+    printf("  %-3s ||out - ref|| / %s = %.3e", fa_attn_check_name(w),
+           w == FA_CHECK_LSE ? "||ref||" : "max(||ref||, ||ref_rss||)", res->err[w]);
     if (res->nonfinite[w])
       printf("  (%lld NaN/inf values in the output)", (long long)res->nonfinite[w]);
     printf("%s\n", ok ? "" : "  (above the test bound)");
     if (!ok) {
-      printf("      bound %.0e; %lld elements compared\n", bounds[w], (long long)res->elements[w]);
+      printf("      bound %.0e; %lld elements compared; ||ref|| %.3e, ||ref_rss|| %.3e\n", bound,
+             (long long)res->elements[w], res->ref_norm[w], res->rss_norm[w]);
       within = false;
     }
   }
