@@ -186,12 +186,8 @@ static fadsl_status check_call(fadsl_attention *a, const char *fn, Call *c, fads
     return fail(a, FADSL_ERROR_INVALID_ARGUMENT,
                 "%s: B * H = %lld programs along the grid's y axis; CUDA allows at most 65535", fn,
                 (long long)c->B * c->H);
-  /* attention.fa computes element offsets in 32-bit integers */
-  int64_t nq = (int64_t)c->B * c->H * c->Nq * c->D, nkv = (int64_t)c->B * c->KVH * c->Nkv * c->D;
-  if (nq >= ((int64_t)1 << 31) || nkv >= ((int64_t)1 << 31))
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT,
-                "%s: tensors of %lld (q) and %lld (k, v) elements: at most 2^31 - 1 are supported", fn,
-                (long long)nq, (long long)nkv);
+  /* No limit on the number of elements: attention.fa computes the offsets
+   * of heads in i64 and block pointers address rows in i64. */
   if (dtype == FADSL_ATTENTION_F16)
     c->dtype = "f16";
   else if (dtype == FADSL_ATTENTION_BF16)

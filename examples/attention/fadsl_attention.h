@@ -86,9 +86,9 @@ FADSL_API const char *fadsl_attention_last_error(const fadsl_attention *attn);
  * stream: a CUstream / cudaStream_t (NULL: the legacy default stream).
  * FADSL_ERROR_INVALID_ARGUMENT for a bad shape or pointer (the message says
  * which): a dimension < 1, D not in {16, 32, 64, 128, 256}, H not a multiple
- * of KVH, causal with Nq != Nkv, B * H > 65535 (the grid's y limit), a tensor
- * of 2^31 elements or more, a zero or misaligned pointer, a bad scale or
- * dtype. */
+ * of KVH, causal with Nq != Nkv, B * H > 65535 (the grid's y limit), a zero
+ * or misaligned pointer, a bad scale or dtype.  Tensors may hold 2^31
+ * elements or more (offsets are 64-bit). */
 FADSL_API fadsl_status fadsl_attention_forward(fadsl_attention *attn, uint64_t q, uint64_t k,
                                                uint64_t v, uint64_t o, uint64_t lse, int B, int H,
                                                int KVH, int Nq, int Nkv, int D, int causal,
