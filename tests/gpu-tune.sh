@@ -6,7 +6,8 @@
 #      ("tuned");
 #   2. the same again without --force: the database answers, nothing is timed;
 #   3. --force: tuned again, the entry replaced (still one entry);
-#   4. attention.fa's forward kernel at a small size over a reduced space;
+#   4. attention.fa's forward kernel at a small size over a reduced space
+#      (with the timing rule, the L2 flush and the setup breakdown reported);
 #   5. tests/tune/mismatch.fa: candidates that compute different results are
 #      rejected as a possible compiler bug;
 #   6. (FADSL_GPU_TUNE_FULL=1) every attention kernel at the file's sizes.
@@ -121,6 +122,11 @@ grep -q "libfadsl now launches it with .*(tuned)" "$work/attn-fwd.out" ||
 grep -q "compiler bug" "$work/attn-fwd.out" && fail "attn_fwd: candidates disagree (see above)"
 grep -q "TFLOP/s" "$work/attn-fwd.out" || fail "attn_fwd: no TFLOP/s column"
 json_ok "$work/attn.json" || fail "attn_fwd: --json output is not JSON"
+# the timing rule and where the time went are reported
+grep -q "timing: 5 runs each, then 20 for the" "$work/attn-fwd.out" || fail "attn_fwd: no timing rule line"
+grep -q "L2 flushed by [0-9]* memsets* of [0-9]* MiB" "$work/attn-fwd.out" || fail "attn_fwd: no L2 flush"
+grep -q "setup .*buffers made" "$work/attn-fwd.out" || fail "attn_fwd: no setup breakdown"
+grep -q '"runs": 20' "$work/attn.json" || fail "attn_fwd: no candidate with 20 final runs in --json"
 
 # ---- 5. candidates that disagree are rejected as a possible compiler bug -------------------
 run mismatch "$srcdir/tests/tune/mismatch.fa" --db "$work/mismatch-db.json"
