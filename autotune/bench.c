@@ -35,7 +35,13 @@
 
 #include "tune.h"
 
-enum { FLUSH_FALLBACK_BYTES = 256 << 20, FLUSH_MIN_BYTES = 8 << 20, SCREEN_WARMUP = 2, FINAL_WARMUP = 1 };
+enum {
+  FLUSH_FALLBACK_BYTES = 256 << 20,
+  FLUSH_MIN_BYTES = 8 << 20,
+  SCREEN_WARMUP = 2,
+  FINAL_WARMUP = 1,
+  MAX_BATCH = 128,              /* timed runs queued before their times are read */
+};
 
 typedef struct BenchBuf {
   int buffer;                   /* index into run->bufs */
@@ -250,8 +256,9 @@ static void timing_failed(Bench *b, TuneCand *c) {
   if (!context_alive(b)) b->broken = true;
 }
 
-/* `runs` timed runs queued back to back, then read: b->times[0..runs). */
-static bool timed_runs(Bench *b, TuneCand *c, int runs) {
+/* `runs` timed runs queued back to back (at most one event pair per run
+ * of a batch), then read into b->times[first..first + runs). */
+static bool timed_batch(Bench *b, TuneCand *c, int first, int runs) {
   fadsl_context *ctx = ctx_of(b);
   for (int r = 0; r < runs; r++) {
     for (int f = 0; b->flush && f < b->flush_reps; f++) {
@@ -282,7 +289,17 @@ static bool timed_runs(Bench *b, TuneCand *c, int runs) {
       timing_failed(b, c);
       return false;
     }
-    b->times[r] = ms;
+    b->times[first + r] = ms;
+  }
+  return true;
+}
+
+/* `runs` timed runs into b->times[0..runs), in batches of the events there are. */
+static bool timed_runs(Bench *b, TuneCand *c, int runs) {
+  for (int done = 0; done < runs;) {
+    int n = runs - done < b->nev / 2 ? runs - done : b->nev / 2;
+    if (!timed_batch(b, c, done, n)) return false;
+    done += n;
   }
   return true;
 }
@@ -335,7 +352,7 @@ TuneBench *fa_tune_bench_begin(TuneRun *run, TuneJob *job, fadsl_kernel *k, cons
   job->flush_reps = 1;
   fadsl_context *ctx = run->ctx;
   int maxruns = opt->min_runs > TUNE_SCREEN_RUNS ? opt->min_runs : TUNE_SCREEN_RUNS;
-  b->nev = 2 * maxruns;
+  b->nev = 2 * (maxruns < MAX_BATCH ? maxruns : MAX_BATCH);
   b->ev = calloc((size_t)b->nev, sizeof *b->ev);
   b->times = calloc((size_t)maxruns, sizeof *b->times);
   bool ok = b->ev && b->times && setup_buffers(b);

@@ -61,5 +61,11 @@ has "$dir/out.json" '"runs": 20' "--json: final runs"
   >"$dir/out2" 2>"$dir/err2" || { fail "--runs 24: status $?"; cat "$dir/err2"; }
 has "$dir/out2" "timing: 5 runs each, then 24 for the 2 within 1.5x" "--runs sets the final round"
 
+# more final runs than one batch of queued runs holds (128)
+"$tune" "$srcdir/tests/tune/lazy.fa" --db "$dir/db.json" --force --runs 130 --only BLOCK=64 --only warps=1 \
+  --json "$dir/out3.json" --quiet >"$dir/out3" 2>"$dir/err3" || { fail "--runs 130: status $?"; cat "$dir/err3"; }
+has "$dir/out3" "timing: 5 runs each, then 130 for the 1 within 1.5x" "--runs 130: in two batches"
+has "$dir/out3.json" '"runs": 130' "--runs 130: all runs counted"
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
