@@ -272,20 +272,9 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
 
 /* ---- --json ------------------------------------------------------------------------------ */
 
-static json_t *const_json(FaConst c) {
-  switch (c.kind) {
-    case CK_INT: return json_integer((json_int_t)c.i);
-    case CK_BOOL: return json_boolean(c.i != 0);
-    case CK_FLOAT: return json_real(c.f);
-    case CK_DTYPE: return json_string(fa_dtype_name(c.dtype));
-    case CK_STR: return json_string(c.s ? c.s : "");
-    default: return json_null();
-  }
-}
-
 static json_t *config_json(const FaKernelInfo *k, const TuneCand *c) {
   json_t *o = json_object();
-  for (int t = 0; t < k->ntune; t++) json_object_set_new(o, k->tune[t].name, const_json(c->values[t]));
+  for (int t = 0; t < k->ntune; t++) json_object_set_new(o, k->tune[t].name, fa_tune_const_to_json(c->values[t]));
   return o;
 }
 
@@ -338,7 +327,7 @@ static json_t *job_json(const TuneJob *job) {
   json_object_set_new(o, "kernel", json_string(job->kernel->name));
   json_object_set_new(o, "problem", json_string(job->problem->name));
   json_t *key = json_object();
-  for (int i = 0; i < job->nkey; i++) json_object_set_new(key, job->key[i].name, const_json(job->key[i].value));
+  for (int i = 0; i < job->nkey; i++) json_object_set_new(key, job->key[i].name, fa_tune_const_to_json(job->key[i].value));
   json_object_set_new(o, "key", key);
   json_t *axes = json_array();
   for (int t = 0; t < job->kernel->ntune; t++) {
@@ -346,7 +335,7 @@ static json_t *job_json(const TuneJob *job) {
     json_object_set_new(ax, "name", json_string(job->kernel->tune[t].name));
     json_t *vals = json_array();
     for (int v = 0; v < job->kernel->tune[t].nvalues; v++)
-      json_array_append_new(vals, const_json(job->kernel->tune[t].values[v]));
+      json_array_append_new(vals, fa_tune_const_to_json(job->kernel->tune[t].values[v]));
     json_object_set_new(ax, "values", vals);
     json_array_append_new(axes, ax);
   }
@@ -403,7 +392,7 @@ bool fa_tune_write_json(const char *path, const TuneOptions *opt, const TuneEnv 
   json_object_set_new(root, "database", env->db_path ? json_string(env->db_path) : json_null());
   json_object_set_new(root, "jobs", json_integer(opt->jobs));
   json_t *sizes = json_object();
-  for (int i = 0; i < opt->nsizes; i++) json_object_set_new(sizes, opt->sizes[i].name, const_json(opt->sizes[i].value));
+  for (int i = 0; i < opt->nsizes; i++) json_object_set_new(sizes, opt->sizes[i].name, fa_tune_const_to_json(opt->sizes[i].value));
   json_object_set_new(root, "size_overrides", sizes);
   json_t *list = json_array();
   for (int i = 0; i < njobs; i++) json_array_append_new(list, job_json(jobs[i]));

@@ -43,7 +43,7 @@ static const char db_format[] = "fadsl-tune-db";
 
 /* ---- values --------------------------------------------------------------------- */
 
-static json_t *const_to_json(FaConst c) {
+json_t *fa_tune_const_to_json(FaConst c) {
   switch (c.kind) {
     case CK_INT: return json_integer((json_int_t)c.i);
     case CK_BOOL: return json_boolean(c.i != 0);
@@ -360,7 +360,7 @@ FaTuneMatch fa_tune_lookup_cached(FaTuneCache *cache, const FaTuneQuery *q, Aren
 
 static json_t *config_json(const FaTuneTiming *t) {
   json_t *cfg = json_object();
-  for (int i = 0; i < t->nvalues; i++) json_object_set_new(cfg, t->values[i].name, const_to_json(t->values[i].value));
+  for (int i = 0; i < t->nvalues; i++) json_object_set_new(cfg, t->values[i].name, fa_tune_const_to_json(t->values[i].value));
   if (t->config.warps > 0) json_object_set_new(cfg, "warps", json_integer(t->config.warps));
   if (t->config.stages > 0) json_object_set_new(cfg, "stages", json_integer(t->config.stages));
   return cfg;
@@ -378,7 +378,7 @@ static json_t *entry_json(const FaTuneEntry *e) {
   json_object_set_new(j, "program", json_string(base_name(e->program)));
   json_object_set_new(j, "kernel", json_string(e->kernel ? e->kernel : ""));
   json_t *key = json_object();
-  for (int i = 0; i < e->nkey; i++) json_object_set_new(key, e->key[i].name, const_to_json(e->key[i].value));
+  for (int i = 0; i < e->nkey; i++) json_object_set_new(key, e->key[i].name, fa_tune_const_to_json(e->key[i].value));
   json_object_set_new(j, "key", key);
   json_t *exact = json_array();
   for (int i = 0; i < e->nexact_keys; i++) json_array_append_new(exact, json_string(e->exact_keys[i]));

@@ -121,4 +121,9 @@ char *fa_tune_db_default_path(void);
  * Returns false with the reason in *err. */
 bool fa_tune_db_check(const char *path, StrBuf *err);
 
+/* A compile-time value as JSON (an integer, a real, a boolean or a string),
+ * as the database and fadsl-tune --json write it; a new reference. */
+struct json_t;
+struct json_t *fa_tune_const_to_json(FaConst c);
+
 #endif
