@@ -4,7 +4,7 @@
   python3 bench/compare.py fadsl.jsonl peers.jsonl [more peers.jsonl ...] [--out table.md]
 
 fadsl.jsonl is written by bench/run-attention.sh (records with provider "fadsl"); the peers' files by
-shared/bench/anchors.py --out (records with provider, B, H, N, D, causal, fwd_tflops, bwd_tflops, and
+a timing script of the peers (PyTorch SDPA backends; records with provider, B, H, N, D, causal, fwd_tflops, bwd_tflops, and
 "error" when a peer could not run a shape).  Both use the same FLOP count (4*B*H*N*N*D, x0.5 causal,
 x2.5 backward).  A row per shape: fadsl's forward / backward TFLOP/s, each peer's, and fadsl's ratio to
 the best peer in each direction; a last column gives fadsl's largest error against float64 when the
@@ -54,7 +54,7 @@ def ratio(mine, best):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("fadsl", help="JSONL from bench/run-attention.sh")
-    ap.add_argument("peers", nargs="*", help="JSONL from shared/bench/anchors.py")
+    ap.add_argument("peers", nargs="*", help="JSONL records of the peers (provider, B, H, N, D, causal, fwd_tflops, bwd_tflops)")
     ap.add_argument("--out", help="also write the table to this file")
     a = ap.parse_args()
 

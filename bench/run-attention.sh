@@ -14,7 +14,7 @@
 #
 # Run from the repository root with the build in ./build (FADSL_BUILD=DIR
 # for another; FADSL_ATTN=PATH names the binary directly).  bench/compare.py
-# turns this file and the peers' (shared/bench/anchors.py --out) into a table.
+# turns this file and the peers' records (PyTorch SDPA timings, one JSON per line) into a table.
 # Exit status 1 when a shape failed (the others still run and are recorded).
 set -u
 [ $# -ge 1 ] || { echo "usage: bench/run-attention.sh OUT.jsonl [fadsl-attn options...]" >&2; exit 2; }
