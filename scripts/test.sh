@@ -1,6 +1,6 @@
 #!/bin/sh
 # Sets up a fresh machine if needed, builds, and runs every test:
-#   make check               (normal build, in ./build)
+#   make check               (normal build, in ./build; every autotune configuration compiled)
 #   make check               (ASan + UBSan build, in ./build-san; skip with FADSL_NO_SANITIZERS=1)
 # Prints one closing line "tests: N passed, N failed, N skipped" and exits
 # non-zero when any test failed.
@@ -32,8 +32,14 @@ run_suite() {  # run_suite BUILD_DIR CONFIGURE_FLAGS
   fi
 }
 
+# The normal build also compiles every configuration of attention.fa's
+# autotune spaces with NVRTC (tests/cuda-sweep.sh); the sanitizer build keeps
+# the quick rotation, since the compiler under test there is the same.
+FADSL_SWEEP=${FADSL_SWEEP:-space}
+export FADSL_SWEEP
 run_suite "$top/build" ""
 if [ "${FADSL_NO_SANITIZERS:-0}" != 1 ]; then
+  FADSL_SWEEP=quick
   run_suite "$top/build-san" "--enable-sanitizers"
 fi
 echo "tests: $pass passed, $fail failed, $skip skipped"
