@@ -1,6 +1,8 @@
 #!/bin/sh
 # Sets up a fresh machine if needed, builds, and runs every test:
 #   make check               (normal build, in ./build; every autotune configuration compiled)
+#   make installcheck        (normal build, installed into ./build/stage: programs built
+#                             against it with pkg-config, as docs/runtime.md shows)
 #   make check               (ASan + UBSan build, in ./build-san; skip with FADSL_NO_SANITIZERS=1)
 # Prints one closing line "tests: N passed, N failed, N skipped" and exits
 # non-zero when any test failed.
@@ -38,6 +40,14 @@ run_suite() {  # run_suite BUILD_DIR CONFIGURE_FLAGS
 FADSL_SWEEP=${FADSL_SWEEP:-space}
 export FADSL_SWEEP
 run_suite "$top/build" ""
+stage="$top/build/stage"
+rm -rf "$stage"
+if (cd "$top/build" && make install DESTDIR="$stage" > install.log 2>&1 && make installcheck DESTDIR="$stage"); then
+  pass=$((pass + 1))
+else
+  echo "installcheck FAILED (install log: build/install.log)"
+  fail=$((fail + 1)); status=1
+fi
 if [ "${FADSL_NO_SANITIZERS:-0}" != 1 ]; then
   FADSL_SWEEP=quick
   run_suite "$top/build-san" "--enable-sanitizers"
