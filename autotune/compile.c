@@ -13,10 +13,14 @@
  * 2. Compile: `jobs` threads call fadsl_compile for one candidate per
  *    distinct source, so that libfadsl's kernel cache (memory and disk) is
  *    used and filled: a second fadsl-tune run, and the launches that follow,
- *    find the cubins there.  The calling thread takes the candidates in
- *    order, each as soon as it is done, checks its resources and hands it to
- *    the `ready` callback (the tuner times it there), so timing overlaps the
- *    remaining compiles.
+ *    find the cubins there.  The first candidate (the reference of the output
+ *    check) goes first, the others longest first: NVRTC's time grows with the
+ *    per-thread size of the tiles (the unrolled code), and one large tile
+ *    started last would leave every other thread idle at the end.  The
+ *    calling thread takes the reference, then every other candidate as soon
+ *    as it is done, checks its resources and hands it to the `ready`
+ *    callback (the tuner times it there), so timing overlaps the remaining
+ *    compiles.
  * 3. Failures are compiled again one at a time, after the others, to
  *    collect their messages (a context's last error is shared by its
  *    threads). */
@@ -93,6 +97,29 @@ static void code_hash(const FaCudaKernel *cuda, const TuneConfig *cfg, uint64_t 
   fa_sb_free(&sb);
 }
 
+/* The elements each thread holds, summed over the values of a region and
+ * the regions inside it, with a dot counted by its multiply-adds per thread
+ * over 16 (one instruction does 16 per lane).  Only its order matters: it
+ * ranks the candidates of one kernel by how long NVRTC will take. */
+static double region_work(const IrRegion *r, int threads) {
+  double w = 0;
+  for (const IrOp *op = r ? r->first : NULL; op; op = op->next) {
+    for (int i = 0; i < op->nresults; i++) {
+      const IrType *t = &op->results[i]->type;
+      double n = 1;
+      for (int d = 0; d < t->rank; d++) n *= t->shape[d];
+      w += n / threads;
+    }
+    if (op->kind == IR_DOT && op->noperands >= 2 && op->operands[0]->type.rank == 2 &&
+        op->operands[1]->type.rank == 2) {
+      const IrType *a = &op->operands[0]->type, *b = &op->operands[1]->type;
+      w += (double)a->shape[0] * a->shape[1] * b->shape[1] / threads / 16;
+    }
+    for (int i = 0; i < op->nregions; i++) w += region_work(op->regions[i], threads);
+  }
+  return w;
+}
+
 static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *k, TuneCand *c, GenResult *r) {
   FaCompiler cfc;
   fa_compiler_init(&cfc, NULL);
@@ -111,6 +138,7 @@ static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *
   if (config.stages <= 0) config.stages = 2;
   IrKernel *ir = fa_specialize(&cfc, p, k, b, n + c->cfg.nvalues, config);
   free(b);
+  if (ir && ir->device) c->work = region_work(ir->device->body, 32 * config.warps);
   FaCudaKernel cuda;
   memset(&cuda, 0, sizeof cuda);
   if (!ir || cfc.diag.errors > 0) {
@@ -313,6 +341,39 @@ void fa_tune_copy_from_same_code(TuneRun *run, TuneJob *job) {
   }
 }
 
+/* Compile order: the first candidate (the reference) first, the others by
+ * decreasing work, ties in the space's order. */
+static void order_by_work(const TuneJob *job, int *order, int n) {
+  for (int a = 2; a < n; a++) {   /* insertion sort of order[1..n-1]: stable, n is small */
+    int i = order[a], b = a;
+    while (b > 1 && job->cands[order[b - 1]].work < job->cands[i].work) {
+      order[b] = order[b - 1];
+      b--;
+    }
+    order[b] = i;
+  }
+}
+
+/* Waits for a compile to finish and returns its candidate: the first in the
+ * compile order when `first`, else any done one not yet taken. */
+static int next_done(CompileShared *sh, bool *taken, bool first) {
+  pthread_mutex_lock(&sh->lock);
+  int found = -1;
+  for (;;) {
+    for (int n = 0; n < sh->norder && found < 0; n++) {
+      int i = sh->order[n];
+      if (taken[i]) continue;
+      if (sh->done[i]) found = i;
+      if (first) break;   /* only the reference will do */
+    }
+    if (found >= 0) break;
+    pthread_cond_wait(&sh->done_cond, &sh->lock);
+  }
+  pthread_mutex_unlock(&sh->lock);
+  taken[found] = true;
+  return found;
+}
+
 /* A compiled candidate: its resources, and whether they fit the GPU. */
 static bool accept(TuneRun *run, TuneCand *c, const fadsl_kernel_info *info, TuneJob *job, size_t smem_limit) {
   take_info(c, info);
@@ -372,11 +433,15 @@ bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *so
   sh.status = calloc((size_t)job->ncands + 1, sizeof *sh.status);
   sh.info = calloc((size_t)job->ncands + 1, sizeof *sh.info);
   sh.done = calloc((size_t)job->ncands + 1, sizeof *sh.done);
-  if (!sh.order || !sh.status || !sh.info || !sh.done) {
+  bool *taken = calloc((size_t)job->ncands + 1, sizeof *taken);
+  int *failed = calloc((size_t)job->ncands + 1, sizeof *failed);
+  if (!sh.order || !sh.status || !sh.info || !sh.done || !taken || !failed) {
     free(sh.order);
     free(sh.status);
     free(sh.info);
     free(sh.done);
+    free(taken);
+    free(failed);
     return false;
   }
   pthread_mutex_init(&sh.lock, NULL);
@@ -384,6 +449,7 @@ bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *so
   t0 = fa_tune_now();
   for (int i = 0; i < job->ncands; i++)
     if (job->cands[i].status == TUNE_PENDING && job->cands[i].same_source_as < 0) sh.order[sh.norder++] = i;
+  order_by_work(job, sh.order, sh.norder);
   fa_tune_progress_begin(progress, "compile", job->kernel->name, sh.norder);
   /* all `jobs` threads compile; this one waits for their results */
   int nthreads = jobs < sh.norder ? jobs : sh.norder;
@@ -395,19 +461,14 @@ bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *so
   if (started == 0) compile_worker(&sh);   /* no threads: compile everything here first */
   nthreads = started;
 
-  /* take the candidates in the space's order (so that the reference for the
-   * output check is the first one), each as soon as it is done: threads take
-   * them in that order, so little waiting is lost; failures are looked at
-   * after the others */
+  /* take the first candidate first (the reference for the output check,
+   * when it compiles), then each other one as soon as it is done; failures
+   * are looked at after the others */
   int nfailed = 0;
-  int *failed = calloc((size_t)sh.norder + 1, sizeof *failed);
   for (int n = 0; n < sh.norder; n++) {
-    int i = sh.order[n];
-    pthread_mutex_lock(&sh.lock);
-    while (!sh.done[i]) pthread_cond_wait(&sh.done_cond, &sh.lock);
-    pthread_mutex_unlock(&sh.lock);
+    int i = next_done(&sh, taken, n == 0);
     if (sh.status[i] != FADSL_SUCCESS) {
-      if (failed) failed[nfailed++] = i;
+      failed[nfailed++] = i;
       continue;
     }
     if (accept(run, &job->cands[i], &sh.info[i], job, smem_limit) && ready) ready(ready_user, &job->cands[i]);
@@ -438,6 +499,7 @@ bool fa_tune_compile(TuneRun *run, TuneJob *job, fadsl_kernel *k, const char *so
     free(msg);
   }
   free(failed);
+  free(taken);
   job->compile_s = compiled_at - t0;
   fa_tune_copy_from_same_code(run, job);
   free(sh.order);

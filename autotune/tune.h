@@ -205,6 +205,7 @@ typedef struct TuneCand {
   int same_source_as;           /* runs the same code as this earlier candidate (index), or -1 */
   size_t shared_bytes;
   int threads;
+  double work;                  /* per-thread size of the specialised code's tiles: predicts compile time */
   /* compiled code */
   int registers, spill_bytes, local_bytes;
   const char *cache;            /* "memory", "disk", "miss" */
