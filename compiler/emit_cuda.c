@@ -50,7 +50,8 @@ typedef struct ValInfo {
   /* a shared-memory copy ("tile") for tensor-core products, written after the definition */
   bool staged;
   int tile_inner;           /* the dimension stored contiguously */
-  int tile_pitch;           /* bytes per row */
+  int tile_pitch;           /* bytes per row (swizzled: the row's bytes) */
+  int tile_sw;              /* 0: padded rows; else the swizzle width in bytes (SwzTile) */
   int stage_vec;            /* elements per store when writing it */
   int tile_rows;            /* rows (the other dimension) */
   size_t tile_offset;       /* in the dynamic shared memory */
@@ -86,6 +87,10 @@ typedef struct Emitter {
   int nlayouts_alloc;
   size_t scratch_bytes;     /* shared memory for library scratch */
   size_t tile_bytes;        /* shared memory for tiles, below the scratch */
+  bool swizzled_tiles;      /* some tile is swizzled: the tiles start at a 1024-byte boundary */
+  bool async_reads;         /* some product reads its tiles with wgmma (the async proxy) */
+  StrBuf helpers;           /* device functions written for this kernel (wgmma products) */
+  int nhelpers;
   int last_line;            /* of the last source line comment */
   const Source *last_src;
   int tmp_counter;
@@ -597,6 +602,16 @@ static int dim_of_bit(const FaLayout *l, int bit) {
   return l->rank - 1;
 }
 
+/* Tiles take the swizzled layouts wgmma reads (fa_mma.cuh's SwzTile) on
+ * targets with wgmma, when the element is 16 bits wide (the products wgmma
+ * does here), rows are 32, 64 or a multiple of 128 bytes long, and come in
+ * groups of 8 (the swizzle's period). */
+static bool swizzle_ok(const Emitter *em, int size, int row_bytes, int rows) {
+  if (!(em->target.sm == 90 && em->target.arch_specific) || size != 2 || rows % 8 != 0)
+    return false;
+  return row_bytes == 32 || row_bytes == 64 || row_bytes % 128 == 0;
+}
+
 static void request_tile(Emitter *em, const IrValue *x) {
   ValInfo *vi = info(em, x);
   if (vi->staged || !x->layout || x->type.rank != 2)
@@ -615,8 +630,24 @@ static void request_tile(Emitter *em, const IrValue *x) {
   vi->staged = true;
   vi->tile_inner = d_in;
   vi->stage_vec = v;
-  vi->tile_pitch = x->type.shape[d_in] * size + 16;
   vi->tile_rows = x->type.shape[1 - d_in];
+  int row_bytes = x->type.shape[d_in] * size;
+  if (swizzle_ok(em, size, row_bytes, vi->tile_rows)) {
+    vi->tile_pitch = row_bytes;
+    vi->tile_sw = row_bytes < 128 ? row_bytes : 128;
+    em->swizzled_tiles = true;
+  } else {
+    vi->tile_pitch = row_bytes + 16;
+    vi->tile_sw = 0;
+  }
+}
+
+/* The tile format type of fa_mma.cuh. */
+static const char *tile_format(Emitter *em, const IrValue *x) {
+  const ValInfo *vi = info(em, x);
+  if (vi->tile_sw)
+    return aprintf(em, "fa::SwzTile<%d, %d>", vi->tile_rows, vi->tile_sw);
+  return aprintf(em, "fa::PadTile<%d>", vi->tile_pitch);
 }
 
 /* Tiles share shared memory where their lifetimes do not overlap (the two
@@ -714,7 +745,9 @@ static void allocate_tiles(Emitter *em) {
       }
     }
   }
-  /* first fit, in order of definition */
+  /* first fit, in order of definition (swizzled tiles start at multiples of
+     1024 bytes, the period of the 128-byte swizzle) */
+  size_t align = em->swizzled_tiles ? 1024 : 16;
   for (int i = 0; i < n; i++) {
     size_t off = 0;
     for (bool moved = true; moved;) {
@@ -725,7 +758,7 @@ static void allocate_tiles(Emitter *em) {
         bool overlap_time = !(o->end < spans[i].start || spans[i].end < o->start);
         bool overlap_space = off < ooff + o->size && ooff < off + spans[i].size;
         if (overlap_time && overlap_space) {
-          off = (ooff + o->size + 15) & ~(size_t)15;
+          off = (ooff + o->size + align - 1) & ~(align - 1);
           moved = true;
         }
       }
@@ -828,10 +861,10 @@ static void emit_async_load(Emitter *em, const IrValue *x, const char *bp, int t
   for (int k = 1; k < adv->noperands; k++)
     fa_sb_printf(&d, "%s(int)%s", k > 1 ? ", " : "", value_ref(em, adv->operands[k]));
   const char *ln = layout_name(em, x->layout);
-  line(em, "fa::load_block_async<%s, %d, 0x%xu, %d>(fa::smem_addr(fa_smem + %zu + (%s) * %zu), %d, "
+  line(em, "fa::load_block_async<%s, %d, 0x%xu, %d, %s>(fa::smem_addr(fa_smem + %zu + (%s) * %zu), "
            "fa::advance_by(%s, {%s}, %d), %s, %s::owner(fa_lane, fa_warp));",
-       ln, vi->pipe_vec, op->boundary, vi->tile_inner, vi->tile_offset, buf, vi->tile_buf_bytes, vi->tile_pitch, bp,
-       d.data ? d.data : "", times, thread_offset(em, x->layout), ln);
+       ln, vi->pipe_vec, op->boundary, vi->tile_inner, tile_format(em, x), vi->tile_offset, buf, vi->tile_buf_bytes,
+       bp, d.data ? d.data : "", times, thread_offset(em, x->layout), ln);
   fa_sb_free(&d);
 }
 
@@ -956,9 +989,11 @@ static void emit_stage(Emitter *em, const IrValue *x) {
   /* products of the previous iteration, or of a tile that shared this
      memory, may still read it */
   line(em, "__syncthreads();");
-  line(em, "fa::stage<%s, %d, %d>(fa_smem + %zu, %d, %s, %s);  // shared-memory copy for tensor-core products",
-       layout_name(em, x->layout), vi->tile_inner, vi->stage_vec, vi->tile_offset, vi->tile_pitch, vi->name,
+  line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, %s);  // shared-memory copy for tensor-core products",
+       layout_name(em, x->layout), vi->tile_inner, vi->stage_vec, tile_format(em, x), vi->tile_offset, vi->name,
        thread_offset(em, x->layout));
+  if (em->async_reads)
+    line(em, "fa::fence_async_smem();  // the tensor cores read it through the async proxy");
   line(em, "__syncthreads();");
 }
 
@@ -1380,6 +1415,141 @@ static void emit_reduce(Emitter *em, const IrOp *op) {
   }
 }
 
+/* ---- wgmma (sm_90a) ------------------------------------------------------------------------------------
+ * A product of f16/bf16 blocks runs as warpgroup instructions wgmma.m64nNk16
+ * when its accumulator layout is the mma.sync one with every warp along M
+ * (wm = warps, a multiple of 4, wn = 1): then, for each of the warp's
+ * 16-row blocks mt, the four warps of warpgroup g hold rows (mt * wm + 4g) *
+ * 16 .. + 63, and each thread's accumulator registers of that block are, in
+ * order, wgmma's for m64nN.  B is read from its swizzled tile through a
+ * shared-memory descriptor; A from registers (the mma.sync A fragments,
+ * which are wgmma's too) or from its swizzled tile.  Everything else (other
+ * warp splits, padded tiles) keeps mma.sync, with the same layouts. */
+
+typedef struct WgmmaDot {
+  int mt, nt, kt, wm;       /* 16-row blocks per warp, n8 blocks, k16 steps, warps along M */
+  DType in;                 /* f16 or bf16 */
+  bool a_f32;               /* A: f32 registers rounded to `in` on the way (x.to(T) fused) */
+  bool a_tile;              /* A from its tile (else registers of type `in`) */
+  bool a_k_inner, b_k_inner;
+  const ValInfo *ai, *bi;   /* the tiles (ai NULL when A is in registers) */
+} WgmmaDot;
+
+static bool wgmma_fits(const Emitter *em, const FaDotPlan *dp, int N, int K, const ValInfo *bi, const ValInfo *ai) {
+  if (!(em->target.sm == 90 && em->target.arch_specific))
+    return false;
+  int warps = em->plan.warps;
+  return warps % 4 == 0 && dp->wm == warps && dp->wn == 1 && N % 8 == 0 && N <= 256 && K % 16 == 0 && bi->staged &&
+         bi->tile_sw != 0 && (!ai || (ai->staged && ai->tile_sw != 0));
+}
+
+/* The swizzle mode of a descriptor: 1, 2, 3 for 128, 64, 32 bytes. */
+static int swizzle_mode(int sw) { return sw == 128 ? 1 : sw == 64 ? 2 : 3; }
+
+/* C expressions for a tile's descriptor fields: the byte offset of element
+ * (mn0, k0) (mn along M or N), leading and stride byte offsets.  A K-major
+ * tile (k contiguous) has rows along mn, a tile of the other kind rows
+ * along k; 8 rows make one swizzle period (SBO apart), and blocks of SW
+ * bytes along the row are ROWS * SW apart (the LBO of an MN-major operand;
+ * a K-major one never crosses a block within a k16 step). */
+static void wgmma_operand(Emitter *em, const ValInfo *t, bool k_inner, const char *mn0, const char *k0,
+                          const char **off, int *lbo, int *sbo) {
+  int sw = t->tile_sw, block = t->tile_rows * sw;
+  if (k_inner) {
+    *off = aprintf(em, "((%s) * 2 / %d) * %d + (%s) * %d + ((%s) * 2) %% %d", k0, sw, block, mn0, sw, k0, sw);
+    *lbo = 16;
+  } else {
+    *off = aprintf(em, "((%s) * 2 / %d) * %d + (%s) * %d", mn0, sw, block, k0, sw);
+    *lbo = block;
+  }
+  *sbo = 8 * sw;
+}
+
+/* Writes the device function for one product (into em->helpers) and
+ * returns its name. */
+static const char *emit_wgmma_helper(Emitter *em, const WgmmaDot *w) {
+  const char *name = aprintf(em, "fa_wgmma_%d", em->nhelpers++);
+  const char *T = ctype(w->in), *ptx = w->in == DT_BF16 ? "bf16" : "f16";
+  int N = w->nt * 8, R = w->nt * 4;   /* R accumulator registers per instruction */
+  StrBuf *h = &em->helpers;
+  fa_sb_printf(h, "// c += a . b: wgmma.m64n%dk16, A from %s, B from a swizzled tile (%s-major)\n", N,
+               w->a_tile ? "a swizzled tile" : w->a_f32 ? "f32 registers rounded on the way" : "registers",
+               w->b_k_inner ? "K" : "N");
+  fa_sb_printf(h, "static __device__ __forceinline__ void %s(float (&c)[%d], ", name, w->mt * R);
+  if (w->a_tile)
+    fa_sb_puts(h, "unsigned a_tile, ");
+  else
+    fa_sb_printf(h, "const %s (&a)[%d], ", w->a_f32 ? "float" : T, w->mt * w->kt * 8);
+  fa_sb_puts(h, "unsigned b_tile, int warp) {\n");
+  fa_sb_printf(h, "  const int g = warp >> 2;  // warpgroup\n  (void)g;\n");
+  fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
+  if (!w->a_tile) {
+    /* the warp's A fragments of this row block, all k steps, before the fence */
+    fa_sb_printf(h, "    unsigned af[%d][4];\n#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt, w->kt);
+    fa_sb_printf(h, "      const int ia = (mt * %d + kt) * 8;\n#pragma unroll\n      for (int i = 0; i < 4; ++i)\n",
+                 w->kt);
+    if (w->a_f32)
+      fa_sb_printf(h, "        af[kt][i] = fa::pack2_from_f32(a[ia + 2 * i], a[ia + 2 * i + 1], %s{});\n", T);
+    else
+      fa_sb_puts(h, "        af[kt][i] = fa::pack2(a[ia + 2 * i], a[ia + 2 * i + 1]);\n");
+    fa_sb_puts(h, "    }\n");
+  }
+  fa_sb_puts(h, "    fa::wgmma_fence();\n");
+  fa_sb_printf(h, "#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt);
+  const char *boff, *aoff = NULL;
+  int blbo, bsbo, albo = 0, asbo = 0;
+  wgmma_operand(em, w->bi, w->b_k_inner, "0", "kt * 16", &boff, &blbo, &bsbo);
+  fa_sb_printf(h, "      const unsigned long long db = fa::wgmma_desc(b_tile + %s, %d, %d, %d);\n", boff, blbo, bsbo,
+               swizzle_mode(w->bi->tile_sw));
+  if (w->a_tile) {
+    wgmma_operand(em, w->ai, w->a_k_inner, aprintf(em, "(mt * %d + 4 * g) * 16", w->wm), "kt * 16", &aoff, &albo,
+                  &asbo);
+    fa_sb_printf(h, "      const unsigned long long da = fa::wgmma_desc(a_tile + %s, %d, %d, %d);\n", aoff, albo, asbo,
+                 swizzle_mode(w->ai->tile_sw));
+  }
+  fa_sb_puts(h, "      asm volatile(\"{\\n.reg .pred p;\\n");
+  int na = w->a_tile ? 1 : 4;
+  fa_sb_printf(h, "setp.ne.b32 p, %%%d, 0;\\n", R + na + 1);
+  fa_sb_printf(h, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", N, ptx, ptx);
+  for (int i = 0; i < R; i++)
+    fa_sb_printf(h, "%s%%%d", i ? ", " : "", i);
+  if (w->a_tile)
+    fa_sb_printf(h, "}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"\n", R, R + 1, w->a_k_inner ? 0 : 1,
+                 w->b_k_inner ? 0 : 1);
+  else
+    fa_sb_printf(h, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d;\\n}\\n\"\n", R, R + 1, R + 2, R + 3, R + 4,
+                 w->b_k_inner ? 0 : 1);
+  fa_sb_puts(h, "                   : ");
+  for (int i = 0; i < R; i++)
+    fa_sb_printf(h, "%s\"+f\"(c[mt * %d + %d])", i ? ", " : "", R, i);
+  fa_sb_puts(h, "\n                   : ");
+  if (w->a_tile)
+    fa_sb_puts(h, "\"l\"(da), ");
+  else
+    fa_sb_puts(h, "\"r\"(af[kt][0]), \"r\"(af[kt][1]), \"r\"(af[kt][2]), \"r\"(af[kt][3]), ");
+  fa_sb_puts(h, "\"l\"(db), \"r\"(1));\n    }\n  }\n");
+  fa_sb_puts(h, "  fa::wgmma_commit();\n  fa::wgmma_wait<0>();\n}\n\n");
+  return name;
+}
+
+/* Whether some product of the kernel runs on wgmma (its tiles are then
+ * written with a proxy fence before the barrier that publishes them). */
+static void plan_async_reads(Emitter *em, const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    const FaDotPlan *dp = op->kind == IR_DOT ? op->aux : NULL;
+    if (dp && dp->kind == FA_DOT_MMA && op_live(em, op)) {
+      const IrValue *a = op->operands[0], *b = op->operands[1];
+      bool flip;
+      const ValInfo *bi = info(em, tile_source(em, b, &flip));
+      const ValInfo *ai = dp->a_in_regs ? NULL : info(em, tile_source(em, a, &flip));
+      if (wgmma_fits(em, dp, b->type.shape[1], a->type.shape[1], bi, ai))
+        em->async_reads = true;
+    }
+    for (int i = 0; i < op->nregions; i++)
+      plan_async_reads(em, op->regions[i]);
+  }
+}
+
 /* r = dot(...) (+ the accumulator operand), or, for a fused add, r = the
  * add's other operand + dot(...). */
 static void emit_dot_into(Emitter *em, const IrOp *op, const IrValue *r, const IrOp *add, int addend) {
@@ -1420,25 +1590,39 @@ static void emit_dot_into(Emitter *em, const IrOp *op, const IrValue *r, const I
     const IrValue *bs = tile_source(em, b, &bflip);
     const ValInfo *bi = info(em, bs);
     bool b_k_inner = bflip ? bi->tile_inner == 1 : bi->tile_inner == 0;
-    const char *b_tile = aprintf(em, "%s, %d", tile_address(em, bs), bi->tile_pitch);
     const IrValue *fused = fused_cast_source(&em->plan, op, 0);
-    if (fused) {
-      line(em, "fa::mma_rs_cvt<%d, %d, %d, %d, %d, %s, %s>(%s, %s, %s, fa_lane, fa_warp);  // A = %s.to(%s)", mt, nt,
-           kt, dp->wm, dp->wn, b_k_inner ? "true" : "false", ctype(in), c, array_in(em, fused, dp->a), b_tile,
-           info(em, fused)->name, fa_dtype_name(in));
-    } else if (dp->a_in_regs) {
-      line(em, "fa::mma_rs<%d, %d, %d, %d, %d, %s>(%s, %s, %s, fa_lane, fa_warp);", mt, nt, kt, dp->wm, dp->wn,
-           b_k_inner ? "true" : "false", c, array_in(em, a, dp->a), b_tile);
+    bool aflip = false;
+    const IrValue *as = dp->a_in_regs ? NULL : tile_source(em, a, &aflip);
+    const ValInfo *ai = as ? info(em, as) : NULL;
+    bool a_k_inner = ai ? (aflip ? ai->tile_inner == 0 : ai->tile_inner == 1) : true;
+    if (wgmma_fits(em, dp, N, K, bi, ai)) {
+      WgmmaDot w = {mt, nt, kt, dp->wm, in, fused != NULL, !dp->a_in_regs, a_k_inner, b_k_inner, ai, bi};
+      const char *fn = emit_wgmma_helper(em, &w);
+      if (fused)
+        line(em, "%s(%s, %s, %s, fa_warp);  // A = %s.to(%s)", fn, c, array_in(em, fused, dp->a), tile_address(em, bs),
+             info(em, fused)->name, fa_dtype_name(in));
+      else if (dp->a_in_regs)
+        line(em, "%s(%s, %s, %s, fa_warp);", fn, c, array_in(em, a, dp->a), tile_address(em, bs));
+      else
+        line(em, "%s(%s, %s, %s, fa_warp);", fn, c, tile_address(em, as), tile_address(em, bs));
+      line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", mt, dp->wm / 4, N, kt);
     } else {
-      bool aflip;
-      const IrValue *as = tile_source(em, a, &aflip);
-      const ValInfo *ai = info(em, as);
-      bool a_k_inner = aflip ? ai->tile_inner == 0 : ai->tile_inner == 1;
-      line(em, "fa::mma_ss<%d, %d, %d, %d, %d, %s, %s, %s>(%s, %s, %d, %s, fa_lane, fa_warp);", mt, nt, kt, dp->wm,
-           dp->wn, a_k_inner ? "true" : "false", b_k_inner ? "true" : "false", ctype(in), c, tile_address(em, as),
-           ai->tile_pitch, b_tile);
+      const char *b_tile = aprintf(em, "%s", tile_address(em, bs));
+      const char *fb = tile_format(em, bs);
+      if (fused) {
+        line(em, "fa::mma_rs_cvt<%d, %d, %d, %d, %d, %s, %s, %s>(%s, %s, %s, fa_lane, fa_warp);  // A = %s.to(%s)", mt,
+             nt, kt, dp->wm, dp->wn, b_k_inner ? "true" : "false", fb, ctype(in), c, array_in(em, fused, dp->a),
+             b_tile, info(em, fused)->name, fa_dtype_name(in));
+      } else if (dp->a_in_regs) {
+        line(em, "fa::mma_rs<%d, %d, %d, %d, %d, %s, %s>(%s, %s, %s, fa_lane, fa_warp);", mt, nt, kt, dp->wm, dp->wn,
+             b_k_inner ? "true" : "false", fb, c, array_in(em, a, dp->a), b_tile);
+      } else {
+        line(em, "fa::mma_ss<%d, %d, %d, %d, %d, %s, %s, %s, %s, %s>(%s, %s, %s, fa_lane, fa_warp);", mt, nt, kt,
+             dp->wm, dp->wn, a_k_inner ? "true" : "false", b_k_inner ? "true" : "false", tile_format(em, as), fb,
+             ctype(in), c, tile_address(em, as), b_tile);
+      }
+      line(em, "// (per warp: %d x %d tiles of 16x8, %d steps of k16)", mt, nt, kt);
     }
-    line(em, "// (per warp: %d x %d tiles of 16x8, %d steps of k16)", mt, nt, kt);
   }
   const FaLayout *la = dp->kind == FA_DOT_MMA ? NULL : need_of(em, op, 0);
   const FaLayout *lb = dp->kind == FA_DOT_MMA ? NULL : need_of(em, op, 1);
@@ -1617,6 +1801,8 @@ static void emit_for(Emitter *em, const IrOp *op) {
     line(em, "}");
     line(em, "fa::cp_async_commit();");
     line(em, "fa::cp_async_wait<%d>();  // this iteration's tiles have landed", stages - 1);
+    if (em->async_reads)
+      line(em, "fa::fence_async_smem();  // visible to the tensor cores' async proxy too");
     line(em, "__syncthreads();");
   }
   for (int i = 0; i < n; i++)
@@ -1818,6 +2004,8 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   }
   if (any)
     fa_sb_putc(out, '\n');
+  if (em->helpers.data)
+    fa_sb_puts(out, em->helpers.data);
   fa_sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", kout->threads, kout->entry);
   for (int i = 0; i < em->fn->nparams; i++) {
     const IrValue *v = em->fn->params[i].value;
@@ -1825,7 +2013,14 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
                  info(em, v)->name);
   }
   fa_sb_puts(out, ") {\n");
-  fa_sb_puts(out, "  extern __shared__ __attribute__((aligned(16))) unsigned char fa_smem[];\n");
+  if (em->swizzled_tiles) {
+    /* swizzled tiles need a 1024-byte boundary; the launch reserves 1024 more bytes for it */
+    fa_sb_puts(out, "  extern __shared__ __attribute__((aligned(1024))) unsigned char fa_smem_base[];\n");
+    fa_sb_puts(out, "  unsigned char *const fa_smem = fa_smem_base + ((1024u - (fa::smem_addr(fa_smem_base) & 1023u)) & "
+                    "1023u);\n");
+  } else {
+    fa_sb_puts(out, "  extern __shared__ __attribute__((aligned(16))) unsigned char fa_smem[];\n");
+  }
   fa_sb_puts(out, "  const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
   for (int i = 0; i < em->plan.layouts.len; i++) {
     const FaLayout *l = em->plan.layouts.items[i];
@@ -1889,6 +2084,7 @@ bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCuda
     plan_pipelines(&em, em.fn->body);
     plan_fused_adds(&em, em.fn->body);
     allocate_tiles(&em);
+    plan_async_reads(&em, em.fn->body);
   }
   /* layout ids may grow while emitting (operand needs are interned lazily) */
   em.nlayouts_alloc = em.plan.layouts.len + 256;
@@ -1906,7 +2102,7 @@ bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCuda
   if (ok) {
     out->entry = fresh_name(&em, em.fn->name ? em.fn->name : "kernel");
     out->threads = 32 * em.plan.warps;
-    out->shared_bytes = em.tile_bytes + ((em.scratch_bytes + 15) & ~(size_t)15);
+    out->shared_bytes = em.tile_bytes + ((em.scratch_bytes + 15) & ~(size_t)15) + (em.swizzled_tiles ? 1024 : 0);
     out->nargs = em.fn->nparams;
     out->args = fa_arena_alloc(&fc->arena, (size_t)(out->nargs > 0 ? out->nargs : 1) * sizeof *out->args);
     if (!out->args)
@@ -1935,6 +2131,7 @@ bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCuda
              em.fn->name ? em.fn->name : "?");
   fa_ptrvec_free(&em.names);
   fa_sb_free(&em.body);
+  fa_sb_free(&em.helpers);
   free(em.vi);
   free(em.live);
   free(em.layout_used);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../compiler/cuda.h"
 #include "rt.h"
 
 FADSL_API const char *fadsl_status_string(fadsl_status status) {
@@ -70,6 +71,25 @@ void fa_rt_arch_for_cc(int major, int minor, char *buf, size_t size) {
     snprintf(buf, size, "sm_%d%d", major, minor);
 }
 
+/* FADSL_ARCH=sm_XY[a] compiles for an older architecture than the device's
+ * own (sm_90 on an H100 runs the code without wgmma, to compare): it must be
+ * one the device runs, and an arch-specific one only the device's own. */
+static bool arch_override(fadsl_context *ctx, fadsl_device_info *info) {
+  const char *over = getenv("FADSL_ARCH");
+  if (!over || !*over)
+    return true;
+  FaCudaTarget t;
+  int cc = info->cc_major * 10 + info->cc_minor;
+  if (!fa_cuda_target_parse(over, &t) || t.sm > cc || (t.arch_specific && t.sm != cc)) {
+    snprintf(ctx->device_error, sizeof ctx->device_error,
+             "FADSL_ARCH=%s: not an architecture device %d (%s, compute capability %d.%d) runs", over, ctx->device,
+             info->name, info->cc_major, info->cc_minor);
+    return false;
+  }
+  fa_cuda_target_name(t, info->arch, sizeof info->arch);
+  return true;
+}
+
 /* Initialises the device; called with ctx->lock held.  On failure the
  * reason goes to ctx->device_error. */
 static fadsl_status init_device(fadsl_context *ctx) {
@@ -120,6 +140,8 @@ static fadsl_status init_device(fadsl_context *ctx) {
   d->cuDeviceTotalMem(&info->total_memory, ctx->cu_device);
   info->driver_version = d->version;
   fa_rt_arch_for_cc(info->cc_major, info->cc_minor, info->arch, sizeof info->arch);
+  if (!arch_override(ctx, info))
+    return FADSL_ERROR_UNSUPPORTED;
   ctx->device_ready = true;
   if (ctx->log.level >= FA_LOG_INFO)
     fprintf(ctx->log.stream, "fadsl: CUDA driver %d.%d from %s; device %d: %s (%s)\n",

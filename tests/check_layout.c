@@ -407,7 +407,13 @@ START_TEST(test_pass_on_attention_like_kernel) {
   ck_assert_ptr_nonnull(strstr(out.source, "#include \"fadsl_device.cuh\""));
   ck_assert_ptr_nonnull(strstr(out.source, "__launch_bounds__(128)"));
   ck_assert_ptr_nonnull(strstr(out.source, "fa::stage<")); /* B operands from shared memory */
-  ck_assert_ptr_nonnull(strstr(out.source, "fa::mma_rs<"));
+  /* sm_90a: both products are warpgroup instructions (4 warps along M), the
+     second with P in registers; tiles swizzled and fenced for the async proxy */
+  ck_assert_ptr_nonnull(strstr(out.source, "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"));
+  ck_assert_ptr_nonnull(strstr(out.source, "A from registers"));
+  ck_assert_ptr_nonnull(strstr(out.source, "fa::SwzTile<64, 128>"));
+  ck_assert_ptr_nonnull(strstr(out.source, "fa::fence_async_smem();"));
+  ck_assert_ptr_null(strstr(out.source, "fa::mma_rs<"));
   ck_assert_ptr_nonnull(strstr(out.source, "fa::reduce<fa::OpMax"));
   ck_assert_ptr_null(strstr(out.source, "fa::convert<fa_L")); /* no layout conversion through shared memory */
   ck_assert_ptr_nonnull(strstr(out.source, "// k.fa:1:"));
@@ -422,6 +428,8 @@ START_TEST(test_pass_on_attention_like_kernel) {
   FaCudaKernel again;
   ck_assert(fa_emit_cuda(&fc, &k, target, &again));
   ck_assert_ptr_nonnull(strstr(again.source, "fa::mma_rs<"));
+  ck_assert_ptr_null(strstr(again.source, "wgmma"));
+  ck_assert_ptr_nonnull(strstr(again.source, "fa::PadTile<144>"));   /* 64 halves + 16 bytes of padding */
   fa_compiler_free(&fc);
 }
 END_TEST

@@ -133,6 +133,30 @@ START_TEST(test_device_and_arch) {
   ck_assert_int_eq(fadsl_context_device_info(ctx, &info), FADSL_SUCCESS);
   ck_assert_str_eq(info.arch, "sm_86");
   fadsl_context_destroy(ctx);
+  /* FADSL_ARCH: an older architecture is taken; a newer one, an arch-specific
+     one of another device, or a word that is no architecture is refused */
+  unsetenv("FAKE_CUDA_CC");
+  setenv("FADSL_ARCH", "sm_90", 1);
+  ck_assert_int_eq(fadsl_context_create(0, &ctx), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_context_device_info(ctx, &info), FADSL_SUCCESS);
+  ck_assert_str_eq(info.arch, "sm_90");
+  fadsl_context_destroy(ctx);
+  setenv("FADSL_ARCH", "sm_80", 1);
+  ck_assert_int_eq(fadsl_context_create(0, &ctx), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_context_device_info(ctx, &info), FADSL_SUCCESS);
+  ck_assert_str_eq(info.arch, "sm_80");
+  fadsl_context_destroy(ctx);
+  static const char *const refused[] = {"sm_100", "sm_86a", "gfx90a", "sm_"};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    setenv("FADSL_ARCH", refused[i], 1);
+    ck_assert_int_eq(fadsl_context_create(0, &ctx), FADSL_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(fadsl_context_last_error(ctx), "FADSL_ARCH=") &&
+                      strstr(fadsl_context_last_error(ctx), "compute capability 9.0"),
+                  "%s", fadsl_context_last_error(ctx));
+    fadsl_context_destroy(ctx);
+  }
+  unsetenv("FADSL_ARCH");
+  setenv("FAKE_CUDA_CC", "86", 1);
   /* a device number the machine does not have */
   ck_assert_int_eq(fadsl_context_create(1, &ctx), FADSL_ERROR_NO_DEVICE);
   ck_assert_str_eq(fadsl_context_last_error(ctx), "no CUDA device 1 (this machine has 1)");

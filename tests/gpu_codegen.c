@@ -58,6 +58,15 @@ static const Case cases[] = {
     {CG, "mm", "T=f16 BM=64 BN=32 BK=32 TRANS_B=True ACC=True", "M=70 N=50 K=300", 4, 4, NULL, 1e-3, 2e-3},
     {CG, "mm", "T=bf16 BM=64 BN=64 BK=64 TRANS_B=False ACC=False", "M=64 N=64 K=1000", 4, 3, NULL, 1e-2, 1e-2},
     {CG, "mm", "T=f32 BM=32 BN=32 BK=16 TRANS_B=True ACC=True", "M=50 N=45 K=20", 4, 2, NULL, 1e-5, 1e-5},
+    /* shapes of the warpgroup products on sm_90a (wgmma): two 64-row blocks per
+       warp, n256, rows of 32 and 64 bytes (32B and 64B swizzles), 8 warps */
+    {CG, "mm", "T=f16 BM=128 BN=256 BK=16 TRANS_B=False ACC=True", "M=130 N=260 K=50", 4, 2, NULL, 1e-3, 2e-3},
+    {CG, "mm", "T=bf16 BM=64 BN=16 BK=32 TRANS_B=False ACC=False", "M=70 N=40 K=100", 4, 2, NULL, 1e-2, 1e-2},
+    {CG, "mm", "T=f16 BM=128 BN=64 BK=64 TRANS_B=True ACC=True", "M=200 N=100 K=150", 8, 3, NULL, 1e-3, 2e-3},
+    {CG, "mm", "T=bf16 BM=64 BN=128 BK=32 TRANS_B=True ACC=False", "M=64 N=128 K=96", 4, 2, NULL, 1e-2, 1e-2},
+    {CG, "mmt", "T=f16 BM=64 BN=64 BK=32", "M=100 N=70 K=90", 4, 2, NULL, 1e-3, 2e-3},
+    {CG, "mmt", "T=bf16 BM=128 BN=32 BK=16", "M=150 N=40 K=64", 8, 2, NULL, 1e-2, 1e-2},
+    {CG, "chain", "T=f16 BM=128 BN=64 BK=32 BD=128", "", 4, 2, "a=-1:1 b=-1:1", 2e-3, 2e-3},
     {CG, "chain", "T=f16 BM=64 BN=64 BK=32 BD=64", "", 4, 2, "a=-1:1 b=-1:1", 2e-3, 2e-3},
     {CG, "chain", "T=bf16 BM=128 BN=32 BK=64 BD=16", "", 8, 2, "a=-1:1 b=-1:1", 1e-2, 1e-2},
     /* block pointers at every edge */

@@ -76,18 +76,39 @@ FA_DEV unsigned smem_addr(const void *p) {
 }
 
 /* Shared-memory copies of dot operands ("tiles"): a 2-D block stored with
- * one of its dimensions (D_IN) contiguous, rows of `pitch` bytes (the row
- * length plus 16 bytes, which spreads the 8 rows an ldmatrix reads over all
- * banks). */
+ * one of its dimensions (D_IN) contiguous.  A tile format F maps (row, byte
+ * of the row) to a byte offset, F::at(r, cb), where 16-byte pieces of a row
+ * stay contiguous (ldmatrix, cp.async and 16-byte stores see no difference):
+ *   PadTile<PITCH>: rows of PITCH bytes (the row length plus 16, which
+ *     spreads the 8 rows an ldmatrix reads over all banks);
+ *   SwzTile<ROWS, SW>: the layouts wgmma reads through its shared-memory
+ *     descriptors.  Each row is cut into blocks of SW = 32, 64 or 128 bytes;
+ *     block b of every row forms a ROWS x SW array (rows SW bytes apart,
+ *     the arrays ROWS * SW bytes apart), and the 16-byte pieces of each
+ *     1024-byte (128B), 512-byte or 256-byte run are permuted by XOR-ing
+ *     address bits 4.. with bits 7.. (the hardware's 128B / 64B / 32B
+ *     swizzle): no bank conflicts, and no padding.  The tile must start at
+ *     a multiple of 1024 bytes. */
+template <int PITCH> struct PadTile {
+  static FA_DEV int at(int r, int cb) { return r * PITCH + cb; }
+};
+template <int ROWS, int SW> struct SwzTile {
+  static_assert(SW == 32 || SW == 64 || SW == 128, "swizzle width");
+  static FA_DEV int at(int r, int cb) {
+    const int a = (cb / SW) * (ROWS * SW) + r * SW + cb % SW;
+    return a ^ (((a >> 7) & (SW / 16 - 1)) << 4);
+  }
+};
 
-/* Writes a block held in layout L into its tile, V elements (registers in a
- * row along D_IN) per store.  Threads holding copies write equal values. */
-template <class L, int D_IN, int V, class T>
-FA_DEV void stage(unsigned char *tile, int pitch, const T (&src)[L::nregs], int toff) {
+/* Writes a block held in layout L into its tile of format F, V elements
+ * (registers in a row along D_IN) per store.  Threads holding copies write
+ * equal values. */
+template <class L, int D_IN, int V, class F, class T>
+FA_DEV void stage(unsigned char *tile, const T (&src)[L::nregs], int toff) {
 #pragma unroll
   for (int g = 0; g < L::nregs / V; ++g) {
     const int r = L::coord(toff, g * V, 1 - D_IN), c = L::coord(toff, g * V, D_IN);
-    unsigned char *p = tile + r * pitch + c * (int)sizeof(T);
+    unsigned char *p = tile + F::at(r, c * (int)sizeof(T));
     if constexpr (V * (int)sizeof(T) >= 4) {
       constexpr int W = V * (int)sizeof(T) / 4;
       unsigned w[W];
@@ -123,45 +144,45 @@ FA_DEV void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
  * contiguous (K_INNER) or m contiguous; B [K, N] stored with k contiguous
  * (K_INNER) or n contiguous.  Each lane supplies one row address of the 8x8
  * matrices; .trans transposes the matrices stored the other way round. */
-template <bool K_INNER>
-FA_DEV void load_a_frag(unsigned (&r)[4], unsigned tile, int pitch, int m0, int k0, int lane) {
+template <bool K_INNER, class F>
+FA_DEV void load_a_frag(unsigned (&r)[4], unsigned tile, int m0, int k0, int lane) {
   if constexpr (K_INNER) {
     const int m = m0 + (lane & 7) + ((lane >> 3) & 1) * 8, k = k0 + (lane >> 4) * 8;
-    ldmatrix_x4(r, tile + m * pitch + k * 2);
+    ldmatrix_x4(r, tile + F::at(m, k * 2));
   } else {
     const int k = k0 + (lane & 7) + (lane >> 4) * 8, m = m0 + ((lane >> 3) & 1) * 8;
-    ldmatrix_x4_trans(r, tile + k * pitch + m * 2);
+    ldmatrix_x4_trans(r, tile + F::at(k, m * 2));
   }
 }
 /* B fragments {b0, b1} of one n8 column block over k0 .. k0+15 (lanes
  * 0..15 supply the addresses). */
-template <bool K_INNER>
-FA_DEV void load_b_frag_x2(unsigned (&r)[2], unsigned tile, int pitch, int n0, int k0, int lane) {
+template <bool K_INNER, class F>
+FA_DEV void load_b_frag_x2(unsigned (&r)[2], unsigned tile, int n0, int k0, int lane) {
   const int l = lane & 15;
   if constexpr (K_INNER) {
     const int n = n0 + (l & 7), k = k0 + (l >> 3) * 8;
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
                  : "=r"(r[0]), "=r"(r[1])
-                 : "r"(tile + n * pitch + k * 2));
+                 : "r"(tile + F::at(n, k * 2)));
   } else {
     const int k = k0 + (l & 7) + (l >> 3) * 8;
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                  : "=r"(r[0]), "=r"(r[1])
-                 : "r"(tile + k * pitch + n0 * 2));
+                 : "r"(tile + F::at(k, n0 * 2)));
   }
 }
 
 /* One k16 step of a product whose B is read from a tile: the warp's place
  * along N is wn = (warp / WM) % WN (8-column blocks interleaved, as in the
  * layouts of the operand and the accumulator). */
-template <int MT, int NT, int WM, int WN, bool B_K_INNER, class T>
-FA_DEV void mma_k_step(float (&c)[MT * NT * 4], const unsigned (&af)[MT][4], unsigned b_tile, int b_pitch, int kt,
-                       int lane, int warp) {
+template <int MT, int NT, int WM, int WN, bool B_K_INNER, class FB, class T>
+FA_DEV void mma_k_step(float (&c)[MT * NT * 4], const unsigned (&af)[MT][4], unsigned b_tile, int kt, int lane,
+                       int warp) {
   const int wn = (warp / WM) % WN;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     unsigned bf[2];
-    load_b_frag_x2<B_K_INNER>(bf, b_tile, b_pitch, (nt * WN + wn) * 8, kt * 16, lane);
+    load_b_frag_x2<B_K_INNER, FB>(bf, b_tile, (nt * WN + wn) * 8, kt * 16, lane);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int ic = (mt * NT + nt) * 4;
@@ -212,44 +233,59 @@ FA_DEV void a_frags_from_regs(unsigned (&af)[MT][4], const T (&a)[MT * KT * 8], 
  * read one k16 step at a time: reading two with ldmatrix.x4 halves the
  * instructions but keeps more fragments live, and registers decide how
  * many programs an SM runs.) */
-template <int MT, int NT, int KT, int WM, int WN, bool B_K_INNER, class T>
-FA_DEV void mma_rs(float (&c)[MT * NT * 4], const T (&a)[MT * KT * 8], unsigned b_tile, int b_pitch, int lane,
-                   int warp) {
+template <int MT, int NT, int KT, int WM, int WN, bool B_K_INNER, class FB, class T>
+FA_DEV void mma_rs(float (&c)[MT * NT * 4], const T (&a)[MT * KT * 8], unsigned b_tile, int lane, int warp) {
 #pragma unroll
   for (int kt = 0; kt < KT; ++kt) {
     unsigned af[MT][4];
     a_frags_from_regs<MT, KT>(af, a, kt);
-    mma_k_step<MT, NT, WM, WN, B_K_INNER, T>(c, af, b_tile, b_pitch, kt, lane, warp);
+    mma_k_step<MT, NT, WM, WN, B_K_INNER, FB, T>(c, af, b_tile, kt, lane, warp);
   }
 }
 
 /* c += a.to(T) . b for an f32 a in registers, B from a tile. */
-template <int MT, int NT, int KT, int WM, int WN, bool B_K_INNER, class T>
-FA_DEV void mma_rs_cvt(float (&c)[MT * NT * 4], const float (&a)[MT * KT * 8], unsigned b_tile, int b_pitch,
-                       int lane, int warp) {
+template <int MT, int NT, int KT, int WM, int WN, bool B_K_INNER, class FB, class T>
+FA_DEV void mma_rs_cvt(float (&c)[MT * NT * 4], const float (&a)[MT * KT * 8], unsigned b_tile, int lane,
+                       int warp) {
 #pragma unroll
   for (int kt = 0; kt < KT; ++kt) {
     unsigned af[MT][4];
     a_frags_from_f32<MT, KT, T>(af, a, kt);
-    mma_k_step<MT, NT, WM, WN, B_K_INNER, T>(c, af, b_tile, b_pitch, kt, lane, warp);
+    mma_k_step<MT, NT, WM, WN, B_K_INNER, FB, T>(c, af, b_tile, kt, lane, warp);
   }
 }
 
 /* c += a . b, both from tiles; the warp's place along M is warp % WM
  * (16-row blocks interleaved). */
-template <int MT, int NT, int KT, int WM, int WN, bool A_K_INNER, bool B_K_INNER, class T>
-FA_DEV void mma_ss(float (&c)[MT * NT * 4], unsigned a_tile, int a_pitch, unsigned b_tile, int b_pitch, int lane,
-                   int warp) {
+template <int MT, int NT, int KT, int WM, int WN, bool A_K_INNER, bool B_K_INNER, class FA, class FB, class T>
+FA_DEV void mma_ss(float (&c)[MT * NT * 4], unsigned a_tile, unsigned b_tile, int lane, int warp) {
   const int wm = warp % WM;
 #pragma unroll
   for (int kt = 0; kt < KT; ++kt) {
     unsigned af[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
-      load_a_frag<A_K_INNER>(af[mt], a_tile, a_pitch, (mt * WM + wm) * 16, kt * 16, lane);
-    mma_k_step<MT, NT, WM, WN, B_K_INNER, T>(c, af, b_tile, b_pitch, kt, lane, warp);
+      load_a_frag<A_K_INNER, FA>(af[mt], a_tile, (mt * WM + wm) * 16, kt * 16, lane);
+    mma_k_step<MT, NT, WM, WN, B_K_INNER, FB, T>(c, af, b_tile, kt, lane, warp);
   }
 }
+
+/* ---- wgmma (sm_90a) ---------------------------------------------------------------------- */
+
+/* A shared-memory matrix descriptor: start address, leading and stride
+ * byte offsets (multiples of 16) and swizzle mode (1: 128B, 2: 64B, 3: 32B). */
+FA_DEV unsigned long long wgmma_desc(unsigned addr, int lbo, int sbo, int mode) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) |
+         ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | ((unsigned long long)mode << 62);
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* Shared memory written by ordinary stores (or cp.async) and read next by
+ * wgmma: each writer fences before the barrier. */
+FA_DEV void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+FA_DEV void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+FA_DEV void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> FA_DEV void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+#endif
 
 FA_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> FA_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
@@ -271,8 +307,8 @@ template <int BYTES> FA_DEV void cp_async(unsigned dst, const void *src, int src
 /* load(block_ptr) straight into a tile (as stage() would write it), with
  * cp.async: V elements per copy along D_IN (the dimension of stride 1),
  * elements outside the checked bounds zero.  Completes at cp_async_wait. */
-template <class L, int V, unsigned CHECK, int D_IN, class T, int R>
-FA_DEV void load_block_async(unsigned tile, int pitch, const BlockPtr<T, R> &p, int toff, bool owner) {
+template <class L, int V, unsigned CHECK, int D_IN, class F, class T, int R>
+FA_DEV void load_block_async(unsigned tile, const BlockPtr<T, R> &p, int toff, bool owner) {
   if (!owner)
     return;
 #pragma unroll
@@ -280,7 +316,7 @@ FA_DEV void load_block_async(unsigned tile, int pitch, const BlockPtr<T, R> &p, 
     bool in;
     const long long off = block_address<L, CHECK>(p, toff, g * V, in);
     const int r = L::coord(toff, g * V, 1 - D_IN), c = L::coord(toff, g * V, D_IN);
-    cp_async<V * (int)sizeof(T)>(tile + r * pitch + c * (int)sizeof(T), in ? p.base + off : p.base,
+    cp_async<V * (int)sizeof(T)>(tile + F::at(r, c * (int)sizeof(T)), in ? p.base + off : p.base,
                                  in ? V * (int)sizeof(T) : 0);
   }
 }
