@@ -9,6 +9,7 @@
 
 #include "../compiler/cuda.h"
 #include "rt.h"
+#include "tune_db.h"
 
 FADSL_API const char *fadsl_status_string(fadsl_status status) {
   switch (status) {
@@ -221,6 +222,7 @@ FADSL_API fadsl_status fadsl_context_create(int device, fadsl_context **out) {
   fa_cache_init(&ctx->cache, kernels, ctx->log);
   const char *db = getenv("FADSL_TUNE_DB");
   ctx->tune_db = db && *db ? strdup(db) : join_path(root, "tune.json");
+  ctx->tune_cache = fa_tune_cache_new();   /* NULL (out of memory): every launch reads the file */
   free(kernels);
   free(root);
   *out = ctx;
@@ -233,6 +235,7 @@ FADSL_API void fadsl_context_destroy(fadsl_context *ctx) {
   if (ctx->device_ready) ctx->drv->cuDevicePrimaryCtxRelease(ctx->cu_device);
   fa_cache_free(&ctx->cache);
   fa_loader_free(&ctx->loader);
+  fa_tune_cache_free(ctx->tune_cache);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx->tune_db);
   free(ctx->last_error);

@@ -215,7 +215,10 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
     }
     FaTuneQuery q = {ctx->tune_db, a->kernel->program->name, k->name, key, k->nkey,
                      ctx->device_ready ? ctx->info.name : "", plan->arch, PACKAGE_VERSION};
-    fa_tune_lookup(&q, &plan->arena, &choice);
+    /* the parsed database is kept by the context: a launch only checks that
+       the file did not change (one stat), so small kernels do not pay a JSON
+       parse each */
+    fa_tune_lookup_cached(ctx->tune_cache, &q, &plan->arena, &choice);
   }
   if (choice.match != FA_TUNE_NOT_FOUND) {
     for (int t = 0; t < nt; t++) {

@@ -21,6 +21,7 @@ struct fadsl_context {
   FaKernelCache cache;
   FaLogSink log;
   char *tune_db;                /* tuning database path, or NULL */
+  struct FaTuneCache *tune_cache; /* the database as last read (re-read when the file changes) */
   pthread_mutex_t lock;         /* guards last_error and the device state */
   char *last_error;
   bool nvrtc_reported;          /* FADSL_LOG=info has said which NVRTC is used */
