@@ -8,6 +8,8 @@
  * balance, FADSL_LOG=info's lines (launch; libraries loaded).
  * Nothing runs on a device here: the GPU tests check results. */
 #define _GNU_SOURCE
+#include "config.h"
+
 #include <check.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "rt.h"
+#include "tune_db.h"
 
 /* LeakSanitizer (sanitizer builds): NVRTC and the CUDA driver keep allocations
  * for the life of the process (their caches, the C++ runtime NVRTC brings),
@@ -181,6 +184,81 @@ START_TEST(test_device_and_arch) {
                 "%s", fadsl_context_last_error(ctx));
   setenv("FADSL_CUDA_DRIVER_PATH", saved, 1);
   free(saved);
+}
+END_TEST
+
+/* A launch takes its configuration from the tuning database, and follows
+ * the file when it changes (the context keeps it parsed between launches). */
+static void store_scale_entry(const char *path, long block, int warps) {
+  FaBinding key = {"n", {CK_INT, 1000, 0, DT_I32, NULL}};
+  FaBinding axis = {"BLOCK", {CK_INT, block, 0, DT_I32, NULL}};
+  static const char *const exact[] = {"n"};
+  FaTuneEntry e;
+  memset(&e, 0, sizeof e);
+  e.program = "scale.fa";
+  e.kernel = "scale";
+  e.key = &key;
+  e.nkey = 1;
+  e.exact_keys = exact;
+  e.nexact_keys = 1;
+  e.gpu_name = "Fake GPU";
+  e.arch = "sm_90a";
+  e.fadsl_version = PACKAGE_VERSION;
+  e.best.values = &axis;
+  e.best.nvalues = 1;
+  e.best.config.warps = warps;
+  e.best.config.stages = 2;
+  e.best.median_ms = 0.01;
+  e.dflt.median_ms = -1;
+  e.candidates = 4;
+  StrBuf err;
+  fa_sb_init(&err);
+  ck_assert_msg(fa_tune_db_store(path, &e, 1, &err, NULL), "%s", err.data ? err.data : "");
+  fa_sb_free(&err);
+}
+
+START_TEST(test_tuned_launch_follows_the_database) {
+  char db[300];
+  snprintf(db, sizeof db, "%s/tuned.json", cache_dir);
+  ck_assert_int_eq(fadsl_context_set_tune_db(ctx, db), FADSL_SUCCESS);
+  fadsl_program *prog;
+  ck_assert_int_eq(fadsl_program_load_string(ctx, "scale.fa", scale_fa, &prog), FADSL_SUCCESS);
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "scale", &k), FADSL_SUCCESS);
+  uint64_t x, y;
+  ck_assert_int_eq(fadsl_malloc(ctx, 4000, &x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, 4000, &y), FADSL_SUCCESS);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "x", x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "y", y), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_f32(a, "a", 2.0f), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "n", 1000), FADSL_SUCCESS);
+  fadsl_kernel_info info;
+  /* no database yet: the default (BLOCK=128, 4 warps) */
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_str_eq(info.config_source, "default");
+  ck_assert_uint_eq(last_launch().block[0], 128);
+  static const struct { long block; int warps; } rounds[] = {{256, 8}, {128, 8}, {256, 4}};
+  for (size_t r = 0; r < sizeof rounds / sizeof *rounds; r++) {
+    store_scale_entry(db, rounds[r].block, rounds[r].warps);
+    for (int again = 0; again < 2; again++) {   /* the second launch: the kept copy */
+      ck_assert_msg(fadsl_launch(k, a, NULL, &info) == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+      ck_assert_str_eq(info.config_source, "tuned");
+      ck_assert_int_eq(info.warps, rounds[r].warps);
+      Launch l = last_launch();
+      ck_assert_uint_eq(l.block[0], 32u * (unsigned)rounds[r].warps);
+      ck_assert_uint_eq(l.grid[0], (unsigned)((1000 + rounds[r].block - 1) / rounds[r].block));
+    }
+  }
+  /* the file removed: the default again */
+  ck_assert_int_eq(unlink(db), 0);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_str_eq(info.config_source, "default");
+  fadsl_args_destroy(a);
+  fadsl_free(ctx, x);
+  fadsl_free(ctx, y);
+  fadsl_program_destroy(prog);
 }
 END_TEST
 
@@ -507,6 +585,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_device_and_arch);
   tcase_add_test(tc, test_launch_parameters_and_grid);
+  tcase_add_test(tc, test_tuned_launch_follows_the_database);
   tcase_add_test(tc, test_attention_launch);
   tcase_add_test(tc, test_dynamic_shared_attribute);
   tcase_add_test(tc, test_device_helpers);
