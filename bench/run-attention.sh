@@ -11,6 +11,10 @@
 # backward), the device memory used and, unless FADSL_BENCH_CHECK=0, the
 # errors against float64 (on a stated subset of heads and rows).
 # Extra options go to every fadsl-attn run (e.g. --block-q 128 --block-k 64).
+# FADSL_BENCH_TUNE=1 first tunes every shape with fadsl-tune (each kernel of
+# attention.fa at that shape's sizes, into the database libfadsl reads:
+# FADSL_TUNE_DB, else the cache root's tune.json), so the records show the
+# tuned configurations; the tuner's output goes to OUT.jsonl.tune.log.
 #
 # Run from the repository root with the build in ./build (FADSL_BUILD=DIR
 # for another; FADSL_ATTN=PATH names the binary directly).  bench/compare.py
@@ -29,10 +33,26 @@ check=--check
 : > "$out" || exit 2
 failures=0
 
+tune=${FADSL_TUNE:-$build/autotune/fadsl-tune}
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${FADSL_BENCH_TUNE:-0}" = 1 ]; then
+  [ -x "$tune" ] || { echo "run-attention: $tune not found (FADSL_TUNE=PATH names it)" >&2; exit 2; }
+  : > "$out.tune.log" || exit 2
+fi
+
 bench() {   # B H N D causal|full
   c=""
   [ "$5" = causal ] && c=--causal
   echo "== B=$1 H=$2 N=$3 D=$4 $5"
+  if [ "${FADSL_BENCH_TUNE:-0}" = 1 ]; then
+    tc=False
+    [ "$5" = causal ] && tc=True
+    if ! "$tune" "$srcdir/examples/attention/attention.fa" --size B="$1" --size H="$2" --size KVH="$2" \
+        --size N="$3" --size D="$4" --size causal=$tc --size T=f16 >> "$out.tune.log" 2>&1; then
+      echo "run-attention: tuning B=$1 H=$2 N=$3 D=$4 $5 FAILED (see $out.tune.log)" >&2
+      failures=$((failures + 1))
+    fi
+  fi
   if ! "$attn" --gpu --shape "$1,$2,$2,$3,$4" $c --dtype f16 --bench --json "$out" --seed 1 $check $extra; then
     echo "run-attention: B=$1 H=$2 N=$3 D=$4 $5 FAILED" >&2
     failures=$((failures + 1))
