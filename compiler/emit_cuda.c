@@ -1465,52 +1465,63 @@ static void wgmma_operand(Emitter *em, const ValInfo *t, bool k_inner, const cha
   *sbo = 8 * sw;
 }
 
-/* Writes the device function for one product (into em->helpers) and
- * returns its name. */
-static const char *emit_wgmma_helper(Emitter *em, const WgmmaDot *w) {
-  const char *name = aprintf(em, "fa_wgmma_%d", em->nhelpers++);
-  const char *T = ctype(w->in), *ptx = w->in == DT_BF16 ? "bf16" : "f16";
-  int N = w->nt * 8, R = w->nt * 4;   /* R accumulator registers per instruction */
+/* The helper's signature: the accumulator, A (a tile address, or the
+ * registers in the fragment layout), B's tile address, the warp. */
+static void wgmma_signature(Emitter *em, const WgmmaDot *w, const char *name) {
   StrBuf *h = &em->helpers;
+  int N = w->nt * 8;
   fa_sb_printf(h, "// c += a . b: wgmma.m64n%dk16, A from %s, B from a swizzled tile (%s-major)\n", N,
                w->a_tile ? "a swizzled tile" : w->a_f32 ? "f32 registers rounded on the way" : "registers",
                w->b_k_inner ? "K" : "N");
-  fa_sb_printf(h, "static __device__ __forceinline__ void %s(float (&c)[%d], ", name, w->mt * R);
+  fa_sb_printf(h, "static __device__ __forceinline__ void %s(float (&c)[%d], ", name, w->mt * w->nt * 4);
   if (w->a_tile)
     fa_sb_puts(h, "unsigned a_tile, ");
   else
-    fa_sb_printf(h, "const %s (&a)[%d], ", w->a_f32 ? "float" : T, w->mt * w->kt * 8);
+    fa_sb_printf(h, "const %s (&a)[%d], ", w->a_f32 ? "float" : ctype(w->in), w->mt * w->kt * 8);
   fa_sb_puts(h, "unsigned b_tile, int warp) {\n");
-  fa_sb_printf(h, "  const int g = warp >> 2;  // warpgroup\n  (void)g;\n");
-  fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
-  if (!w->a_tile) {
-    /* the warp's A fragments of this row block, all k steps, before the fence */
-    fa_sb_printf(h, "    unsigned af[%d][4];\n#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt, w->kt);
-    fa_sb_printf(h, "      const int ia = (mt * %d + kt) * 8;\n#pragma unroll\n      for (int i = 0; i < 4; ++i)\n",
-                 w->kt);
-    if (w->a_f32)
-      fa_sb_printf(h, "        af[kt][i] = fa::pack2_from_f32(a[ia + 2 * i], a[ia + 2 * i + 1], %s{});\n", T);
-    else
-      fa_sb_puts(h, "        af[kt][i] = fa::pack2(a[ia + 2 * i], a[ia + 2 * i + 1]);\n");
-    fa_sb_puts(h, "    }\n");
-  }
-  fa_sb_puts(h, "    fa::wgmma_fence();\n");
-  fa_sb_printf(h, "#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt);
-  const char *boff, *aoff = NULL;
-  int blbo, bsbo, albo = 0, asbo = 0;
-  wgmma_operand(em, w->bi, w->b_k_inner, "0", "kt * 16", &boff, &blbo, &bsbo);
-  fa_sb_printf(h, "      const unsigned long long db = fa::wgmma_desc(b_tile + %s, %d, %d, %d);\n", boff, blbo, bsbo,
+}
+
+/* A from registers: the warp's fragments of row block mt for every k step,
+ * packed before the fence (wgmma reads them asynchronously). */
+static void wgmma_a_fragments(Emitter *em, const WgmmaDot *w) {
+  StrBuf *h = &em->helpers;
+  fa_sb_printf(h, "    unsigned af[%d][4];\n#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt, w->kt);
+  fa_sb_printf(h, "      const int ia = (mt * %d + kt) * 8;\n#pragma unroll\n      for (int i = 0; i < 4; ++i)\n",
+               w->kt);
+  if (w->a_f32)
+    fa_sb_printf(h, "        af[kt][i] = fa::pack2_from_f32(a[ia + 2 * i], a[ia + 2 * i + 1], %s{});\n",
+                 ctype(w->in));
+  else
+    fa_sb_puts(h, "        af[kt][i] = fa::pack2(a[ia + 2 * i], a[ia + 2 * i + 1]);\n");
+  fa_sb_puts(h, "    }\n");
+}
+
+/* The descriptors of step kt: B's, and A's when A is a tile (its rows start
+ * at the warpgroup's 64-row block of row block mt). */
+static void wgmma_descriptors(Emitter *em, const WgmmaDot *w) {
+  StrBuf *h = &em->helpers;
+  const char *off;
+  int lbo, sbo;
+  wgmma_operand(em, w->bi, w->b_k_inner, "0", "kt * 16", &off, &lbo, &sbo);
+  fa_sb_printf(h, "      const unsigned long long db = fa::wgmma_desc(b_tile + %s, %d, %d, %d);\n", off, lbo, sbo,
                swizzle_mode(w->bi->tile_sw));
   if (w->a_tile) {
-    wgmma_operand(em, w->ai, w->a_k_inner, aprintf(em, "(mt * %d + 4 * g) * 16", w->wm), "kt * 16", &aoff, &albo,
-                  &asbo);
-    fa_sb_printf(h, "      const unsigned long long da = fa::wgmma_desc(a_tile + %s, %d, %d, %d);\n", aoff, albo, asbo,
+    wgmma_operand(em, w->ai, w->a_k_inner, aprintf(em, "(mt * %d + 4 * g) * 16", w->wm), "kt * 16", &off, &lbo, &sbo);
+    fa_sb_printf(h, "      const unsigned long long da = fa::wgmma_desc(a_tile + %s, %d, %d, %d);\n", off, lbo, sbo,
                  swizzle_mode(w->ai->tile_sw));
   }
+}
+
+/* The instruction of step kt: R accumulator registers (read and written),
+ * then A (a descriptor, or 4 fragment registers), B's descriptor and the
+ * scale-d operand (1: accumulate), turned into the predicate p. */
+static void wgmma_instruction(Emitter *em, const WgmmaDot *w) {
+  StrBuf *h = &em->helpers;
+  const char *ptx = w->in == DT_BF16 ? "bf16" : "f16";
+  int R = w->nt * 4, na = w->a_tile ? 1 : 4;
   fa_sb_puts(h, "      asm volatile(\"{\\n.reg .pred p;\\n");
-  int na = w->a_tile ? 1 : 4;
   fa_sb_printf(h, "setp.ne.b32 p, %%%d, 0;\\n", R + na + 1);
-  fa_sb_printf(h, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", N, ptx, ptx);
+  fa_sb_printf(h, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", w->nt * 8, ptx, ptx);
   for (int i = 0; i < R; i++)
     fa_sb_printf(h, "%s%%%d", i ? ", " : "", i);
   if (w->a_tile)
@@ -1527,7 +1538,25 @@ static const char *emit_wgmma_helper(Emitter *em, const WgmmaDot *w) {
     fa_sb_puts(h, "\"l\"(da), ");
   else
     fa_sb_puts(h, "\"r\"(af[kt][0]), \"r\"(af[kt][1]), \"r\"(af[kt][2]), \"r\"(af[kt][3]), ");
-  fa_sb_puts(h, "\"l\"(db), \"r\"(1));\n    }\n  }\n");
+  fa_sb_puts(h, "\"l\"(db), \"r\"(1));\n");
+}
+
+/* Writes the device function for one product (into em->helpers) and
+ * returns its name: per row block mt, the fence and the k16 steps; one
+ * commit and wait for the whole product. */
+static const char *emit_wgmma_helper(Emitter *em, const WgmmaDot *w) {
+  const char *name = aprintf(em, "fa_wgmma_%d", em->nhelpers++);
+  StrBuf *h = &em->helpers;
+  wgmma_signature(em, w, name);
+  fa_sb_printf(h, "  const int g = warp >> 2;  // warpgroup\n  (void)g;\n");
+  fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
+  if (!w->a_tile)
+    wgmma_a_fragments(em, w);
+  fa_sb_puts(h, "    fa::wgmma_fence();\n");
+  fa_sb_printf(h, "#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt);
+  wgmma_descriptors(em, w);
+  wgmma_instruction(em, w);
+  fa_sb_puts(h, "    }\n  }\n");
   fa_sb_puts(h, "  fa::wgmma_commit();\n  fa::wgmma_wait<0>();\n}\n\n");
   return name;
 }
