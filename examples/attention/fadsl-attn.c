@@ -98,7 +98,12 @@ static void usage(FILE *f) {
         "  --threads N          interpreter and float64-check threads (default: one per CPU)\n"
         "  --device N           (--gpu) CUDA device (default 0)\n"
         "  --program FILE       attention.fa to use (default: --interpret the installed or source copy,\n"
-        "                       --gpu the copy built into libfadsl_attention)\n",
+        "                       --gpu the copy built into libfadsl_attention)\n"
+        "\n"
+        "Environment (--gpu; docs/runtime.md): FADSL_LOG=info prints each launch's configuration and\n"
+        "where it came from (tuned, nearest, default); FADSL_TUNE_DB names the tuning database;\n"
+        "FADSL_CACHE_DIR the kernel cache; FADSL_ARCH=sm_90 compiles without Hopper's warpgroup\n"
+        "products (to compare with the default sm_90a code on an H100/H200).\n",
         f);
 }
 
