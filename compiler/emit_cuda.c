@@ -606,8 +606,10 @@ static int dim_of_bit(const FaLayout *l, int bit) {
  * targets with wgmma, when the element is 16 bits wide (the products wgmma
  * does here), rows are 32, 64 or a multiple of 128 bytes long, and come in
  * groups of 8 (the swizzle's period). */
+static bool has_wgmma(const Emitter *em) { return em->target.sm == 90 && em->target.arch_specific; }
+
 static bool swizzle_ok(const Emitter *em, int size, int row_bytes, int rows) {
-  if (!(em->target.sm == 90 && em->target.arch_specific) || size != 2 || rows % 8 != 0)
+  if (!has_wgmma(em) || size != 2 || rows % 8 != 0)
     return false;
   return row_bytes == 32 || row_bytes == 64 || row_bytes % 128 == 0;
 }
@@ -1435,12 +1437,37 @@ typedef struct WgmmaDot {
   const ValInfo *ai, *bi;   /* the tiles (ai NULL when A is in registers) */
 } WgmmaDot;
 
-static bool wgmma_fits(const Emitter *em, const FaDotPlan *dp, int N, int K, const ValInfo *bi, const ValInfo *ai) {
-  if (!(em->target.sm == 90 && em->target.arch_specific))
-    return false;
-  int warps = em->plan.warps;
-  return warps % 4 == 0 && dp->wm == warps && dp->wn == 1 && N % 8 == 0 && N <= 256 && K % 16 == 0 && bi->staged &&
-         bi->tile_sw != 0 && (!ai || (ai->staged && ai->tile_sw != 0));
+/* The tiles a tensor-core product reads: B's, and A's unless A comes from
+ * registers; each the operand's own value or what it is the transpose of,
+ * and whether the tile runs along K. */
+typedef struct DotTiles {
+  const IrValue *bs, *as;   /* as NULL: A in registers */
+  const ValInfo *bi, *ai;
+  bool b_k_inner, a_k_inner;
+} DotTiles;
+
+static DotTiles dot_tiles(Emitter *em, const IrOp *op) {
+  const FaDotPlan *dp = op->aux;
+  DotTiles t = {0};
+  bool flip;
+  t.bs = tile_source(em, op->operands[1], &flip);
+  t.bi = info(em, t.bs);
+  t.b_k_inner = flip ? t.bi->tile_inner == 1 : t.bi->tile_inner == 0;
+  t.a_k_inner = true;
+  if (!dp->a_in_regs) {
+    t.as = tile_source(em, op->operands[0], &flip);
+    t.ai = info(em, t.as);
+    t.a_k_inner = flip ? t.ai->tile_inner == 0 : t.ai->tile_inner == 1;
+  }
+  return t;
+}
+
+/* Whether a tensor-core product (FA_DOT_MMA) runs as wgmma. */
+static bool wgmma_fits(const Emitter *em, const IrOp *op, const DotTiles *t) {
+  const FaDotPlan *dp = op->aux;
+  int warps = em->plan.warps, N = op->operands[1]->type.shape[1], K = op->operands[0]->type.shape[1];
+  return has_wgmma(em) && warps % 4 == 0 && dp->wm == warps && dp->wn == 1 && N % 8 == 0 && N <= 256 &&
+         K % 16 == 0 && t->bi->staged && t->bi->tile_sw != 0 && (!t->ai || (t->ai->staged && t->ai->tile_sw != 0));
 }
 
 /* The swizzle mode of a descriptor: 1, 2, 3 for 128, 64, 32 bytes. */
@@ -1567,11 +1594,8 @@ static void plan_async_reads(Emitter *em, const IrRegion *r) {
   for (const IrOp *op = r->first; op; op = op->next) {
     const FaDotPlan *dp = op->kind == IR_DOT ? op->aux : NULL;
     if (dp && dp->kind == FA_DOT_MMA && op_live(em, op)) {
-      const IrValue *a = op->operands[0], *b = op->operands[1];
-      bool flip;
-      const ValInfo *bi = info(em, tile_source(em, b, &flip));
-      const ValInfo *ai = dp->a_in_regs ? NULL : info(em, tile_source(em, a, &flip));
-      if (wgmma_fits(em, dp, b->type.shape[1], a->type.shape[1], bi, ai))
+      DotTiles t = dot_tiles(em, op);
+      if (wgmma_fits(em, op, &t))
         em->async_reads = true;
     }
     for (int i = 0; i < op->nregions; i++)
@@ -1615,17 +1639,12 @@ static void emit_dot_into(Emitter *em, const IrOp *op, const IrValue *r, const I
     line(em, "  %s[fa_e] = %s;", c, zero_of(em, acc_dt));
   if (dp->kind == FA_DOT_MMA) {
     int mt = M / (16 * dp->wm), nt = N / (8 * dp->wn), kt = K / 16;
-    bool bflip;
-    const IrValue *bs = tile_source(em, b, &bflip);
-    const ValInfo *bi = info(em, bs);
-    bool b_k_inner = bflip ? bi->tile_inner == 1 : bi->tile_inner == 0;
+    DotTiles t = dot_tiles(em, op);
+    const IrValue *bs = t.bs, *as = t.as;
+    bool a_k_inner = t.a_k_inner, b_k_inner = t.b_k_inner;
     const IrValue *fused = fused_cast_source(&em->plan, op, 0);
-    bool aflip = false;
-    const IrValue *as = dp->a_in_regs ? NULL : tile_source(em, a, &aflip);
-    const ValInfo *ai = as ? info(em, as) : NULL;
-    bool a_k_inner = ai ? (aflip ? ai->tile_inner == 0 : ai->tile_inner == 1) : true;
-    if (wgmma_fits(em, dp, N, K, bi, ai)) {
-      WgmmaDot w = {mt, nt, kt, dp->wm, in, fused != NULL, !dp->a_in_regs, a_k_inner, b_k_inner, ai, bi};
+    if (wgmma_fits(em, op, &t)) {
+      WgmmaDot w = {mt, nt, kt, dp->wm, in, fused != NULL, !dp->a_in_regs, a_k_inner, b_k_inner, t.ai, t.bi};
       const char *fn = emit_wgmma_helper(em, &w);
       if (fused)
         line(em, "%s(%s, %s, %s, fa_warp);  // A = %s.to(%s)", fn, c, array_in(em, fused, dp->a), tile_address(em, bs),
@@ -1636,7 +1655,7 @@ static void emit_dot_into(Emitter *em, const IrOp *op, const IrValue *r, const I
         line(em, "%s(%s, %s, %s, fa_warp);", fn, c, tile_address(em, as), tile_address(em, bs));
       line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", mt, dp->wm / 4, N, kt);
     } else {
-      const char *b_tile = aprintf(em, "%s", tile_address(em, bs));
+      const char *b_tile = tile_address(em, bs);
       const char *fb = tile_format(em, bs);
       if (fused) {
         line(em, "fa::mma_rs_cvt<%d, %d, %d, %d, %d, %s, %s, %s>(%s, %s, %s, fa_lane, fa_warp);  // A = %s.to(%s)", mt,
