@@ -1533,24 +1533,29 @@ static LVal *b_math(Lower *L, const Builtin *bi, const Node *call, const Node **
   return lv_ir(L, emit1(L, IR_UNARY, bi->sub, call->loc, v->type, &v, 1));
 }
 
+/* maximum(x, y) / minimum(x, y) of two evaluated values: folded when both are
+ * compile-time numbers, else elementwise after promotion and broadcasting. */
+static LVal *maximum_values(Lower *L, bool is_max, const char *name, LVal *x, LVal *y, SrcLoc loc) {
+  if (is_num_const(x) && is_num_const(y)) {
+    FaConst r;
+    const char *why;
+    if (!fa_const_binary(OP_LT, x->c, y->c, &r, &why))
+      return lerr(L, loc, "%s", why);
+    return (r.i != 0) == is_max ? y : x;
+  }
+  IrValue *vx, *vy;
+  if (unify(L, OPC_ARITH, x, y, name, loc, &vx, &vy) == DT_VOID)
+    return NULL;
+  IrValue *ops[2] = {vx, vy};
+  return lv_ir(L, emit1(L, IR_BINARY, is_max ? BIN_MAX : BIN_MIN, loc, vx->type, ops, 2));
+}
+
 static LVal *b_maximum(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
   LVal *x = eval(L, a[0]);
   LVal *y = x ? eval(L, a[1]) : NULL;
   if (!y)
     return NULL;
-  bool is_max = bi->sub == BIN_MAX;
-  if (is_num_const(x) && is_num_const(y)) {
-    FaConst r;
-    const char *why;
-    if (!fa_const_binary(OP_LT, x->c, y->c, &r, &why))
-      return lerr(L, call->loc, "%s", why);
-    return (r.i != 0) == is_max ? y : x;
-  }
-  IrValue *vx, *vy;
-  if (unify(L, OPC_ARITH, x, y, bi->name, call->loc, &vx, &vy) == DT_VOID)
-    return NULL;
-  IrValue *ops[2] = {vx, vy};
-  return lv_ir(L, emit1(L, IR_BINARY, bi->sub, call->loc, vx->type, ops, 2));
+  return maximum_values(L, bi->sub == BIN_MAX, bi->name, x, y, call->loc);
 }
 
 static LVal *reduce_value(Lower *L, int red, IrValue *v, int axis, SrcLoc loc) {
@@ -1565,32 +1570,35 @@ static LVal *reduce_value(Lower *L, int red, IrValue *v, int axis, SrcLoc loc) {
   return lv_ir(L, op->results[0]);
 }
 
-/* max / min / sum along an axis; max(a, b, ...) of compile-time numbers. */
+/* max(a, b, ...) / min(a, b, ...) whose first argument is a number or a
+ * scalar (not a block): the largest / smallest, folded on compile-time
+ * numbers, else elementwise maximum / minimum, as Triton reads Python's
+ * max and min.  Works in grid and extent expressions too. */
+static LVal *extreme_of_scalars(Lower *L, const Builtin *bi, const Node *call, LVal *first) {
+  if (call->args.len < 2 || call->kwargs.len)
+    return lerr(L, call->loc, "%s() of %s takes two or more numbers or scalars", bi->name,
+                first->kind == LV_CONST ? "compile-time values" : "scalars");
+  LVal *best = first;
+  for (int i = 1; best && i < call->args.len; i++) {
+    LVal *y = eval(L, call->args.items[i]);
+    if (!y)
+      return NULL;
+    if ((!is_num_const(best) && !is_data(best)) || (!is_num_const(y) && !is_data(y)))
+      return lerr(L, call->loc, "%s() needs numbers or a block, got %s and %s", bi->name, describe(L, best),
+                  describe(L, y));
+    best = maximum_values(L, bi->sub == RED_MAX, bi->name, best, y, call->loc);
+  }
+  return best;
+}
+
+/* max / min / sum along an axis; max(a, b, ...) of numbers and scalars. */
 static LVal *b_reduce(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
   LVal *x = eval(L, a[0]);
   if (!x)
     return NULL;
-  if (x->kind == LV_CONST && bi->sub != RED_SUM) {
-    /* max(a, b) on compile-time values */
-    if (!a[1] || call->kwargs.len)
-      return lerr(L, call->loc, "%s() of compile-time values takes two or more numbers", bi->name);
-    LVal *best = x;
-    for (int i = 1; i < call->args.len; i++) {
-      LVal *y = eval(L, call->args.items[i]);
-      if (!y)
-        return NULL;
-      if (!is_num_const(best) || !is_num_const(y))
-        return lerr(L, call->loc, "%s() needs numbers or a block, got %s and %s", bi->name, describe(L, best),
-                    describe(L, y));
-      FaConst lt;
-      const char *why;
-      if (!fa_const_binary(OP_LT, best->c, y->c, &lt, &why))
-        return lerr(L, call->loc, "%s", why);
-      if ((lt.i != 0) == (bi->sub == RED_MAX))
-        best = y;
-    }
-    return best;
-  }
+  bool scalar = x->kind == LV_CONST || (is_data(x) && x->v->type.rank == 0);
+  if (scalar && bi->sub != RED_SUM && (x->kind == LV_CONST || (call->args.len >= 2 && !call->kwargs.len)))
+    return extreme_of_scalars(L, bi, call, x);
   if (!is_data(x) || x->v->type.rank == 0)
     return lerr(L, a[0]->loc, "%s() reduces a block along an axis; got %s", bi->name, describe(L, x));
   IrValue *v = x->v;
@@ -1924,14 +1932,30 @@ static const Builtin *find_builtin(const char *name) {
 
 bool fa_is_builtin_name(const char *name) { return find_builtin(name) != NULL; }
 
+/* max(a, b, c, ...) of numbers and scalars takes any number of positional
+ * arguments (and then no keywords). */
+static bool builtin_is_variadic(const Builtin *bi) { return bi->fn == b_reduce && bi->sub != RED_SUM; }
+
+bool fa_builtin_signature(const char *name, FaBuiltinSignature *out) {
+  const Builtin *bi = find_builtin(name);
+  if (!bi)
+    return false;
+  out->params = bi->params;
+  out->nparams = 0;
+  while (bi->params[out->nparams])
+    out->nparams++;
+  out->nreq = bi->nreq;
+  out->variadic = builtin_is_variadic(bi);
+  return true;
+}
+
 static LVal *call_builtin(Lower *L, const Builtin *bi, const Node *call) {
   if (L->host && !bi->host_ok)
     return lerr(L, call->loc, "%s() cannot be used in a grid or extent expression", bi->name);
   int n = 0;
   while (bi->params[n])
     n++;
-  /* max(a, b, c) of compile-time numbers takes any number of arguments */
-  if (bi->fn == b_reduce && bi->sub != RED_SUM && call->args.len > 3 && !call->kwargs.len) {
+  if (builtin_is_variadic(bi) && call->args.len > 3 && !call->kwargs.len) {
     const Node *a[MAX_BUILTIN_PARAMS] = {call->args.items[0], call->args.items[1], NULL};
     return bi->fn(L, bi, call, a);
   }

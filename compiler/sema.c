@@ -198,6 +198,7 @@ static void check_body(Checker *C, const Node *fn, bool kernel) {
   collect_locals(&nc, &fn->body);
   check_stmts(C, &fn->body, kernel);
   check_names_list(C, &nc, &fn->body);
+  fa_check_calls(C->fc, C->p, &nc.local, &C->consts, &fn->body, NULL, false);
   fa_ptrvec_free(&nc.local);
 }
 
@@ -208,6 +209,7 @@ static void check_param_names(Checker *C, const Node *fn, const Node *e) {
   for (int i = 0; i < fn->params.len; i++)
     fa_ptrvec_push(&nc.local, (void *)fn->params.items[i]->name);
   check_names(C, &nc, e);
+  fa_check_calls(C->fc, C->p, &nc.local, &C->consts, NULL, e, false);
   fa_ptrvec_free(&nc.local);
 }
 
@@ -610,6 +612,14 @@ static bool check_problem(Checker *C, const Node *fn, FaProblemInfo *pr) {
     }
     pr->nsizes++;
   }
+  /* the kernels it launches, by their parameters */
+  NameCtx nc;
+  memset(&nc, 0, sizeof nc);
+  for (int i = 0; i < fn->params.len; i++)
+    fa_ptrvec_push(&nc.local, (void *)fn->params.items[i]->name);
+  collect_locals(&nc, &fn->body);
+  ok = fa_check_calls(C->fc, C->p, &nc.local, &C->consts, &fn->body, NULL, true) && ok;
+  fa_ptrvec_free(&nc.local);
   return ok;
 }
 

@@ -83,4 +83,29 @@ const Node *fa_program_function(const FaProgram *p, const char *name);
 /* Whether `name` is a builtin function of device code (program_id, load, ...). */
 bool fa_is_builtin_name(const char *name);
 
+/* A builtin's parameters, from the table in lower.c: positional order and
+ * keyword names, how many are required, and whether it also takes any number
+ * of positional arguments without keywords (max(a, b, c)). */
+typedef struct FaBuiltinSignature {
+  const char *const *params;
+  int nparams;
+  int nreq;
+  bool variadic;
+} FaBuiltinSignature;
+bool fa_builtin_signature(const char *name, FaBuiltinSignature *out);
+
+/* ---- check_calls.c: the calls of the unspecialised program ------------------- */
+
+/* Checks every call in `body` (statements) or `expr` (one expression; either
+ * may be NULL) against the signature of what it calls: a builtin (by its
+ * table), a dtype conversion, a helper (by its parameters) or, with
+ * `launches`, a kernel (by its parameters, as a @problem launches it).
+ * Unknown keywords, a keyword that repeats a positional argument, too many
+ * arguments and missing required ones are reported, located at the call or
+ * the keyword.  Names in `locals` and `consts` (variables, parameters,
+ * module constants) shadow functions and are not checked.  Returns false
+ * when it reported errors. */
+bool fa_check_calls(FaCompiler *fc, const FaProgram *p, const PtrVec *locals, const PtrVec *consts,
+                    const NodeList *body, const Node *expr, bool launches);
+
 #endif
