@@ -1,6 +1,6 @@
 /* fadslc.c - the fadsl compiler driver.
  *
- *   fadslc [--check] FILE            parse (and, as stages arrive, check) a program
+ *   fadslc [--check] FILE [-D NAME=VALUE]...   check a program and specialise every kernel
  *   fadslc --emit=WHAT FILE          print one stage's output
  *   fadslc --list FILE               one line per function: kernel / problem / helper NAME
  *
@@ -22,6 +22,7 @@
 
 #include "ast.h"
 #include "fadslc_cuda.h"
+#include "problem_binds.h"
 #include "sema.h"
 
 enum { EXIT_ERRORS = 1, EXIT_USAGE = 2 };
@@ -94,11 +95,139 @@ static bool run_list(Job *job) {
   return true;
 }
 
-/* Semantic analysis, then every kernel specialised with its default
- * configuration (kernels whose constexprs have no default are skipped). */
+/* ---- --check ---- */
+
+static const FaParamInfo *find_constexpr(const FaKernelInfo *k, const char *name) {
+  for (int i = 0; i < k->nparams; i++)
+    if (k->params[i].kind == PARAM_CONSTEXPR && !strcmp(k->params[i].name, name))
+      return &k->params[i];
+  return NULL;
+}
+
+static bool is_problem_size(const FaProgram *p, const char *name) {
+  for (int i = 0; i < p->nproblems; i++)
+    for (int j = 0; j < p->problems[i]->nsizes; j++)
+      if (!strcmp(p->problems[i]->sizes[j].name, name))
+        return true;
+  return false;
+}
+
+/* Whether a @problem's launch of k passes parameter `index` (by position or
+ * by name). */
+static bool problem_passes(const FaProgram *p, const FaKernelInfo *k, int index) {
+  for (int i = 0; i < p->nproblems; i++) {
+    const Node *fn = p->problems[i]->fn;
+    for (int j = 0; j < fn->body.len; j++) {
+      const Node *s = fn->body.items[j];
+      const Node *call = s->kind == N_EXPR_STMT ? s->lhs : NULL;
+      if (!call || call->kind != N_CALL || call->lhs->kind != N_NAME || strcmp(call->lhs->name, k->name))
+        continue;
+      if (index < call->args.len)
+        return true;
+      for (int a = 0; a < call->kwargs.len; a++)
+        if (!strcmp(call->kwargs.items[a]->name, k->params[index].name))
+          return true;
+    }
+  }
+  return false;
+}
+
+/* The constexprs of k that nothing gives a value: not -D, not an @autotune
+ * axis, no default, not passed by a @problem.  Writes them, space-separated,
+ * into *names (arena) and returns how many. */
+static int constexprs_without_value(Job *job, const FaProgram *p, const FaKernelInfo *k, const FaBinding *given,
+                                    int ngiven, const char **names) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  int n = 0;
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *pa = &k->params[i];
+    if (pa->kind != PARAM_CONSTEXPR || pa->has_default || problem_passes(p, k, i))
+      continue;
+    bool has = false;
+    for (int j = 0; j < ngiven && !has; j++)
+      has = !strcmp(given[j].name, pa->name);
+    for (int t = 0; t < k->ntune && !has; t++)
+      has = !strcmp(k->tune[t].name, pa->name) && k->tune[t].nvalues > 0;
+    if (!has)
+      fa_sb_printf(&sb, "%s%s", n++ ? ", " : "", pa->name);
+  }
+  *names = fa_arena_printf(&job->fc->arena, "%s", sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  return n;
+}
+
+/* The -D values; NULL after reporting one that is not a value. */
+static FaBinding *check_defines(Job *job) {
+  const Options *opt = job->opt;
+  FaBinding *binds = fa_arena_alloc(&job->fc->arena, (size_t)(opt->ndefines + 1) * sizeof *binds);
+  for (int i = 0; binds && i < opt->ndefines; i++) {
+    binds[i].name = opt->defines[i].name;
+    if (!fa_const_parse(opt->defines[i].value, &binds[i].value)) {
+      fa_error(&job->fc->diag, fa_noloc(), "-D %s=%s: not a value (an integer, a float, True, False or a dtype)",
+               opt->defines[i].name, opt->defines[i].value);
+      return NULL;
+    }
+    for (int j = 0; j < i; j++)
+      if (!strcmp(binds[j].name, binds[i].name)) {
+        fa_error(&job->fc->diag, fa_noloc(), "-D %s is given twice", binds[i].name);
+        return NULL;
+      }
+  }
+  return binds;
+}
+
+/* Specialises kernel k as --emit=cuda would compile it: the -D values that
+ * are its constexprs or problem sizes, then its default configuration (the
+ * first point of @autotune that passes the prune, warps and stages included),
+ * its constexpr defaults and what a @problem passes when it launches it.  A
+ * kernel with a constexpr that none of these gives is not specialised; a note
+ * says which values are missing. */
+static bool check_kernel(Job *job, const FaProgram *p, const FaKernelInfo *k, const FaBinding *defines) {
+  const Options *opt = job->opt;
+  FaBinding *given = fa_arena_alloc(&job->fc->arena, (size_t)(opt->ndefines + 1) * sizeof *given);
+  if (!given)
+    return false;
+  int ngiven = 0;
+  for (int i = 0; i < opt->ndefines; i++)
+    if (find_constexpr(k, defines[i].name) || is_problem_size(p, defines[i].name))
+      given[ngiven++] = defines[i];
+  const char *missing;
+  if (constexprs_without_value(job, p, k, given, ngiven, &missing) > 0) {
+    fa_note(&job->fc->diag, k->fn->loc,
+            "kernel '%s' was not specialised, so only its names and calls were checked: no value for %s "
+            "(give -D NAME=VALUE, a default, or an @autotune axis)", k->name, missing);
+    return true;
+  }
+  FaLaunchConfig cfg = {opt->warps, opt->stages};
+  FaBinding *b = NULL;
+  int n = fa_kernel_bindings_for_compile(job->fc, p, k, given, ngiven, &b, &cfg);
+  return n >= 0 && fa_specialize(job->fc, p, k, b, n, cfg) != NULL;
+}
+
+/* Semantic analysis (with the arguments of every call, whatever the
+ * constexprs), then every kernel specialised (check_kernel). */
 static bool run_check(Job *job) {
   FaProgram *p = fa_program_check(job->fc, job->module);
-  return p && fa_check_kernels(job->fc, p, NULL);
+  FaBinding *defines = p ? check_defines(job) : NULL;
+  if (!defines)
+    return false;
+  bool ok = true;
+  for (int i = 0; i < job->opt->ndefines; i++) {
+    bool known = is_problem_size(p, defines[i].name);
+    for (int k = 0; k < p->nkernels && !known; k++)
+      known = find_constexpr(p->kernels[k], defines[i].name) != NULL;
+    if (!known) {
+      fa_error(&job->fc->diag, fa_noloc(), "-D %s: no kernel of %s has a constexpr parameter '%s' (and no problem "
+               "size has that name)", defines[i].name, job->src->name, defines[i].name);
+      ok = false;
+    }
+  }
+  if (!ok)
+    return false;
+  for (int k = 0; k < p->nkernels; k++)
+    ok = check_kernel(job, p, p->kernels[k], defines) && ok;
+  return ok;
 }
 
 /* The tile IR of one kernel specialised with the -D values. */
@@ -191,7 +320,8 @@ static bool run_roundtrip(Job *job) {
 }
 
 static const Mode modes[] = {
-  {"check", "--check", true, run_check, "parse and check the program (the default)"},
+  {"check", "--check", true, run_check,
+   "check the program and specialise every kernel at its default configuration (the default)"},
   {"list", "--list", true, run_list, "one line per function: 'kernel NAME', 'problem NAME' or 'helper NAME'"},
   {"tokens", "--emit=tokens", false, run_tokens, "the tokens, one per line: LINE:COL KIND TEXT"},
   {"ast", "--emit=ast", true, run_ast, "the syntax tree"},
@@ -227,9 +357,9 @@ static void usage(FILE *f) {
           "\n"
           "Options:\n"
           "  --kernel NAME    the kernel to compile (for --emit=ir|cuda|ptx|cubin)\n"
-          "  -D NAME=VALUE    set a constexpr parameter\n"
-          "  --warps N        warps per program (for --emit=ir and later; default 4)\n"
-          "  --stages N       pipelining stages (for --emit=ir and later; default 2)\n"
+          "  -D NAME=VALUE    set a constexpr parameter (--check: of every kernel that has it)\n"
+          "  --warps N        warps per program (for --check, --emit=ir and later; default 4)\n"
+          "  --stages N       pipelining stages (for --check, --emit=ir and later; default 2)\n"
           "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a)\n"
           "  -o FILE          write the output to FILE instead of standard output\n"
           "  --help           show this help\n"

@@ -89,9 +89,11 @@ static bool autotune_default(FaCompiler *fc, const FaProgram *p, const FaKernelI
       b[m++] = (FaBinding){"warps", {CK_INT, config->warps, 0, DT_VOID, NULL}};
     if (config->stages > 0 && m < cap)
       b[m++] = (FaBinding){"stages", {CK_INT, config->stages, 0, DT_VOID, NULL}};
+    /* a prune that needs a value not known here (a runtime parameter) admits
+       the point, as it does at a launch (runtime/launch.c) */
     FaConst keep = {CK_BOOL, 1, 0, DT_VOID, NULL};
-    if (k->prune && !fa_eval_const(fc, p, k->prune, b, m, &keep))
-      return false;
+    if (k->prune && !eval_quietly(fc, p, k->prune, b, m, &keep))
+      keep = (FaConst){CK_BOOL, 1, 0, DT_VOID, NULL};
     if (keep.i) {
       /* move warps / stages out of the bindings */
       int w = base;

@@ -85,5 +85,32 @@ else
   echo "FAIL: fadslc --list attention.fa"; cat "$dir/err"; failures=$((failures + 1))
 fi
 
+# --check specialises every kernel: -D values, then the @autotune default point
+# (the first configuration that the prune accepts), then constexpr defaults.
+# A kernel that still lacks a value is reported in a note (status 0).
+cat > "$dir/add.fa" <<'FA'
+@kernel(grid=(cdiv(n, BLOCK),))
+def add(x: *f32[n], out: *T[n], n: i32, T: constexpr, BLOCK: constexpr):
+    offs = program_id(0) * BLOCK + arange(0, BLOCK)
+    store(out + offs, load(x + offs, mask=offs < n), mask=offs < n)
+
+@kernel(grid=(cdiv(n, BLOCK),))
+@autotune(BLOCK=[8, 16, 32], prune=BLOCK >= 16)
+def tuned(x: *f32[n], n: i32, BLOCK: constexpr):
+    static_assert(BLOCK >= 16, "BLOCK below 16")
+    offs = program_id(0) * BLOCK + arange(0, BLOCK)
+    store(x + offs, 1.0, mask=offs < n)
+FA
+check 0 - "add.fa:1:1: note: kernel 'add' was not specialised, so only its names and calls were checked: no value for T, BLOCK" \
+  --check "$dir/add.fa"
+check 0 - "no value for BLOCK " --check "$dir/add.fa" -D T=f16
+check 0 - - --check "$dir/add.fa" -D T=f16 -D BLOCK=64
+check 1 - "add.fa:3:36: error: arange(0, 12) has 12 elements" --check "$dir/add.fa" -D T=f16 -D BLOCK=12
+check 1 - "add.fa:9:5: error: static assertion failed: BLOCK below 16" --check "$dir/add.fa" -D T=f16 -D BLOCK=8
+check 1 - "error: -D TT: no kernel of .*add.fa has a constexpr parameter 'TT'" --check "$dir/add.fa" -D TT=f16
+check 1 - "error: -D T is given twice" --check "$dir/add.fa" -D T=f16 -D T=f32
+check 1 - "error: -D T=f17: not a value" --check "$dir/add.fa" -D T=f17
+check 0 - - --check "$attention"
+
 [ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
 exit 0
