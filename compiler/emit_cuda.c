@@ -1123,12 +1123,16 @@ static const char *binary_expr(Emitter *em, const IrOp *op, const char *a, const
   case BIN_ADD: sym = "+"; break;
   case BIN_SUB: sym = "-"; break;
   case BIN_MUL: sym = "*"; break;
-  case BIN_DIV: sym = "/"; break;
+  case BIN_DIV:
+    if (fa_dtype_is_float(dt))
+      sym = "/";
+    else   /* total: a lane that a where() or a mask discards may divide by zero */
+      return aprintf(em, "fa::div<%s>(%s, %s)", ctype(dt), a, b);
+    break;
   case BIN_MOD:
     if (fa_dtype_is_float(dt))
       return aprintf(em, "fa::mod(%s, %s)", a, b);
-    sym = "%";
-    break;
+    return aprintf(em, "fa::mod<%s>(%s, %s)", ctype(dt), a, b);
   case BIN_MAX: return aprintf(em, "fa::maximum(%s, %s)", a, b);
   case BIN_MIN: return aprintf(em, "fa::minimum(%s, %s)", a, b);
   case BIN_AND: sym = "&"; break;

@@ -576,9 +576,12 @@ static bool bin_int(Exec *x, const IrOp *op, DType dt, int64_t p, int64_t q, int
   case BIN_MUL: *out = (int64_t)(up * uq); break;
   case BIN_DIV:
   case BIN_MOD:
+    /* total, like the CUDA code's fa::div / fa::mod: lanes that a where() or
+       a mask discards may divide by zero.  x // 0 is 0 and x % 0 is x (so
+       x == (x // y) * y + x % y still holds); MIN // -1 wraps */
     if (q == 0)
-      return fail(x, op->loc, "integer %s by zero", op->sub == BIN_DIV ? "division" : "remainder");
-    if (q == -1)   /* avoids INT64_MIN / -1 */
+      *out = op->sub == BIN_DIV ? 0 : p;
+    else if (q == -1)   /* avoids INT64_MIN / -1 */
       *out = op->sub == BIN_DIV ? (int64_t)(0 - up) : 0;
     else
       *out = op->sub == BIN_DIV ? p / q : p % q;

@@ -18,9 +18,11 @@
  *     index order and round once to the result dtype; max/min propagate NaN;
  *   - float -> int casts truncate toward zero and saturate (NaN gives 0);
  *     int -> int casts wrap; anything -> i1 is `!= 0`;
- *   - integer arithmetic wraps at the dtype's width; integer division or
- *     remainder by zero is an error; shifts by >= the width give 0 (or the
- *     sign for >> of negative signed values);
+ *   - integer arithmetic wraps at the dtype's width; integer division and
+ *     remainder are total, as on the GPU (fa::div, fa::mod): x // 0 is 0,
+ *     x % 0 is x, MIN // -1 wraps, so lanes that a where() or a mask
+ *     discards never fault; shifts by >= the width give 0 (or the sign for
+ *     >> of negative signed values);
  *   - block loads: elements outside the tensor on a boundary-checked axis
  *     are the padding (zero, or NaN; without a padding option the GPU leaves
  *     them unspecified, and the interpreter gives NaN for floats and 0 for

@@ -804,21 +804,3 @@ int fa_kernel_default_bindings(FaCompiler *fc, const FaKernelInfo *k, FaBinding 
   *out = b;
   return n;
 }
-
-bool fa_check_kernels(FaCompiler *fc, const FaProgram *p, int *nchecked) {
-  bool ok = true;
-  int checked = 0;
-  for (int i = 0; i < p->nkernels; i++) {
-    FaBinding *b;
-    FaLaunchConfig cfg;
-    int n = fa_kernel_default_bindings(fc, p->kernels[i], &b, &cfg);
-    if (n < 0)
-      continue;
-    checked++;
-    if (!fa_specialize(fc, p, p->kernels[i], b, n, cfg))
-      ok = false;
-  }
-  if (nchecked)
-    *nchecked = checked;
-  return ok;
-}

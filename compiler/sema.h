@@ -122,9 +122,4 @@ int fa_eval_const_tuple(FaCompiler *fc, const FaProgram *p, const Node *expr, co
  * (nothing reported) when some constexpr has neither. */
 int fa_kernel_default_bindings(FaCompiler *fc, const FaKernelInfo *k, FaBinding **out, FaLaunchConfig *config);
 
-/* `fadslc --check`: specialises every kernel that has a default
- * specialisation.  Returns false after reporting errors; *nchecked (may be
- * NULL) counts the kernels specialised. */
-bool fa_check_kernels(FaCompiler *fc, const FaProgram *p, int *nchecked);
-
 #endif

@@ -34,6 +34,18 @@ expect_values() {
   fi
 }
 
+# expect_ints F.npy "V0 V1 ..." "what they are": the first int32 elements are exactly these
+expect_ints() {
+  hl=$(od -A n -t u2 -j 8 -N 2 "$1" | tr -d ' ')
+  got=$(od -A n -v -t d4 -j $((10 + hl)) "$1" | tr -s ' ' '\n' | sed '/^$/d' | head -n "$(echo "$2" | wc -w)" |
+        tr '\n' ' ' | sed 's/ $//')
+  if [ "$got" != "$2" ]; then
+    fail "$1: int32 values '$got', wanted '$2' ($3)"
+  else
+    echo "ok: $(basename "$1") = $3"
+  fi
+}
+
 # expect STATUS MESSAGE ARGS...: fadsl-run ARGS exits with STATUS and says MESSAGE
 expect() {
   want=$1 msg=$2
@@ -66,6 +78,14 @@ expect_values "$dir/o.npy" "00000000 3f554000 3fd54000 40200000" "0 0.8330078125
 expect 0 "T = f32, from" "$fa" add --interpret --arg x="$dir/x.npy" --arg y="$dir/y.npy" --arg n=37 \
   --out out="$dir/o32.npy"
 expect_values "$dir/o32.npy" "00000000 3f555000 3fd55000 40200000" "0 0.833251953125 1.66650390625 2.5"
+
+# integer division in lanes that where() discards (by zero, MIN // -1) does not
+# fault, and // and % are total: x // 0 is 0, x % 0 is x
+"$run" "$fa" divide --interpret --arg n=5 --out out="$dir/dq.npy" --out raw="$dir/dr.npy" \
+  --out raw2="$dir/dr2.npy" || fail "divide"
+expect_ints "$dir/dq.npy" "-524788 -1000 0 1049576 524788" "discarded lanes divide by 0 and -1"
+expect_ints "$dir/dr.npy" "-500 -1000 0 1000 500" "1000 // v, v = -2..2"
+expect_ints "$dir/dr2.npy" "0 0 1000 0 0" "1000 % v, v = -2..2"
 
 # argument mistakes
 expect 1 "missing --arg y=FILE.npy for the pointer parameter 'y'" \

@@ -42,6 +42,7 @@ static const Case cases[] = {
     {CG, "ew", "T=f16 BLOCK=16", "n=50", 4, 2, NULL, 2e-3, 1e-3},
     {CG, "ints", "BLOCK=128", "n=1001", 4, 2, "x=-100000:100000", 0, 0},
     {CG, "ints", "BLOCK=1024", "n=5000", 8, 2, "x=-100000:100000", 0, 0},
+    {CG, "divs", "BLOCK=128", "n=1000", 4, 2, "x=-3:3", 0, 0},
     /* reductions: rows split over lanes, warps and registers */
     {CG, "red", "N=64 T=f16 BM=32", "M=77 P=3", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "red", "N=16 T=f32 BM=128", "M=300 P=3", 8, 2, NULL, 1e-5, 1e-5},

@@ -21,6 +21,8 @@
  *   - float -> int conversions truncate and saturate, NaN gives 0 (cvt.rzi).
  *   - shifts by the operand's width or more give 0 (or the sign for >> of a
  *     negative signed value).
+ *   - integer division and remainder are total: a / 0 is 0, a % 0 is a,
+ *     MIN / -1 wraps (div, mod below).
  */
 #ifndef FA_SCALAR_CUH
 #define FA_SCALAR_CUH
@@ -305,7 +307,25 @@ FA_HALF_MATH(bf16)
 template <class I> FA_DEV I abs(I x) { return x < 0 ? (I)-x : x; }
 template <class I> FA_DEV I maximum(I a, I b) { return a > b ? a : b; }
 template <class I> FA_DEV I minimum(I a, I b) { return a < b ? a : b; }
-template <class I> FA_DEV I mod(I a, I b) { return (I)(a % b); }
+/* Integer division and remainder are total, as in the interpreter: lanes
+   that a where() or a mask discards may divide by zero, and C++ leaves that
+   (and MIN / -1) undefined.  a / 0 is 0 and a % 0 is a, so that
+   a == (a / b) * b + a % b still holds; MIN / -1 wraps to MIN, remainder 0.
+   With a constant divisor the checks fold away. */
+template <class I> FA_DEV I div(I a, I b) {
+  if (b == 0)
+    return (I)0;
+  if ((I)-1 < (I)0 && b == (I)-1)
+    return (I)(0ull - (unsigned long long)a);
+  return (I)(a / b);
+}
+template <class I> FA_DEV I mod(I a, I b) {
+  if (b == 0)
+    return a;
+  if ((I)-1 < (I)0 && b == (I)-1)
+    return (I)0;
+  return (I)(a % b);
+}
 template <class I> FA_DEV I pow(I base, I e) {
   I r = 1;
   if (e < 0)
