@@ -65,8 +65,8 @@ has "$dir/b.jsonl" '"fwd_ms": 1.5' "the JSON record has the time"
 [ "$(wc -l < "$dir/b.jsonl")" -eq 1 ] && echo "ok: one line" || fail "b.jsonl has $(wc -l < "$dir/b.jsonl") lines"
 
 # fadsl-run --gpu: an input buffer goes to the device and comes back unchanged
-# (nothing ran); a buffer made for --out comes back NaN; open tile sizes are
-# left to the runtime
+# (nothing ran); a buffer made for --out comes back zero-filled (NaN with
+# --poison), as on the interpreter; open tile sizes are left to the runtime
 fa=$srcdir/examples/attention/attention.fa
 "$run" "$fa" attn_fwd --gpu -D n_groups=2 -D d_head=64 -D is_causal=False -D T=bf16 \
   --arg t_q="$dir/in_q.npy" --arg t_k="$dir/in_k.npy" --arg t_v="$dir/in_v.npy" --arg sm_scale=0.125 \
@@ -77,7 +77,32 @@ has "$dir/out" "attn_fwd on sm_90a [n_groups=2 d_head=64 is_causal=False T=bf16 
 r=$($relerr "$dir/o2.npy" "$dir/in_q.npy")
 [ "$r" = "0.000e+00 0 51200" ] && echo "ok: an --arg buffer makes the round trip ($r)" || fail "o2.npy vs q: $r"
 r=$($relerr "$dir/lse2.npy" "$dir/lse2.npy")
-[ "${r#* }" = "800 800" ] && echo "ok: a buffer made for --out is NaN-filled ($r)" || fail "lse2.npy: $r"
+[ "$r" = "0.000e+00 0 800" ] && echo "ok: a buffer made for --out is zero-filled ($r)" || fail "lse2.npy: $r"
+"$run" "$fa" attn_fwd --gpu --poison -D n_groups=2 -D d_head=64 -D is_causal=False -D T=bf16 \
+  --arg t_q="$dir/in_q.npy" --arg t_k="$dir/in_k.npy" --arg t_v="$dir/in_v.npy" --arg sm_scale=0.125 \
+  --arg n_zh=4 --arg q_seq_len=100 --arg kv_seq_len=100 --out t_o="$dir/o3.npy" \
+  --out t_lse="$dir/lse3.npy" > "$dir/out" 2>&1 || { fail "fadsl-run --gpu --poison attn_fwd"; cat "$dir/out"; }
+r=$($relerr "$dir/lse3.npy" "$dir/lse3.npy")
+[ "${r#* }" = "800 800" ] && echo "ok: with --poison a buffer made for --out is NaN-filled ($r)" || fail "lse3.npy: $r"
+
+# fadsl-run on the GPU and on the interpreter choose the same default point
+# of an @autotune space (the first that the prune accepts) and start buffers
+# made for --out from the same contents (tests/run/fill.fa)
+fill=$srcdir/tests/run/fill.fa
+"$run" "$fill" tiles --gpu --arg n=40 --out out="$dir/tg.npy" > "$dir/out" 2>&1 || { fail "tiles --gpu"; cat "$dir/out"; }
+has "$dir/out" "tiles on sm_90a [BLOCK=16] warps=2 stages=3 (default), grid (3, 1, 1)" "the GPU's default point"
+"$run" "$fill" tiles --interpret --arg n=40 --out out="$dir/ti.npy" > "$dir/out" 2>&1 || fail "tiles --interpret"
+has "$dir/out" "tiles on the interpreter [BLOCK=16] warps=2 stages=3 (default), grid (3, 1, 1)" \
+  "the interpreter's default point is the GPU's"
+for poison in "" --poison; do
+  "$run" "$fill" nothing --gpu $poison --arg n=5 --out out="$dir/ng.npy" --out outi="$dir/ngi.npy" > "$dir/out" 2>&1 ||
+    { fail "nothing --gpu $poison"; cat "$dir/out"; }
+  "$run" "$fill" nothing --interpret $poison --arg n=5 --out out="$dir/ni.npy" --out outi="$dir/nii.npy" \
+    > "$dir/out" 2>&1 || { fail "nothing --interpret $poison"; cat "$dir/out"; }
+  cmp -s "$dir/ng.npy" "$dir/ni.npy" && cmp -s "$dir/ngi.npy" "$dir/nii.npy" &&
+    echo "ok: fresh --out buffers${poison:+ ($poison)}: the same bytes on the GPU and the interpreter" ||
+    fail "fresh --out buffers${poison:+ ($poison)} differ between the GPU and the interpreter"
+done
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

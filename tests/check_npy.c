@@ -136,7 +136,22 @@ START_TEST(test_refusals) {
   write_bytes(path("junk.npy"), "hello world", 11);
   ck_assert(!fa_npy_read(path("junk.npy"), &a, err, sizeof err));
   ck_assert(strstr(err, "not a .npy file"));
+  write_bytes(path("empty.npy"), "", 0);
+  ck_assert(!fa_npy_read(path("empty.npy"), &a, err, sizeof err));
+  ck_assert_msg(strstr(err, "empty.npy: not a .npy file (the file is empty)"), "%s", err);
   ck_assert(!fa_npy_read(path("missing.npy"), &a, err, sizeof err));
+  ck_assert_msg(strstr(err, "missing.npy: No such file"), "%s", err);
+  /* cut short: in the magic, in the header, in the data */
+  size_t n = numpy_file(bytes, "<f4", "False", "(2, 3)", v, 24);
+  size_t cuts[3] = {7, 40, n - 5};
+  const char *want[3] = {"truncated .npy file (7 bytes", "truncated .npy file (40 bytes",
+                         "truncated .npy file: holds 19 bytes of data, but its shape and dtype (6 elements of float32) "
+                         "need 24"};
+  for (int i = 0; i < 3; i++) {
+    write_bytes(path("cut.npy"), bytes, cuts[i]);
+    ck_assert(!fa_npy_read(path("cut.npy"), &a, err, sizeof err));
+    ck_assert_msg(strstr(err, "cut.npy: ") && strstr(err, want[i]), "cut at %zu: %s", cuts[i], err);
+  }
 }
 END_TEST
 

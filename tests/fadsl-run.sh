@@ -116,6 +116,68 @@ expect 1 "in program (2, 0, 0) of kernel 'overread'" \
 expect 1 "load out of bounds of buffer 'x' (element 3, size 3)" \
   "$fa" copy4 --interpret --arg x="$dir/x3.npy" --arg out="$dir/x.npy"
 
+# files that cannot be read are named with what is wrong, also when T was to
+# be inferred from them (no -D T)
+printf 'hello, world\n' > "$dir/text.npy"
+head -c 100 "$dir/y.npy" > "$dir/short-header.npy"
+head -c 150 "$dir/x.npy" > "$dir/short-data.npy"
+for bad in "missing.npy: No such file or directory" "text.npy: not a .npy file" \
+           "short-header.npy: truncated .npy file (100 bytes" \
+           "short-data.npy: truncated .npy file: holds 22 bytes of data"; do
+  f=${bad%%:*}
+  expect 1 "fadsl-run: --arg y: $dir/$bad" "$fa" add --interpret --arg x="$dir/x.npy" --arg y="$dir/$f" \
+    --arg n=37 --out out="$dir/o.npy"
+  if grep -q "needs a value for constexpr" "$dir/err"; then fail "$f is reported as a missing constexpr"; fi
+  expect 1 "fadsl-run: --arg x: $dir/$bad" "$fa" add --interpret -D T=f32 --arg x="$dir/$f" --arg y="$dir/y.npy" \
+    --arg n=37 --out out="$dir/o.npy"
+done
+
+# shapes, not only element counts: a [4, 5] file holds an extent [4, 5],
+# [2, 2, 5] (an axis split) or [20, 1, 1] (merged), not [5, 2, 2] or [5, 4, 1]
+"$run" "$fa" iota2 --interpret --arg r=4 --arg c=5 --out out="$dir/m45.npy" 2> /dev/null || fail "iota2"
+grep -q "'shape': (4, 5)" "$dir/m45.npy" || fail "m45.npy header lacks shape (4, 5)"
+for abc in "4 5 1" "2 2 5" "20 1 1" "1 4 5"; do
+  set -- $abc
+  "$run" "$fa" copy3 --interpret --arg x="$dir/m45.npy" --arg a="$1" --arg b="$2" --arg c="$3" \
+    --out out="$dir/c3.npy" 2> "$dir/err" && echo "ok: a [4, 5] file for the extent [$abc]" ||
+    { fail "a [4, 5] file refused for the extent [$abc]"; cat "$dir/err"; }
+done
+expect 1 "--arg x=$dir/m45.npy: the file's shape [4, 5] is not the extent [5, 2, 2] that 'x' declares: the same 20 elements" \
+  "$fa" copy3 --interpret --arg x="$dir/m45.npy" --arg a=5 --arg b=2 --arg c=2 --out out="$dir/c3.npy"
+expect 1 "the file's shape [4, 5] is not the extent [5, 4, 1]" \
+  "$fa" copy3 --interpret --arg x="$dir/m45.npy" --arg a=5 --arg b=4 --arg c=1 --out out="$dir/c3.npy"
+
+# the same name twice is refused
+expect 2 "fadsl-run: --arg n is given twice (the second time as --arg n=38)" \
+  "$fa" add --interpret -D T=f16 --arg x="$dir/x.npy" --arg y="$dir/y.npy" --arg n=37 --arg n=38
+expect 2 "fadsl-run: --out out is given twice" \
+  "$fa" fill --interpret -D T=f32 --arg n=37 --arg step=1 --out out="$dir/a.npy" --out out="$dir/b.npy"
+expect 2 "fadsl-run: -D T is given twice" "$fa" fill --interpret -D T=f32 -D T=f16 --arg n=37 --arg step=1
+expect 1 "the constexpr 'T' is given twice (-D T and --arg T)" \
+  "$fa" fill --interpret -D T=f32 --arg T=f16 --arg n=37 --arg step=1 --out out="$dir/a.npy"
+
+# the interpreter runs the @autotune default point (the first the prune
+# accepts), as a GPU launch does, and says so
+expect 0 "fadsl-run: tiles on the interpreter [BLOCK=16] warps=2 stages=3 (default), grid (3, 1, 1)" \
+  "$fa" tiles --interpret --arg n=40 --out out="$dir/t.npy"
+expect_ints "$dir/t.npy" "16 16 16" "BLOCK=16 ran"
+expect 0 "[BLOCK=32] warps=2 stages=3 (explicit+default), grid (2, 1, 1)" \
+  "$fa" tiles --interpret -D BLOCK=32 --arg n=40 --out out="$dir/t.npy"
+expect 0 "[BLOCK=8] warps=8 stages=1 (explicit), grid (5, 1, 1)" \
+  "$fa" tiles --interpret -D BLOCK=8 --warps 8 --stages 1 --arg n=40 --out out="$dir/t.npy"
+
+# buffers made for --out start zero-filled; --poison fills float ones with NaN
+# bytes (integers stay zero): the same contents as on the GPU
+# (tests/attention-fake-driver.sh checks the GPU side)
+"$run" "$fa" nothing --interpret --arg n=3 --out out="$dir/z.npy" --out outi="$dir/zi.npy" 2> /dev/null ||
+  fail "nothing"
+expect_values "$dir/z.npy" "00000000 00000000 00000000" "zeros"
+expect_ints "$dir/zi.npy" "0 0 0" "zeros"
+"$run" "$fa" nothing --interpret --poison --arg n=3 --out out="$dir/p.npy" --out outi="$dir/pi.npy" 2> /dev/null ||
+  fail "nothing --poison"
+expect_values "$dir/p.npy" "ffffffff ffffffff ffffffff" "NaN bytes"
+expect_ints "$dir/pi.npy" "0 0 0" "zeros"
+
 # usage
 expect 2 "--grid is for --interpret" "$fa" add --gpu -D T=f16 --grid 2
 # --gpu where there is no GPU: a clean failure naming the cause (tests/gpu-attention.sh runs it on one)

@@ -11,16 +11,23 @@
  * comes from the kernel's @kernel(grid=...); after the run every --out
  * buffer is written (f16 and bf16 as float32 .npy, other dtypes as they are).
  * A pointer parameter named by --out but not by --arg gets a fresh buffer of
- * its declared extent, zero-filled (NaN-filled with --poison).
+ * its declared extent, zero-filled on both paths (float buffers NaN-filled
+ * with --poison, all bytes 0xff, so that elements a kernel does not write
+ * stand out), so the interpreter and the GPU start from the same contents.
+ * A .npy must hold the declared extent in row-major order: its shape, or
+ * that shape with adjacent axes merged or split (a transposed array, which
+ * has the right number of elements, is refused).
  *
- * With --gpu the same program is loaded through libfadsl: every buffer is
- * copied to device memory (fadsl_malloc / fadsl_memcpy_htod), fresh float
- * buffers are filled with NaN bytes (always: the GPU has no reason to leave
- * an element unwritten, and a NaN shows one), the kernel is launched with the
- * constexprs given (the others, BLOCK sizes and warps/stages unless given,
- * come from the tuning database or the default, as for any launch), and the
- * --out buffers are copied back.  The launch's configuration and where it
- * came from are printed on stderr.  --grid is for the interpreter only.
+ * Constexprs that belong to the kernel's @autotune space and are not given,
+ * and warps/stages unless given, take the space's default point on the
+ * interpreter: the first point that the prune accepts, as a launch without a
+ * tuning database chooses it (runtime/launch.c).  With --gpu the same
+ * program is loaded through libfadsl: every buffer is copied to device
+ * memory (fadsl_malloc / fadsl_memcpy_htod), the kernel is launched with the
+ * constexprs given (the others come from the tuning database or that same
+ * default, as for any launch), and the --out buffers are copied back.  The
+ * configuration that ran and where it came from are printed on stderr.
+ * --grid is for the interpreter only.
  *
  * Exit status: 0 success, 1 errors (in the program, the arguments or the
  * run), 2 bad usage.
@@ -69,13 +76,16 @@ static void usage(FILE *f) {
         "  --arg NAME=NUMBER      value of a scalar parameter (or of a constexpr, like -D)\n"
         "  --out NAME=FILE.npy    write that pointer parameter's buffer after the run\n"
         "                         (f16/bf16 as float32; other dtypes as they are)\n"
-        "  --warps N, --stages N  launch configuration (interpreter default 4 and 2; on the GPU\n"
-        "                         the tuning database's or the default unless given)\n"
+        "  --warps N, --stages N  launch configuration (default: the kernel's @autotune default,\n"
+        "                         else 4 and 2; on the GPU the tuning database's when it has one)\n"
         "  --grid X[,Y[,Z]]       (--interpret) use this grid instead of the kernel's\n"
         "  --threads N            (--interpret) run programs on N threads (default 1)\n"
-        "  --poison               (--interpret) fill buffers created for --out with NaN instead of\n"
-        "                         zeros; on the GPU float buffers created for --out are always NaN\n"
+        "  --poison               fill float buffers created for --out with NaN instead of zeros\n"
         "  --device N             (--gpu) CUDA device (default 0)\n"
+        "A buffer created for --out (no --arg) has the parameter's declared extent and starts\n"
+        "zero-filled, on the interpreter and the GPU alike (NaN with --poison).  Tile sizes\n"
+        "(@autotune constexprs) not given with -D take the kernel's default configuration.\n"
+        "A .npy must have the declared extent's shape (or it with adjacent axes merged or split).\n"
         "bf16 data is stored in .npy files as float32.\n",
         f);
 }
@@ -87,10 +97,33 @@ static int usage_error(const char *fmt, const char *arg) {
   return EXIT_USAGE;
 }
 
-static bool push_named(NamedArg **v, int *n, const char *text) {
+/* "--arg x is given twice" for the second of two NAME=... with one name. */
+static int duplicate_error(const char *option, const char *text) {
+  int n = (int)(strchr(text, '=') - text);
+  fprintf(stderr, "fadsl-run: %s %.*s is given twice (the second time as %s %s)\n(try fadsl-run --help)\n", option,
+          n, text, option, text);
+  return EXIT_USAGE;
+}
+
+static NamedArg *find_named(NamedArg *v, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(v[i].name, name))
+      return &v[i];
+  return NULL;
+}
+
+/* Appends NAME=VALUE; false when it is not of that form.  *dup is set when
+ * the name is in the list already. */
+static bool push_named(NamedArg **v, int *n, const char *text, bool *dup) {
   const char *eq = strchr(text, '=');
+  *dup = false;
   if (!eq || eq == text)
     return false;
+  for (int i = 0; i < *n; i++)
+    if (strlen((*v)[i].name) == (size_t)(eq - text) && !strncmp((*v)[i].name, text, (size_t)(eq - text))) {
+      *dup = true;
+      return false;
+    }
   NamedArg *nv = realloc(*v, (size_t)(*n + 1) * sizeof **v);
   if (!nv)
     return false;
@@ -116,6 +149,7 @@ static int parse_options(int argc, char **argv, Options *o) {
   memset(o, 0, sizeof *o);
   o->threads = 1;
   int positional = 0;
+  bool dup;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -138,16 +172,17 @@ static int parse_options(int argc, char **argv, Options *o) {
       const char *def = a[2] ? a + 2 : val;
       if (!a[2])
         NEED_VALUE();
-      if (!push_named(&o->defines, &o->ndefines, def))
-        return usage_error("-D wants NAME=VALUE, not '%s'", def);
+      if (!push_named(&o->defines, &o->ndefines, def, &dup))
+        return dup ? duplicate_error("-D", def) : usage_error("-D wants NAME=VALUE, not '%s'", def);
     } else if (!strcmp(a, "--arg")) {
       NEED_VALUE();
-      if (!push_named(&o->args, &o->nargs, val))
-        return usage_error("--arg wants NAME=FILE.npy or NAME=NUMBER, not '%s'", val);
+      if (!push_named(&o->args, &o->nargs, val, &dup))
+        return dup ? duplicate_error("--arg", val)
+                   : usage_error("--arg wants NAME=FILE.npy or NAME=NUMBER, not '%s'", val);
     } else if (!strcmp(a, "--out")) {
       NEED_VALUE();
-      if (!push_named(&o->outs, &o->nouts, val))
-        return usage_error("--out wants NAME=FILE.npy, not '%s'", val);
+      if (!push_named(&o->outs, &o->nouts, val, &dup))
+        return dup ? duplicate_error("--out", val) : usage_error("--out wants NAME=FILE.npy, not '%s'", val);
     } else if (!strcmp(a, "--warps") || !strcmp(a, "--stages") || !strcmp(a, "--threads")) {
       NEED_VALUE();
       int *dst = a[2] == 'w' ? &o->warps : a[2] == 's' ? &o->stages : &o->threads;
@@ -189,13 +224,6 @@ static int parse_options(int argc, char **argv, Options *o) {
   if (o->gpu && o->has_grid)
     return usage_error("%s", "--grid is for --interpret: on the GPU the grid is the kernel's");
   return 0;
-}
-
-static NamedArg *find_named(NamedArg *v, int n, const char *name) {
-  for (int i = 0; i < n; i++)
-    if (!strcmp(v[i].name, name))
-      return &v[i];
-  return NULL;
 }
 
 static bool looks_like_number(const char *s) {
@@ -267,6 +295,12 @@ static bool collect_bindings(Run *r, Options *o, FaBinding **out, int *nout) {
     if (!p || p->kind != PARAM_CONSTEXPR)
       continue;
     FaConst c;
+    if (find_named(o->defines, o->ndefines, o->args[i].name)) {
+      fprintf(stderr, "fadsl-run: the constexpr '%s' is given twice (-D %s and --arg %s)\n", o->args[i].name,
+              o->args[i].name, o->args[i].name);
+      free(b);
+      return false;
+    }
     if (!fa_const_parse(o->args[i].value, &c)) {
       fprintf(stderr, "fadsl-run: --arg %s=%s: cannot read the value\n", o->args[i].name, o->args[i].value);
       free(b);
@@ -292,9 +326,13 @@ static bool collect_bindings(Run *r, Options *o, FaBinding **out, int *nout) {
     if (!a || looks_like_number(a->value))
       continue;
     FaNpy arr;
-    char err[512];
-    if (!fa_npy_read(a->value, &arr, err, sizeof err))
-      continue;   /* reported when the argument is bound */
+    char err[600];
+    if (!fa_npy_read(a->value, &arr, err, sizeof err)) {
+      /* the file was to say what T is: what is wrong with it is the error */
+      fprintf(stderr, "fadsl-run: --arg %s: %s\n", p->name, err);
+      free(b);
+      return false;
+    }
     fa_npy_free(&arr);
     if (arr.dtype == DT_I1)
       continue;
@@ -307,6 +345,194 @@ static bool collect_bindings(Run *r, Options *o, FaBinding **out, int *nout) {
   *out = b;
   *nout = n;
   return true;
+}
+
+/* ---- the default configuration (interpreter) ----------------------------------------- */
+
+static bool is_config_axis(const char *name) { return !strcmp(name, "warps") || !strcmp(name, "stages"); }
+
+static int find_binding(const FaBinding *b, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(b[i].name, name))
+      return i;
+  return -1;
+}
+
+/* A scalar --arg as a compile-time value for the prune (CK_NONE when it is
+ * not a number). */
+static FaConst scalar_const(const char *text) {
+  FaConst c;
+  memset(&c, 0, sizeof c);
+  char *e;
+  errno = 0;
+  long long iv = strtoll(text, &e, 0);
+  if (*e == 0 && e != text && !errno) {
+    c.kind = CK_INT;
+    c.i = iv;
+  } else if (!strcmp(text, "True") || !strcmp(text, "False")) {
+    c.kind = CK_BOOL;
+    c.i = text[0] == 'T';
+  } else {
+    double dv = strtod(text, &e);
+    if (*e == 0 && e != text) {
+      c.kind = CK_FLOAT;
+      c.f = dv;
+    }
+  }
+  return c;
+}
+
+/* Whether @autotune(prune=...) accepts the point (one value per axis), with
+ * what a launch binds: the constexprs given (else their defaults), the
+ * scalar --arg values, the point, warps and stages.  A prune that cannot be
+ * evaluated accepts, as at a launch (specialisation then judges). */
+static bool prune_accepts(const Run *r, const Options *o, const FaBinding *given, int ngiven, const FaConst *point) {
+  const FaKernelInfo *k = r->kinfo;
+  if (!k->prune)
+    return true;
+  FaBinding *env = calloc((size_t)(k->nparams + k->ntune + 2), sizeof *env);
+  if (!env)
+    return true;
+  int n = 0;
+  bool has_warps = false, has_stages = false;
+  for (int t = 0; t < k->ntune; t++) {
+    env[n].name = k->tune[t].name;
+    env[n++].value = point[t];
+    has_warps |= !strcmp(k->tune[t].name, "warps");
+    has_stages |= !strcmp(k->tune[t].name, "stages");
+  }
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *pa = &k->params[i];
+    if (find_binding(env, n, pa->name) >= 0)
+      continue;
+    int g = pa->kind == PARAM_CONSTEXPR ? find_binding(given, ngiven, pa->name) : -1;
+    NamedArg *a = pa->kind == PARAM_SCALAR ? find_named(o->args, o->nargs, pa->name) : NULL;
+    FaConst c = g >= 0 ? given[g].value : a ? scalar_const(a->value) : pa->default_value;
+    if (g < 0 && !a && !pa->has_default)
+      continue;
+    if (c.kind != CK_NONE) {
+      env[n].name = pa->name;
+      env[n++].value = c;
+    }
+  }
+  FaConst cfg = {CK_INT, 0, 0, DT_VOID, NULL};
+  if (!has_warps) {
+    cfg.i = o->warps > 0 ? o->warps : 4;
+    env[n].name = "warps";
+    env[n++].value = cfg;
+  }
+  if (!has_stages) {
+    cfg.i = o->stages > 0 ? o->stages : 2;
+    env[n].name = "stages";
+    env[n++].value = cfg;
+  }
+  FaCompiler scratch;
+  fa_compiler_init(&scratch, NULL);
+  FaConst keep;
+  memset(&keep, 0, sizeof keep);
+  bool ok = fa_eval_const(&scratch, r->prog, k->prune, env, n, &keep);
+  fa_compiler_free(&scratch);
+  free(env);
+  if (!ok)
+    return true;
+  return keep.kind == CK_FLOAT ? keep.f != 0 : keep.i != 0;
+}
+
+/* The @autotune axes the user left open (constexprs not given by -D or
+ * --arg, warps and stages without --warps / --stages), chosen as a launch
+ * chooses them without a tuning database (runtime/launch.c): the first
+ * point, in the order of the declaration with the last axis varying
+ * fastest, that the prune accepts, else the first values.  Appends the
+ * chosen constexprs to b (room for k->ntune more), sets *cfg and returns the
+ * new count; *source says where the configuration came from, as the GPU's
+ * launch line does ("default", "explicit", "explicit+default"). */
+static int default_point(const Run *r, const Options *o, FaBinding *b, int n, FaLaunchConfig *cfg,
+                         const char **source) {
+  const FaKernelInfo *k = r->kinfo;
+  int nt = k->ntune;
+  FaConst *point = calloc((size_t)(nt + 1), sizeof *point), *first = calloc((size_t)(nt + 1), sizeof *first);
+  bool *open = calloc((size_t)(nt + 1), sizeof *open);
+  int *idx = calloc((size_t)(nt + 1), sizeof *idx);
+  bool any_open = false, any_explicit = o->warps > 0 || o->stages > 0;
+  cfg->warps = o->warps > 0 ? o->warps : 4;
+  cfg->stages = o->stages > 0 ? o->stages : 2;
+  if (!point || !first || !open || !idx)
+    goto done;
+  for (int t = 0; t < nt; t++) {
+    const FaTuneAxis *ax = &k->tune[t];
+    int given = !strcmp(ax->name, "warps") ? o->warps : !strcmp(ax->name, "stages") ? o->stages : 0;
+    int j = is_config_axis(ax->name) ? -1 : find_binding(b, n, ax->name);
+    open[t] = is_config_axis(ax->name) ? given <= 0 : j < 0;
+    if (!open[t])
+      point[t] = j >= 0 ? b[j].value : (FaConst){CK_INT, given, 0, DT_VOID, NULL};
+    else if (ax->nvalues > 0)
+      point[t] = ax->values[0];
+    any_open |= open[t];
+    any_explicit |= !open[t];
+  }
+  memcpy(first, point, (size_t)nt * sizeof *point);
+  for (int tries = 0; any_open && tries < 100000; tries++) {
+    for (int t = 0; t < nt; t++)
+      if (open[t] && k->tune[t].nvalues > 0)
+        point[t] = k->tune[t].values[idx[t]];
+    if (prune_accepts(r, o, b, n, point))
+      break;
+    int t = nt - 1;   /* next point: an odometer over the open axes */
+    for (; t >= 0; t--) {
+      if (!open[t] || k->tune[t].nvalues == 0)
+        continue;
+      if (++idx[t] < k->tune[t].nvalues)
+        break;
+      idx[t] = 0;
+    }
+    if (t < 0) {
+      memcpy(point, first, (size_t)nt * sizeof *point);   /* nothing passes: the plain first values */
+      break;
+    }
+  }
+  for (int t = 0; t < nt; t++) {
+    if (!strcmp(k->tune[t].name, "warps"))
+      cfg->warps = (int)point[t].i;
+    else if (!strcmp(k->tune[t].name, "stages"))
+      cfg->stages = (int)point[t].i;
+    else if (open[t])
+      b[n++] = (FaBinding){k->tune[t].name, point[t]};
+  }
+done:
+  *source = !any_explicit ? "default" : any_open ? "explicit+default" : "explicit";
+  free(point);
+  free(first);
+  free(open);
+  free(idx);
+  return n;
+}
+
+/* "fadsl-run: add on the interpreter [T=f16 BLOCK=16] warps=4 stages=2
+ * (default), grid (3, 1, 1)": what ran, as the GPU path's line says it. */
+static void print_interp_config(Run *r, const Options *o, const FaBinding *b, int n, FaLaunchConfig cfg,
+                                const char *source) {
+  const FaKernelInfo *k = r->kinfo;
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *pa = &k->params[i];
+    int j = pa->kind == PARAM_CONSTEXPR ? find_binding(b, n, pa->name) : -1;
+    if (j < 0 && !(pa->kind == PARAM_CONSTEXPR && pa->has_default))
+      continue;
+    fa_sb_printf(&sb, "%s%s=", sb.len ? " " : "", pa->name);
+    fa_const_print(j >= 0 ? b[j].value : pa->default_value, &sb);
+  }
+  int64_t g[3] = {1, 1, 1};
+  bool grid = o->has_grid || fa_interp_grid(r->in, g);
+  if (o->has_grid)
+    memcpy(g, o->grid, sizeof g);
+  fprintf(stderr, "fadsl-run: %s on the interpreter [%s] warps=%d stages=%d (%s)", k->name, sb.data ? sb.data : "",
+          cfg.warps, cfg.stages, source);
+  if (grid)
+    fprintf(stderr, ", grid (%lld, %lld, %lld)%s", (long long)g[0], (long long)g[1], (long long)g[2],
+            o->has_grid ? " (--grid)" : "");
+  fputc('\n', stderr);
+  fa_sb_free(&sb);
 }
 
 /* Binds every scalar parameter; pointer parameters come after, once the
@@ -351,6 +577,40 @@ static bool bind_scalars(Run *r, Options *o) {
   return ok;
 }
 
+/* Whether a .npy of shape s[0..n) holds the extent e[0..rank) in the order
+ * the kernel reads it: the same shape, or one with adjacent axes merged or
+ * split ([B, H, N, D] for an extent [B*H, N, D]; a flat array), i.e. one
+ * shape's boundaries between leading axes (the products of the leading
+ * dimensions) are all boundaries of the other's.  A transposed array has
+ * the right number of elements but not this. */
+static bool shape_fits_extent(const int64_t *s, int n, const int64_t *e, int rank) {
+  int64_t ps[FA_NPY_MAX_DIMS], pe[FA_MAX_RANK], count = 1;
+  for (int i = 0; i < n; i++)
+    count *= s[i];
+  if (count == 0)
+    return true;
+  int64_t acc = 1;
+  for (int i = 0; i < n; i++)
+    ps[i] = acc *= s[i];
+  acc = 1;
+  for (int i = 0; i < rank; i++)
+    pe[i] = acc *= e[i];
+  bool s_in_e = true, e_in_s = true;
+  for (int i = 0; i < n; i++) {
+    bool found = false;
+    for (int j = 0; j < rank && !found; j++)
+      found = ps[i] == pe[j];
+    s_in_e = s_in_e && found;
+  }
+  for (int j = 0; j < rank; j++) {
+    bool found = false;
+    for (int i = 0; i < n && !found; i++)
+      found = ps[i] == pe[j];
+    e_in_s = e_in_s && found;
+  }
+  return s_in_e || e_in_s;
+}
+
 static bool bind_pointers(Run *r, Options *o) {
   const IrFunction *fn = r->kernel->device;
   bool ok = true;
@@ -389,9 +649,8 @@ static bool bind_pointers(Run *r, Options *o) {
         fprintf(stderr, "fadsl-run: out of memory for '%s' (%lld elements)\n", pa->name, (long long)need);
         return false;
       }
-      if (o->poison && fa_dtype_is_float(et))
-        for (int64_t i = 0; i < need; i++)
-          fa_host_set(et, r->data[p], i, NAN);
+      if (o->poison && fa_dtype_is_float(et))   /* the bytes the GPU path writes: NaN in every float dtype */
+        memset(r->data[p], 0xff, (size_t)(need > 0 ? need : 1) * (size_t)esize);
       r->count[p] = need;
       r->fresh[p] = true;
       r->inputs[p].ndim = rank;
@@ -419,6 +678,17 @@ static bool bind_pointers(Run *r, Options *o) {
         fprintf(stderr, "), but '%s' declares the extent ", pa->name);
         print_shape(stderr, dims, rank);
         fprintf(stderr, " = %lld elements\n", (long long)need);
+        fa_npy_free(&arr);
+        ok = false;
+        continue;
+      }
+      if (rank > 0 && !shape_fits_extent(arr.shape, arr.ndim, dims, rank)) {
+        fprintf(stderr, "fadsl-run: --arg %s=%s: the file's shape ", pa->name, a->value);
+        print_shape(stderr, arr.shape, arr.ndim);
+        fprintf(stderr, " is not the extent ");
+        print_shape(stderr, dims, rank);
+        fprintf(stderr, " that '%s' declares: the same %lld elements, in another order (a transposed array?); "
+                "save it in the declared shape (adjacent axes may be merged or split)\n", pa->name, (long long)need);
         fa_npy_free(&arr);
         ok = false;
         continue;
@@ -615,8 +885,8 @@ static bool run_gpu(Run *r, Options *o, const FaBinding *binds, int nuser) {
     size_t bytes = (size_t)r->count[p] * (size_t)fa_dtype_size(et);
     if (!rt_ok(ctx, fadsl_malloc(ctx, bytes ? bytes : 16, &dev[p]), "allocating device memory for", pa->name))
       goto done;
-    if (r->fresh[p])   /* NaN bytes for float outputs (all ones: NaN in f16, bf16, f32, f64) */
-      st = fadsl_memset(ctx, dev[p], fa_dtype_is_float(et) ? 0xff : 0, bytes);
+    if (r->fresh[p])   /* as on the interpreter: zeros, or with --poison NaN bytes for floats (all ones) */
+      st = fadsl_memset(ctx, dev[p], o->poison && fa_dtype_is_float(et) ? 0xff : 0, bytes);
     else
       st = fadsl_memcpy_htod(ctx, dev[p], r->data[p], bytes);
     if (!rt_ok(ctx, st, "filling the device buffer of", pa->name) ||
@@ -690,9 +960,12 @@ static int run(Options *o) {
   }
   if (!collect_bindings(&r, o, &binds, &nbinds))
     goto done;
-  /* the GPU path specialises on the host only to size and type the buffers */
-  int nhost = o->gpu ? fill_tunables(&r, binds, nbinds) : nbinds;
+  /* the GPU path specialises on the host only to size and type the buffers
+     (the runtime chooses the launch's configuration); the interpreter runs
+     the kernel's default configuration for what is not given */
   FaLaunchConfig cfg = {o->warps ? o->warps : 4, o->stages ? o->stages : 2};
+  const char *source = "default";
+  int nhost = o->gpu ? fill_tunables(&r, binds, nbinds) : default_point(&r, o, binds, nbinds, &cfg, &source);
   r.kernel = fa_specialize(&r.fc, r.prog, r.kinfo, binds, nhost, cfg);
   if (!r.kernel)
     goto done;
@@ -712,6 +985,7 @@ static int run(Options *o) {
     if (!run_gpu(&r, o, binds, nbinds))
       goto done;
   } else {
+    print_interp_config(&r, o, binds, nhost, cfg, source);
     FaInterpOptions io = {o->threads, o->has_grid ? o->grid : NULL};
     if (!fa_interp_run(r.in, &io))
       goto done;

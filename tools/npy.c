@@ -144,8 +144,16 @@ bool fa_npy_read(const char *path, FaNpy *out, char *err, size_t errlen) {
   bool ok = false;
   const unsigned char *u = (const unsigned char *)bytes;
   size_t hlen, start;
+  if (len == 0) {
+    npy_fail(err, errlen, "%s: not a .npy file (the file is empty)", path);
+    goto done;
+  }
+  if (len < 10 && memcmp(bytes, "\x93NUMPY", len < 6 ? len : 6) == 0) {
+    npy_fail(err, errlen, "%s: truncated .npy file (%zu bytes, shorter than the header)", path, len);
+    goto done;
+  }
   if (len < 10 || memcmp(bytes, "\x93NUMPY", 6) != 0) {
-    npy_fail(err, errlen, "%s: not a .npy file (bad magic)", path);
+    npy_fail(err, errlen, "%s: not a .npy file (it does not start with the \\x93NUMPY magic string)", path);
     goto done;
   }
   if (u[6] == 1) {
@@ -163,7 +171,8 @@ bool fa_npy_read(const char *path, FaNpy *out, char *err, size_t errlen) {
     goto done;
   }
   if (hlen > len - start) {
-    npy_fail(err, errlen, "%s: truncated .npy header", path);
+    npy_fail(err, errlen, "%s: truncated .npy file (%zu bytes; its header alone says it needs %zu)", path, len,
+             start + hlen);
     goto done;
   }
   char *hdr = malloc(hlen + 1);
@@ -181,8 +190,9 @@ bool fa_npy_read(const char *path, FaNpy *out, char *err, size_t errlen) {
   size_t esize = (size_t)fa_dtype_size(out->dtype);
   size_t data_off = start + hlen, need = (size_t)out->count * esize;
   if (len - data_off != need) {
-    npy_fail(err, errlen, "%s: holds %zu bytes of data, but its shape and dtype (%s) need %zu", path, len - data_off,
-             fa_npy_dtype_name(out->dtype), need);
+    npy_fail(err, errlen, "%s: %s .npy file: holds %zu bytes of data, but its shape and dtype (%lld elements of %s) "
+             "need %zu", path, len - data_off < need ? "truncated" : "malformed", len - data_off,
+             (long long)out->count, fa_npy_dtype_name(out->dtype), need);
     goto done;
   }
   out->data = malloc(need ? need : 1);
