@@ -66,21 +66,4 @@ status=$?
 sed 's/^/    /' "$out"
 
 # ---- the verdict ----
-shape=$(sed -n 's/^attention //p' "$out" | head -n 1 | sed 's/ scale=.*//')
-device=$(sed -n 's/^GPU 0: //p' "$out" | head -n 1 | sed 's/ (compute capability [^,]*, \([^,]*\),.*/, \1/')
-[ "$where" = GPU ] && on="the GPU${device:+ ($device)}" || on="the CPU interpreter"
-# "  o   ||out - ref|| / ... = 2.361e-04  (above the test bound)" -> "o 2.361e-04 above"
-errors=$(sed -n 's/^  \(o\|lse\|dq\|dk\|dv\) .* = \([^ ]*\)\(.*\)$/\1 \2 \3/p' "$out" |
-  awk '{ printf "%s%s %s%s", sep, $1, $2, ($0 ~ /above the test bound|NaN/) ? " (ABOVE its bound)" : ""; sep = ", " }')
-# the bounds fadsl-attn checks, for f16 (examples/attention/attn_check.c)
-bounds="o 2e-3, lse 1e-4, dq/dk/dv 1e-2"
-speed=$(sed -n 's/^\(forward\|backward\): .* \([0-9.]*\) TFLOP\/s.*/\1 \2 TFLOP\/s/p' "$out" | paste -sd, - |
-  sed 's/,/, /g')
-if [ -z "$errors" ]; then
-  fail "attention on $on stopped before its check (fadsl-attn exit status $status; output above, also in $out)"
-fi
-if [ "$status" -ne 0 ]; then
-  fail "attention ($shape) on $on: errors against float64 $errors; not all within the bounds ($bounds)"
-fi
-echo "main-job: PASS: attention forward+backward ($shape) on $on: errors against float64 $errors;" \
-  "all within the bounds ($bounds)${speed:+; $speed}"
+exec sh "$top/scripts/attention-verdict.sh" "$out" "$status" "$where"
