@@ -32,14 +32,21 @@ static bool in_list(const PtrVec *v, const char *name) {
 
 /* Matches the call's positional and keyword arguments to the parameters
  * `names` (required[i]: parameter i must be given) and reports the first
- * mismatch, as bind_args in lower.c does; `exactly` words the message about
- * too many arguments. */
+ * mismatch, in the words of bind_args in lower.c (of the @problem runner,
+ * autotune/problem.c, for a kernel launch); `exactly` words the message
+ * about too many arguments. */
 static void check_binding(CallChecker *K, const Node *call, const char *fname, const char *const *names, int n,
                           const bool *required, bool exactly) {
+  bool launch = K->launches;
   bool *given = fa_arena_alloc(&K->fc->arena, (size_t)(n + 1) * sizeof *given);
   if (!given)
     return;
   memset(given, 0, (size_t)(n + 1) * sizeof *given);
+  if (call->args.len > n && launch) {
+    fa_error(&K->fc->diag, call->args.items[n]->loc, "kernel '%s' takes %d arguments, not %d", fname, n,
+             call->args.len);
+    return;
+  }
   if (call->args.len > n) {
     fa_error(&K->fc->diag, call->loc, "%s() takes %s %d argument%s (%d given)", fname, exactly ? "exactly" : "at most",
              n, n == 1 ? "" : "s", call->args.len);
@@ -53,6 +60,10 @@ static void check_binding(CallChecker *K, const Node *call, const char *fname, c
     for (int i = 0; i < n && j < 0; i++)
       if (!strcmp(names[i], kw->name))
         j = i;
+    if (j < 0 && launch) {
+      fa_error(&K->fc->diag, kw->loc, "kernel '%s' has no parameter '%s'", fname, kw->name);
+      return;
+    }
     if (j < 0) {
       fa_error(&K->fc->diag, kw->loc, "%s() got an unexpected keyword argument '%s'", fname, kw->name);
       return;

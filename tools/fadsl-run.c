@@ -83,8 +83,9 @@ static void usage(FILE *f) {
         "  --poison               fill float buffers created for --out with NaN instead of zeros\n"
         "  --device N             (--gpu) CUDA device (default 0)\n"
         "A buffer created for --out (no --arg) has the parameter's declared extent and starts\n"
-        "zero-filled, on the interpreter and the GPU alike (NaN with --poison).  Tile sizes\n"
-        "(@autotune constexprs) not given with -D take the kernel's default configuration.\n"
+        "zero-filled, on the interpreter and the GPU alike (NaN with --poison).  @autotune\n"
+        "constexprs (tile sizes), warps and stages not given take the kernel's default: the\n"
+        "first point of the space that its prune accepts (on the GPU the tuning database's first).\n"
         "A .npy must have the declared extent's shape (or it with adjacent axes merged or split).\n"
         "bf16 data is stored in .npy files as float32.\n",
         f);
