@@ -56,6 +56,10 @@ fi
 # fresh environment (torch and GPU tests report themselves skipped here).
 run_python() {
   py=$(command -v python3 || true)
+  if [ -n "$py" ] && ! "$py" -c 'import venv, ensurepip' 2>/dev/null && command -v apt-get >/dev/null 2>&1 &&
+     [ "$(id -u)" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv > /dev/null 2>&1
+  fi
   if [ -z "$py" ] || ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
     echo "python: SKIP (no python3 with venv and ensurepip)"; skip=$((skip + 1)); return
   fi
