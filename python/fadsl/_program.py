@@ -15,10 +15,13 @@ types a pointer (`x: *T`) and is not given is taken from the array, as Triton
 takes a pointer's element type from the tensor.
 """
 import ctypes
+import numbers
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
+
+import numpy as np
 
 from . import _arrays
 from ._lib import (ARG_BOOL, ARG_DTYPE, ARG_F32, ARG_F64, ARG_FLOAT, ARG_I32, ARG_I64, ARG_INT, ARG_PTR,
@@ -215,12 +218,12 @@ class Kernel:
             return v, None
         if p.kind == PARAM_CONSTEXPR:
             v = Value()
-            if isinstance(a, bool):
+            if isinstance(a, (bool, np.bool_)):
                 v.kind, v.v.i64 = ARG_BOOL, int(a)
-            elif isinstance(a, int):
-                v.kind, v.v.i64 = ARG_INT, a
-            elif isinstance(a, float):
-                v.kind, v.v.f64 = ARG_FLOAT, a
+            elif isinstance(a, numbers.Integral):
+                v.kind, v.v.i64 = ARG_INT, int(a)
+            elif isinstance(a, numbers.Real):
+                v.kind, v.v.f64 = ARG_FLOAT, float(a)
             else:
                 name = _arrays.dtype_of_value(a)
                 if name is None:

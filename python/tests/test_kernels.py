@@ -176,3 +176,10 @@ def test_errors(prog, tmp_path):
     assert e.value.status == "PROGRAM" and "^" in str(e.value)
     with pytest.raises(fadsl.FadslError, match="cannot read"):
         fadsl.load(tmp_path / "missing.fa")
+
+
+def test_numpy_scalars_as_arguments(prog):
+    x = np.ones(64, np.float32)
+    out = np.zeros(64, np.float32)
+    info = prog.axpy(x, x, out, np.float32(2.0), np.int64(64), BLOCK=np.int64(64))
+    assert (out == 3).all() and info.constexprs == "T=f32 BLOCK=64"
