@@ -7,9 +7,9 @@
 # From the repository root, on a machine with torch and a CUDA device.  The C
 # libraries come from $FADSL_LIB_DIR, else from the build tree in ./build
 # (built by scripts/bootstrap.sh when missing); the package is used from
-# python/ in place.  Results: examples/trading/results/trading-N.json and .md
-# (under $OUT instead when that is set); extra options for trading.py in
-# $TRADING_OPTS.  Exits 77 where torch sees no CUDA device.
+# python/ in place.  Results: trading-N.json and trading-N.md in
+# $TRADING_RESULTS (default examples/trading/results); extra options for
+# trading.py in $TRADING_OPTS.  Exits 77 where torch sees no CUDA device.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 py=${PYTHON:-python3}
@@ -26,7 +26,7 @@ if [ -z "${FADSL_LIB_DIR:-}" ]; then
 fi
 export FADSL_LIB_DIR PYTHONUNBUFFERED=1
 export PYTHONPATH=$top/python${PYTHONPATH:+:$PYTHONPATH}
-outdir=${OUT:-$top/examples/trading/results}
+outdir=${TRADING_RESULTS:-$top/examples/trading/results}
 mkdir -p "$outdir"
 [ $# -gt 0 ] || set -- 512 4096 23400
 status=0
