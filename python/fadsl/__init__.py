@@ -33,5 +33,10 @@ __all__ = ["attention", "attention_backward", "load", "load_string", "Program", 
 
 # With torch already imported, register the custom ops now, so that a model
 # traced by torch.compile finds them; otherwise the first call on a tensor does.
+# (A torch too old for custom operators leaves the numpy path usable; calls
+# on tensors then raise the ImportError that says why.)
 if "torch" in _sys.modules:
-    from . import _torch_ops  # noqa: F401
+    try:
+        from . import _torch_ops  # noqa: F401
+    except ImportError:
+        pass
