@@ -204,3 +204,38 @@ def test_overhead_at_small_shapes(N):
     sdpa = _time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
     report(test="overhead", N=N, fadsl_us=round(ours, 1), sdpa_us=round(sdpa, 1))
     assert ours < 10 * sdpa + 200
+
+
+def test_gradient_through_the_lse_on_the_gpu():
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(1, 4, 300, 64, device="cuda", dtype=torch.float16, requires_grad=True) for _ in range(3))
+    o, lse = fadsl.attention(q, k, v, causal=True, return_lse=True)
+    w = torch.randn_like(lse)
+    (o.float().sum() + (lse * w).sum()).backward()
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
+    s = (q64 @ k64.transpose(-1, -2)) / 8.0
+    s = s.masked_fill(torch.ones(300, 300, device="cuda", dtype=torch.bool).triu(1), -math.inf)
+    (torch.softmax(s, -1) @ v64).sum().add((torch.logsumexp(s, -1) * w.double()).sum()).backward()
+    errs = [rel(a.grad, b.grad) for a, b in ((q, q64), (k, k64), (v, v64))]
+    report(test="lse_gradient", dq=errs[0], dk=errs[1], dv=errs[2])
+    assert max(errs) < 1e-2
+
+
+def test_memory_is_linear_in_the_sequence():
+    """Forward and backward at N = 16384 allocate little beyond the tensors
+    themselves (the N x N scores would be 4 GiB in f16 for these 8 heads)."""
+    N = 16384
+    q, k, v = (torch.randn(1, 8, N, 64, device="cuda", dtype=torch.float16, requires_grad=True) for _ in range(3))
+    do = torch.randn_like(q)
+    fadsl.attention(q, k, v, causal=True).backward(do)     # compile and load first
+    for t in (q, k, v):
+        t.grad = None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fadsl.attention(q, k, v, causal=True).backward(do)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base
+    tensor = q.numel() * q.element_size()
+    report(test="memory", N=N, extra_bytes=extra, one_tensor_bytes=tensor)
+    assert extra < 12 * tensor    # o, dq, dk, dv, lse, delta and copies: O(N), not O(N^2)
