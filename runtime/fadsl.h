@@ -334,6 +334,70 @@ FADSL_API fadsl_status fadsl_event_record(fadsl_context *ctx, void *event, void 
 FADSL_API fadsl_status fadsl_event_elapsed_ms(fadsl_context *ctx, void *start, void *end,
                                               float *ms);
 
+/* ---- parameters, for binding layers ------------------------------------------ */
+
+/* What a parameter takes, beyond fadsl_kernel_param's name and kind: the
+ * information a wrapper (the Python package, say) needs to turn its caller's
+ * arrays and numbers into fadsl_values.  Strings are owned by the program. */
+typedef struct fadsl_param_info {
+  const char *name;
+  fadsl_param_kind kind;
+  const char *dtype;            /* pointers: the element dtype, scalars: the dtype ("f32",
+                                   "i32", ...); NULL when a dtype constexpr gives it (see
+                                   dtype_param) and for constexprs */
+  const char *dtype_param;      /* the dtype constexpr naming it (`x: *T` gives "T"), or NULL */
+  int has_default;              /* constexprs declared with `= value` */
+  int tunable;                  /* constexprs that are an axis of the kernel's @autotune space */
+} fadsl_param_info;
+
+FADSL_API fadsl_status fadsl_kernel_param_info(const fadsl_kernel *k, int i, fadsl_param_info *out);
+
+/* ---- the CPU interpreter ------------------------------------------------------ */
+
+/* Runs a kernel on the CPU interpreter over host memory, with the numerics of
+ * the GPU code (see docs/runtime.md): a way to test and debug kernels, and to
+ * use them, without a GPU.  Works in any context, a device -1 one included.
+ *
+ * The arguments are bound as for fadsl_launch, except that a pointer is a
+ * host address (fadsl_args_set_ptr(a, "x", (uint64_t)(uintptr_t)data)) which
+ * must lie in one of `regions`: the kernel may then read and write from that
+ * address to the end of its region, and every access is checked (an access
+ * outside is FADSL_ERROR_PROGRAM with the location of the load or store; a
+ * region smaller than a parameter's declared extent is
+ * FADSL_ERROR_INVALID_ARGUMENT before anything runs).  Memory is read and
+ * written in place.  Pointers must be aligned to their element size.
+ *
+ * The configuration (an @autotune space's constexprs, warps, stages) is the
+ * caller's where bound, else the space's default point, as for a launch; the
+ * tuning database, which describes GPUs, is not read.  The grid is the
+ * kernel's unless `opt` gives one.  The call returns when the kernel has
+ * run. */
+typedef struct fadsl_host_region {
+  void *data;
+  size_t bytes;
+} fadsl_host_region;
+
+typedef struct fadsl_interpret_options {
+  int threads;                  /* programs run on this many threads; 0 or 1: one after another,
+                                   in grid order (x fastest).  With threads, atomic_add is atomic,
+                                   but programs that store to the same element race */
+  int64_t grid[3];              /* all zero: the kernel's @kernel(grid=...); else this grid
+                                   (a zero dimension among nonzero ones counts as 1) */
+} fadsl_interpret_options;
+
+typedef struct fadsl_interpret_info {
+  char constexprs[512];         /* e.g. "BLOCK_Q=128 BLOCK_K=32 d_head=64 T=f16" */
+  int warps, stages;
+  const char *config_source;    /* "explicit", "default" or "explicit+default" */
+  int64_t grid[3];
+} fadsl_interpret_info;
+
+/* `opt` and `info` may be NULL. */
+FADSL_API fadsl_status fadsl_interpret(fadsl_kernel *k, const fadsl_args *a,
+                                       const fadsl_host_region *regions, int nregions,
+                                       const fadsl_interpret_options *opt,
+                                       fadsl_interpret_info *info);
+
 #ifdef __cplusplus
 }
 #endif

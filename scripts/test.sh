@@ -3,6 +3,7 @@
 #   make check               (normal build, in ./build; every autotune configuration compiled)
 #   make installcheck        (normal build, installed into ./build/stage: programs built
 #                             against it with pkg-config, as docs/runtime.md shows)
+#   pytest python/tests      (the Python package, pip-installed into build/pyvenv)
 #   make check               (ASan + UBSan build, in ./build-san; skip with FADSL_NO_SANITIZERS=1)
 # Prints one closing line "tests: N passed, N failed, N skipped" and exits
 # non-zero when any test failed.
@@ -48,6 +49,45 @@ else
   echo "installcheck FAILED (install log: build/install.log)"
   fail=$((fail + 1)); status=1
 fi
+# The Python package: installed with pip from python/ into a virtual
+# environment in build/ (libraries from ./build; numpy, pytest and ml_dtypes
+# from PyPI), then its pytest suite: the interpreter path against float64,
+# errors, kernels through fadsl.load, and an install from a clean clone into a
+# fresh environment (torch and GPU tests report themselves skipped here).
+run_python() {
+  py=$(command -v python3 || true)
+  if [ -n "$py" ] && ! "$py" -c 'import venv, ensurepip' 2>/dev/null && command -v apt-get >/dev/null 2>&1 &&
+     [ "$(id -u)" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv > /dev/null 2>&1
+  fi
+  if [ -z "$py" ] || ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
+    echo "python: SKIP (no python3 with venv and ensurepip)"; skip=$((skip + 1)); return
+  fi
+  venv=$top/build/pyvenv
+  log=$top/build/python-tests.log
+  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" || { fail=$((fail + 1)); status=1; return; }
+  if ! { "$venv/bin/python" -m pip install -q --upgrade numpy pytest ml_dtypes &&
+         FADSL_BUILD_DIR=$top/build "$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$top/python"; } \
+       > "$top/build/python-install.log" 2>&1; then
+    cat "$top/build/python-install.log"; echo "python: installing the package FAILED"
+    fail=$((fail + 1)); status=1; return
+  fi
+  (cd "$top/python/tests" && "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider .) > "$log" 2>&1
+  rc=$?
+  summary=$(grep -E '(passed|failed|error|skipped).* in [0-9.]+s' "$log" | tail -n1)
+  [ -n "$summary" ] || summary=$(tail -n1 "$log")
+  p=$(echo " $summary" | sed -n 's/.*[^0-9]\([0-9][0-9]*\) passed.*/\1/p')
+  f=$(echo " $summary" | sed -n 's/.*[^0-9]\([0-9][0-9]*\) failed.*/\1/p')
+  e=$(echo " $summary" | sed -n 's/.*[^0-9]\([0-9][0-9]*\) error.*/\1/p')
+  s=$(echo " $summary" | sed -n 's/.*[^0-9]\([0-9][0-9]*\) skipped.*/\1/p')
+  echo "python: $summary"
+  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0} + ${e:-0})); skip=$((skip + ${s:-0}))
+  if [ "$rc" -ne 0 ]; then
+    cat "$log"; status=1
+    [ -n "$p$f$e" ] || fail=$((fail + 1))   # pytest did not get to run the tests
+  fi
+}
+run_python
 if [ "${FADSL_NO_SANITIZERS:-0}" != 1 ]; then
   FADSL_SWEEP=quick
   run_suite "$top/build-san" "--enable-sanitizers"

@@ -1,15 +1,15 @@
 /* fadsl_attention.c - the attention C API (fadsl_attention.h) on top of
  * libfadsl's public API: attention.fa, built into the library as text, is
  * loaded once per handle; each call checks the shape, binds the kernels'
- * arguments by name and launches them on the caller's stream.  Compiled
+ * arguments by name and launches them on the caller's stream (or, for the
+ * host calls of attention_host.c, runs them on the interpreter).  Compiled
  * kernels are cached by libfadsl (in memory for the handle's program, and on
  * disk), so repeated calls cost a lookup. */
 #include "config.h"
 
-#include "fadsl_attention.h"
+#include "attention_handle.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,19 +23,7 @@ extern const unsigned char fa_attention_fa_text[];
 static const char *const kernel_names[FADSL_ATTENTION_KERNELS] = {
     "attn_fwd", "attn_bwd_d", "attn_bwd_dkdv", "attn_bwd_dq"};
 
-struct fadsl_attention {
-  fadsl_context *ctx;
-  fadsl_program *prog;
-  fadsl_kernel *kernels[FADSL_ATTENTION_KERNELS];
-  fadsl_args *args[FADSL_ATTENTION_KERNELS];
-  fadsl_kernel_info info[FADSL_ATTENTION_KERNELS];   /* of the last launch */
-  int launched[FADSL_ATTENTION_KERNELS];
-  int block_q, block_k, warps, stages;                /* 0: automatic */
-  pthread_mutex_t lock;                               /* the args and info are shared state */
-  char error[4096];
-};
-
-static fadsl_status fail(fadsl_attention *a, fadsl_status st, const char *fmt, ...) {
+fadsl_status fa_attn_api_fail(fadsl_attention *a, fadsl_status st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(a->error, sizeof a->error, fmt, ap);
@@ -45,7 +33,7 @@ static fadsl_status fail(fadsl_attention *a, fadsl_status st, const char *fmt, .
 
 /* A libfadsl call failed: keep its message (the context's last error). */
 static fadsl_status fail_rt(fadsl_attention *a, fadsl_status st, const char *what) {
-  return fail(a, st, "%s: %s: %s", what, fadsl_status_string(st), fadsl_context_last_error(a->ctx));
+  return fa_attn_api_fail(a, st, "%s: %s: %s", what, fadsl_status_string(st), fadsl_context_last_error(a->ctx));
 }
 
 const char *fadsl_attention_kernel_name(fadsl_attention_kernel which) {
@@ -83,9 +71,9 @@ static fadsl_status create(fadsl_context *ctx, bool builtin, const char *path, f
   a->ctx = ctx;
   *out = a;
   if (!ctx)
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_create: no context (NULL)");
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_create: no context (NULL)");
   if (!builtin && !path)
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_create_from_file: no path (NULL)");
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_create_from_file: no path (NULL)");
   return open_program(a, path);
 }
 
@@ -121,16 +109,16 @@ fadsl_status fadsl_attention_set_config(fadsl_attention *a, int block_q, int blo
   if (!a)
     return FADSL_ERROR_INVALID_ARGUMENT;
   if ((block_q == 0) != (block_k == 0))
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
                 "fadsl_attention_set_config: give both block_q and block_k, or neither (got %d and %d)", block_q,
                 block_k);
   if (block_q && (!is_pow2(block_q) || !is_pow2(block_k) || block_q < block_k))
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
                 "fadsl_attention_set_config: block_q %d and block_k %d must be powers of two with block_q >= block_k "
                 "(attn_fwd walks the causal diagonal in block_k steps)",
                 block_q, block_k);
   if (warps < 0 || stages < 0 || (warps && !is_pow2(warps)))
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_set_config: bad warps %d or stages %d", warps,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_set_config: bad warps %d or stages %d", warps,
                 stages);
   pthread_mutex_lock(&a->lock);
   a->block_q = block_q;
@@ -156,34 +144,27 @@ fadsl_status fadsl_attention_kernel_info(const fadsl_attention *a, fadsl_attenti
 
 /* ---- checking a call ------------------------------------------------------ */
 
-typedef struct Call {
-  int B, H, KVH, Nq, Nkv, D, causal;
-  float scale;
-  const char *dtype;            /* "f16" / "bf16" */
-} Call;
 
-typedef struct NamedPtr {
-  const char *name;
-  uint64_t ptr;
-} NamedPtr;
-
-static fadsl_status check_call(fadsl_attention *a, const char *fn, Call *c, fadsl_attention_dtype dtype,
-                               const NamedPtr *ptrs, int nptrs) {
+fadsl_status fa_attn_api_check(fadsl_attention *a, const char *fn, FaAttnCall *c, fadsl_attention_dtype dtype,
+                               const FaAttnNamedPtr *ptrs, int nptrs, unsigned align) {
+  if (!a->prog)
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: the handle has no program (%s)", fn,
+                            a->error[0] ? "its creation failed" : "not created");
   if (c->B < 1 || c->H < 1 || c->KVH < 1 || c->Nq < 1 || c->Nkv < 1 || c->D < 1)
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
                 "%s: every dimension must be at least 1 (B=%d H=%d KVH=%d Nq=%d Nkv=%d D=%d)", fn, c->B, c->H, c->KVH,
                 c->Nq, c->Nkv, c->D);
   if (c->D != 16 && c->D != 32 && c->D != 64 && c->D != 128 && c->D != 256)
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: head dimension D=%d: it must be 16, 32, 64, 128 or 256", fn,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: head dimension D=%d: it must be 16, 32, 64, 128 or 256", fn,
                 c->D);
   if (c->H % c->KVH)
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
                 "%s: H=%d query heads are not a multiple of KVH=%d key/value heads", fn, c->H, c->KVH);
   if (c->causal && c->Nq != c->Nkv)
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
                 "%s: causal attention needs Nq == Nkv (query i sees keys 0..i), got Nq=%d Nkv=%d", fn, c->Nq, c->Nkv);
   if ((int64_t)c->B * c->H > 65535)
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
                 "%s: B * H = %lld programs along the grid's y axis; CUDA allows at most 65535", fn,
                 (long long)c->B * c->H);
   /* No limit on the number of elements: attention.fa computes the offsets
@@ -193,20 +174,20 @@ static fadsl_status check_call(fadsl_attention *a, const char *fn, Call *c, fads
   else if (dtype == FADSL_ATTENTION_BF16)
     c->dtype = "bf16";
   else
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: unknown dtype %d (FADSL_ATTENTION_F16 or _BF16)", fn,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: unknown dtype %d (FADSL_ATTENTION_F16 or _BF16)", fn,
                 (int)dtype);
   if (c->scale == 0)
     c->scale = 1.0f / sqrtf((float)c->D);
   if (!(c->scale > 0) || !isfinite(c->scale))
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: scale %g: want a positive finite number (0: 1/sqrt(D))", fn,
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: scale %g: want a positive finite number (0: 1/sqrt(D))", fn,
                 (double)c->scale);
   for (int i = 0; i < nptrs; i++) {
     if (!ptrs[i].ptr)
-      return fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: %s is a null pointer", fn, ptrs[i].name);
-    if (ptrs[i].ptr % 16)
-      return fail(a, FADSL_ERROR_INVALID_ARGUMENT,
-                  "%s: %s (0x%llx) is not 16-byte aligned (the kernels load 16 bytes at a time)", fn, ptrs[i].name,
-                  (unsigned long long)ptrs[i].ptr);
+      return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: %s is a null pointer", fn, ptrs[i].name);
+    if (ptrs[i].ptr % align)
+      return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+                  "%s: %s (0x%llx) is not %u-byte aligned%s", fn, ptrs[i].name, (unsigned long long)ptrs[i].ptr,
+                  align, align == 16 ? " (the kernels load 16 bytes at a time)" : "");
   }
   return FADSL_SUCCESS;
 }
@@ -223,7 +204,7 @@ static fadsl_status check_call(fadsl_attention *a, const char *fn, Call *c, fads
 /* The arguments every kernel takes (sizes and constexprs); the runtime
  * checks each pointer against its declared extent.  `kind` selects the
  * tile rule of the kernel (see fadsl_attention_set_config). */
-static fadsl_status bind_common(fadsl_attention *a, fadsl_attention_kernel which, const Call *c) {
+static fadsl_status bind_common(fadsl_attention *a, fadsl_attention_kernel which, const FaAttnCall *c) {
   fadsl_args *args = a->args[which];
   fadsl_status st = FADSL_SUCCESS;
   BIND(st, fadsl_args_set_i32(args, "n_zh", c->B * c->KVH));
@@ -247,13 +228,25 @@ static fadsl_status bind_common(fadsl_attention *a, fadsl_attention_kernel which
   return st;
 }
 
-static fadsl_status launch(fadsl_attention *a, fadsl_attention_kernel which, fadsl_status bound, void *stream) {
+/* Runs one bound kernel where the call says: launched on a stream, or on the
+ * interpreter over host regions. */
+static fadsl_status run(fadsl_attention *a, fadsl_attention_kernel which, fadsl_status bound,
+                        const FaAttnTarget *where) {
   char what[96];
   snprintf(what, sizeof what, "binding the arguments of %s", kernel_names[which]);
   if (bound != FADSL_SUCCESS)
     return fail_rt(a, bound, what);
+  fadsl_status st;
+  if (where->regions) {
+    fadsl_interpret_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.threads = where->threads;
+    st = fadsl_interpret(a->kernels[which], a->args[which], where->regions, where->nregions, &opt, NULL);
+    snprintf(what, sizeof what, "interpreting %s", kernel_names[which]);
+    return st == FADSL_SUCCESS ? st : fail_rt(a, st, what);
+  }
   fadsl_kernel_info info;
-  fadsl_status st = fadsl_launch(a->kernels[which], a->args[which], stream, &info);
+  st = fadsl_launch(a->kernels[which], a->args[which], where->stream, &info);
   if (st != FADSL_SUCCESS) {
     snprintf(what, sizeof what, "launching %s", kernel_names[which]);
     return fail_rt(a, st, what);
@@ -263,31 +256,73 @@ static fadsl_status launch(fadsl_attention *a, fadsl_attention_kernel which, fad
   return FADSL_SUCCESS;
 }
 
+fadsl_status fa_attn_api_forward(fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c,
+                                 const FaAttnTarget *where) {
+  pthread_mutex_lock(&a->lock);
+  fadsl_args *args = a->args[FADSL_ATTENTION_FWD];
+  fadsl_args_clear(args);
+  fadsl_status st = bind_common(a, FADSL_ATTENTION_FWD, c);
+  BIND(st, fadsl_args_set_ptr(args, "t_q", t->q));
+  BIND(st, fadsl_args_set_ptr(args, "t_k", t->k));
+  BIND(st, fadsl_args_set_ptr(args, "t_v", t->v));
+  BIND(st, fadsl_args_set_ptr(args, "t_lse", t->lse));
+  BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
+  st = run(a, FADSL_ATTENTION_FWD, st, where);
+  pthread_mutex_unlock(&a->lock);
+  return st;
+}
+
+fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c,
+                                  const FaAttnTarget *where, int delta_given) {
+  pthread_mutex_lock(&a->lock);
+  fadsl_status st = FADSL_SUCCESS;
+  fadsl_args *args;
+  if (!delta_given) {
+    /* delta = rowsum(dO * O) */
+    args = a->args[FADSL_ATTENTION_BWD_D];
+    fadsl_args_clear(args);
+    st = bind_common(a, FADSL_ATTENTION_BWD_D, c);
+    BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
+    BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
+    BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
+    st = run(a, FADSL_ATTENTION_BWD_D, st, where);
+  }
+  /* dK and dV, then dQ: both read q, k, v, dO, lse and delta */
+  for (int which = FADSL_ATTENTION_BWD_DKDV; which <= FADSL_ATTENTION_BWD_DQ && st == FADSL_SUCCESS; which++) {
+    args = a->args[which];
+    fadsl_args_clear(args);
+    st = bind_common(a, (fadsl_attention_kernel)which, c);
+    BIND(st, fadsl_args_set_ptr(args, "t_q", t->q));
+    BIND(st, fadsl_args_set_ptr(args, "t_k", t->k));
+    BIND(st, fadsl_args_set_ptr(args, "t_v", t->v));
+    BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
+    BIND(st, fadsl_args_set_ptr(args, "t_lse", t->lse));
+    BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
+    if (which == FADSL_ATTENTION_BWD_DKDV) {
+      BIND(st, fadsl_args_set_ptr(args, "t_dk", t->dk));
+      BIND(st, fadsl_args_set_ptr(args, "t_dv", t->dv));
+    } else {
+      BIND(st, fadsl_args_set_ptr(args, "t_dq", t->dq));
+    }
+    st = run(a, (fadsl_attention_kernel)which, st, where);
+  }
+  pthread_mutex_unlock(&a->lock);
+  return st;
+}
+
 fadsl_status fadsl_attention_forward(fadsl_attention *a, uint64_t q, uint64_t k, uint64_t v, uint64_t o,
                                      uint64_t lse, int B, int H, int KVH, int Nq, int Nkv, int D, int causal,
                                      float scale, fadsl_attention_dtype dtype, void *stream) {
   if (!a)
     return FADSL_ERROR_INVALID_ARGUMENT;
-  if (!a->prog)
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_forward: the handle has no program (%s)",
-                a->error[0] ? "its creation failed" : "not created");
-  Call c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
-  NamedPtr ptrs[] = {{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse}};
-  fadsl_status st = check_call(a, "fadsl_attention_forward", &c, dtype, ptrs, 5);
+  FaAttnCall c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
+  FaAttnNamedPtr ptrs[] = {{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse}};
+  fadsl_status st = fa_attn_api_check(a, "fadsl_attention_forward", &c, dtype, ptrs, 5, 16);
   if (st != FADSL_SUCCESS)
     return st;
-  pthread_mutex_lock(&a->lock);
-  fadsl_args *args = a->args[FADSL_ATTENTION_FWD];
-  fadsl_args_clear(args);
-  st = bind_common(a, FADSL_ATTENTION_FWD, &c);
-  BIND(st, fadsl_args_set_ptr(args, "t_q", q));
-  BIND(st, fadsl_args_set_ptr(args, "t_k", k));
-  BIND(st, fadsl_args_set_ptr(args, "t_v", v));
-  BIND(st, fadsl_args_set_ptr(args, "t_lse", lse));
-  BIND(st, fadsl_args_set_ptr(args, "t_o", o));
-  st = launch(a, FADSL_ATTENTION_FWD, st, stream);
-  pthread_mutex_unlock(&a->lock);
-  return st;
+  FaAttnTensors t = {q, k, v, o, lse, 0, 0, 0, 0, 0};
+  FaAttnTarget where = {stream, NULL, 0, 0};
+  return fa_attn_api_forward(a, &t, &c, &where);
 }
 
 fadsl_status fadsl_attention_backward(fadsl_attention *a, uint64_t q, uint64_t k, uint64_t v, uint64_t o,
@@ -296,43 +331,13 @@ fadsl_status fadsl_attention_backward(fadsl_attention *a, uint64_t q, uint64_t k
                                       float scale, fadsl_attention_dtype dtype, void *stream) {
   if (!a)
     return FADSL_ERROR_INVALID_ARGUMENT;
-  if (!a->prog)
-    return fail(a, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_backward: the handle has no program (%s)",
-                a->error[0] ? "its creation failed" : "not created");
-  Call c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
-  NamedPtr ptrs[] = {{"q", q},   {"k", k},   {"v", v},   {"o", o},   {"lse", lse},
-                     {"do", do_}, {"dq", dq}, {"dk", dk}, {"dv", dv}, {"delta", delta}};
-  fadsl_status st = check_call(a, "fadsl_attention_backward", &c, dtype, ptrs, 10);
+  FaAttnCall c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
+  FaAttnNamedPtr ptrs[] = {{"q", q},   {"k", k},   {"v", v},   {"o", o},   {"lse", lse},
+                           {"do", do_}, {"dq", dq}, {"dk", dk}, {"dv", dv}, {"delta", delta}};
+  fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward", &c, dtype, ptrs, 10, 16);
   if (st != FADSL_SUCCESS)
     return st;
-  pthread_mutex_lock(&a->lock);
-  /* delta = rowsum(dO * O) */
-  fadsl_args *args = a->args[FADSL_ATTENTION_BWD_D];
-  fadsl_args_clear(args);
-  st = bind_common(a, FADSL_ATTENTION_BWD_D, &c);
-  BIND(st, fadsl_args_set_ptr(args, "t_o", o));
-  BIND(st, fadsl_args_set_ptr(args, "t_do", do_));
-  BIND(st, fadsl_args_set_ptr(args, "t_pdp", delta));
-  st = launch(a, FADSL_ATTENTION_BWD_D, st, stream);
-  /* dK and dV, then dQ: both read q, k, v, dO, lse and delta */
-  for (int which = FADSL_ATTENTION_BWD_DKDV; which <= FADSL_ATTENTION_BWD_DQ && st == FADSL_SUCCESS; which++) {
-    args = a->args[which];
-    fadsl_args_clear(args);
-    st = bind_common(a, (fadsl_attention_kernel)which, &c);
-    BIND(st, fadsl_args_set_ptr(args, "t_q", q));
-    BIND(st, fadsl_args_set_ptr(args, "t_k", k));
-    BIND(st, fadsl_args_set_ptr(args, "t_v", v));
-    BIND(st, fadsl_args_set_ptr(args, "t_do", do_));
-    BIND(st, fadsl_args_set_ptr(args, "t_lse", lse));
-    BIND(st, fadsl_args_set_ptr(args, "t_pdp", delta));
-    if (which == FADSL_ATTENTION_BWD_DKDV) {
-      BIND(st, fadsl_args_set_ptr(args, "t_dk", dk));
-      BIND(st, fadsl_args_set_ptr(args, "t_dv", dv));
-    } else {
-      BIND(st, fadsl_args_set_ptr(args, "t_dq", dq));
-    }
-    st = launch(a, (fadsl_attention_kernel)which, st, stream);
-  }
-  pthread_mutex_unlock(&a->lock);
-  return st;
+  FaAttnTensors t = {q, k, v, o, lse, do_, dq, dk, dv, delta};
+  FaAttnTarget where = {stream, NULL, 0, 0};
+  return fa_attn_api_backward(a, &t, &c, &where, 0);
 }

@@ -132,6 +132,64 @@ FADSL_API fadsl_status fadsl_attention_kernel_info(const fadsl_attention *attn,
 /* The kernel's name in attention.fa ("attn_fwd", ...), or NULL. */
 FADSL_API const char *fadsl_attention_kernel_name(fadsl_attention_kernel which);
 
+/* ---- the backward pass from a given delta ---------------------------------
+ * The backward pass without attn_bwd_d: delta (float32 [B, H, Nq]) is an
+ * input, and the call runs attn_bwd_dkdv and attn_bwd_dq.  With
+ * delta = rowsum(dO * O) it gives what fadsl_attention_backward gives; with
+ * delta = rowsum(dO * O) - g, where g = dLoss / d lse_nat is the gradient of
+ * a loss that also reads the natural log-sum-exp (lse_nat = lse * ln 2; ring
+ * attention and other context-parallel schemes combine partial results
+ * through it), it gives the gradients of that loss.  Same shape rules and
+ * statuses as fadsl_attention_backward; o is not needed. */
+FADSL_API fadsl_status fadsl_attention_backward_delta(fadsl_attention *attn, uint64_t q, uint64_t k,
+                                                      uint64_t v, uint64_t lse, uint64_t do_,
+                                                      uint64_t dq, uint64_t dk, uint64_t dv,
+                                                      uint64_t delta, int B, int H, int KVH, int Nq,
+                                                      int Nkv, int D, int causal, float scale,
+                                                      fadsl_attention_dtype dtype, void *stream);
+
+/* Checks a shape (and scale and dtype) as the calls do, without running
+ * anything: FADSL_SUCCESS, or the status and message a call would fail with.
+ * For wrappers that must reject a shape before any data exists (a tracing
+ * compiler's fake tensors, for instance). */
+FADSL_API fadsl_status fadsl_attention_check_shape(fadsl_attention *attn, int B, int H, int KVH,
+                                                   int Nq, int Nkv, int D, int causal, float scale,
+                                                   fadsl_attention_dtype dtype);
+
+/* ---- on the CPU interpreter, over host memory ------------------------------
+ * The same calls on host arrays of the same layouts (f16 and bf16 as their
+ * 16-bit patterns), run by the CPU interpreter (fadsl_interpret) with the
+ * numerics of the GPU kernels: for tests, and for machines without a GPU.
+ * They return when the kernels have run; `threads` interpreter threads share
+ * the programs (0 or 1: one).  Pointers must be aligned to their element size;
+ * each tensor is given to the interpreter as its own region, so every access
+ * is checked against it.  They work with a handle on any context, a device -1
+ * one included.  The configuration is the one fadsl_attention_set_config
+ * fixed, else each kernel's default (the tuning database describes GPUs). */
+FADSL_API fadsl_status fadsl_attention_forward_host(fadsl_attention *attn, const void *q,
+                                                    const void *k, const void *v, void *o, float *lse,
+                                                    int B, int H, int KVH, int Nq, int Nkv, int D,
+                                                    int causal, float scale,
+                                                    fadsl_attention_dtype dtype, int threads);
+
+FADSL_API fadsl_status fadsl_attention_backward_host(fadsl_attention *attn, const void *q,
+                                                     const void *k, const void *v, const void *o,
+                                                     const float *lse, const void *do_, void *dq,
+                                                     void *dk, void *dv, float *delta, int B, int H,
+                                                     int KVH, int Nq, int Nkv, int D, int causal,
+                                                     float scale, fadsl_attention_dtype dtype,
+                                                     int threads);
+
+FADSL_API fadsl_status fadsl_attention_backward_delta_host(fadsl_attention *attn, const void *q,
+                                                           const void *k, const void *v,
+                                                           const float *lse, const void *do_,
+                                                           void *dq, void *dk, void *dv,
+                                                           const float *delta, int B, int H,
+                                                           int KVH, int Nq, int Nkv, int D,
+                                                           int causal, float scale,
+                                                           fadsl_attention_dtype dtype,
+                                                           int threads);
+
 #ifdef __cplusplus
 }
 #endif

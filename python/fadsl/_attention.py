@@ -1,0 +1,169 @@
+"""fadsl.attention and fadsl.attention_backward: dispatch on the inputs
+(torch tensors to the custom ops of _torch_ops, numpy arrays to the
+interpreter), checks of what the C library cannot see, and the numpy path.
+
+The C library computes the base-2 log-sum-exp (what its backward pass reads);
+Python returns the natural one, as scaled_dot_product_attention's relatives
+(FlashAttention's softmax_lse) do: lse = lse2 * ln 2.
+"""
+import ctypes
+import importlib
+import math
+import os
+import sys
+
+import numpy as np
+
+from . import _arrays
+from ._lib import FadslInvalidArgument, attn, context
+
+LN2 = math.log(2.0)
+DTYPES = {"f16": 0, "bf16": 1}
+
+
+def torch_ops():
+    """The torch custom ops, registered on first use (importing torch)."""
+    mod = sys.modules.get("fadsl._torch_ops")
+    return mod if mod is not None else importlib.import_module("fadsl._torch_ops")
+
+
+def interpreter_threads():
+    """Threads for the interpreter's attention kernels: $FADSL_THREADS, else
+    the machine's cores (their programs write disjoint rows)."""
+    env = os.environ.get("FADSL_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, min(os.cpu_count() or 1, 16))
+
+
+def shapes(q, k, v, fn="fadsl.attention"):
+    """(B, H, KVH, Nq, Nkv, D, dtype name) after the checks that need the
+    three arrays together; the library checks the rest (head counts, D,
+    causal lengths) with its own messages."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if len(x.shape) != 4:
+            raise FadslInvalidArgument(
+                f"{fn}: {name} must be 4-D [batch, heads, sequence, head_dim] as for "
+                f"scaled_dot_product_attention; got {_arrays.describe(x)}")
+    dt = {_arrays.dtype_name(x) for x in (q, k, v)}
+    if len(dt) != 1:
+        raise FadslInvalidArgument(
+            f"{fn}: q, k and v must have one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
+    dtype = dt.pop()
+    if dtype not in DTYPES:
+        raise FadslInvalidArgument(
+            f"{fn}: the kernels take float16 or bfloat16; got {q.dtype} (convert with .half() / "
+            f".bfloat16(), or .astype(np.float16))")
+    B, H, Nq, D = q.shape
+    if tuple(k.shape) != tuple(v.shape):
+        raise FadslInvalidArgument(f"{fn}: k and v must have the same shape; got {list(k.shape)} and {list(v.shape)}")
+    Bk, KVH, Nkv, Dk = k.shape
+    if Bk != B or Dk != D:
+        raise FadslInvalidArgument(
+            f"{fn}: q {list(q.shape)} and k {list(k.shape)} must agree in batch (dim 0) and head_dim (dim 3)")
+    return B, H, KVH, Nq, Nkv, D, dtype
+
+
+def check_shape(B, H, KVH, Nq, Nkv, D, causal, scale, dtype):
+    """The library's own check of a shape, without data (for fake tensors)."""
+    ctx = context(-1)
+    h = ctx.attention()
+    ctx.attention_check(attn.fadsl_attention_check_shape(h, B, H, KVH, Nq, Nkv, D, int(causal),
+                                                         float(scale or 0.0), DTYPES[dtype]))
+
+
+def _scale(scale):
+    if scale is None:
+        return 0.0
+    return float(scale)
+
+
+def _ptr(a):
+    return ctypes.c_void_p(a.__array_interface__["data"][0])
+
+
+def _host_input(x):
+    return np.ascontiguousarray(x)
+
+
+def attention(q, k, v, *, causal=False, scale=None, return_lse=False):
+    """softmax(scale * q k^T [causal mask]) v, exactly, in O(N) memory.
+
+    q: [B, H, Nq, D]; k, v: [B, KVH, Nkv, D] with H a multiple of KVH
+    (grouped-query attention: query head h reads key/value head h // (H // KVH));
+    float16 or bfloat16; D in {16, 32, 64, 128, 256}; causal (query i sees keys
+    0..i) needs Nq == Nkv.  scale defaults to 1/sqrt(D).
+
+    torch CUDA tensors run fadsl's kernels on the current stream, with autograd
+    (fadsl's backward kernels) and torch.compile support; torch CPU tensors and
+    numpy arrays run the same kernels on the CPU interpreter.  Returns the output
+    (same dtype as q), and with return_lse=True also the natural log-sum-exp of
+    each query row's scaled scores, float32 [B, H, Nq].
+    """
+    if _arrays.is_torch(q):
+        return torch_ops().attention(q, k, v, causal, scale, return_lse)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, np.ndarray):
+            raise FadslInvalidArgument(
+                f"fadsl.attention: {name} is a {type(x).__name__}; give numpy arrays or torch tensors (all alike)")
+    B, H, KVH, Nq, Nkv, D, dtype = shapes(q, k, v)
+    q, k, v = (_host_input(x) for x in (q, k, v))
+    o = np.empty(q.shape, q.dtype)
+    lse2 = np.empty((B, H, Nq), np.float32)
+    ctx = context(-1)
+    h = ctx.attention()
+    if o.size:
+        ctx.attention_check(attn.fadsl_attention_forward_host(
+            h, _ptr(q), _ptr(k), _ptr(v), _ptr(o), _ptr(lse2), B, H, KVH, Nq, Nkv, D, int(causal),
+            _scale(scale), DTYPES[dtype], interpreter_threads()))
+    if return_lse:
+        return o, (lse2 * np.float32(LN2)).astype(np.float32)
+    return o
+
+
+def attention_backward(do, q, k, v, o, lse, *, causal=False, scale=None, dlse=None):
+    """The gradients (dq, dk, dv) of attention(q, k, v) given do = dLoss/dO, the
+    forward pass's output o and natural log-sum-exp lse (attention(...,
+    return_lse=True)), and optionally dlse = dLoss/dlse (float32 [B, H, Nq]) for a
+    loss that also reads the log-sum-exp.  On numpy arrays (the interpreter) and
+    torch tensors (the GPU, or the interpreter for CPU tensors); torch users
+    normally let autograd call it."""
+    if _arrays.is_torch(q):
+        return torch_ops().attention_backward(do, q, k, v, o, lse, causal, scale, dlse)
+    B, H, KVH, Nq, Nkv, D, dtype = shapes(q, k, v, "fadsl.attention_backward")
+    for name, x, shape in (("do", do, q.shape), ("o", o, q.shape), ("lse", lse, (B, H, Nq)),
+                           ("dlse", dlse, (B, H, Nq))):
+        if x is None and name == "dlse":
+            continue
+        if not isinstance(x, np.ndarray) or tuple(x.shape) != tuple(shape):
+            raise FadslInvalidArgument(
+                f"fadsl.attention_backward: {name} must be a numpy array of shape {list(shape)}; got "
+                f"{_arrays.describe(x) if isinstance(x, np.ndarray) else type(x).__name__}")
+    for name, x in (("do", do), ("o", o)):
+        if x.dtype != q.dtype:
+            raise FadslInvalidArgument(f"fadsl.attention_backward: {name} must be {q.dtype} like q; got {x.dtype}")
+    q, k, v, do, o = (_host_input(x) for x in (q, k, v, do, o))
+    lse2 = np.ascontiguousarray(lse, np.float32) / np.float32(LN2)
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    ctx = context(-1)
+    h = ctx.attention()
+    if not dq.size:
+        return dq, dk, dv
+    common = (B, H, KVH, Nq, Nkv, D, int(causal), _scale(scale), DTYPES[dtype], interpreter_threads())
+    if dlse is None:
+        delta = np.empty((B, H, Nq), np.float32)
+        st = attn.fadsl_attention_backward_host(h, _ptr(q), _ptr(k), _ptr(v), _ptr(o), _ptr(lse2), _ptr(do),
+                                                _ptr(dq), _ptr(dk), _ptr(dv), _ptr(delta), *common)
+    else:
+        delta = delta_with_lse_grad(o, do, dlse)
+        st = attn.fadsl_attention_backward_delta_host(h, _ptr(q), _ptr(k), _ptr(v), _ptr(lse2), _ptr(do),
+                                                      _ptr(dq), _ptr(dk), _ptr(dv), _ptr(delta), *common)
+    ctx.attention_check(st)
+    return dq, dk, dv
+
+
+def delta_with_lse_grad(o, do, dlse):
+    """rowsum(dO * O) - dLoss/dlse (natural), the delta the backward kernels
+    read when the loss also depends on the log-sum-exp (see attention_delta.c)."""
+    rows = (o.astype(np.float32) * do.astype(np.float32)).sum(axis=-1, dtype=np.float32)
+    return np.ascontiguousarray(rows - np.asarray(dlse, np.float32), np.float32)

@@ -1,0 +1,171 @@
+"""fadsl's attention as PyTorch custom operators (torch.library.custom_op):
+
+    fadsl::attention_fwd(q, k, v, causal, scale) -> (o, lse2)
+    fadsl::attention_bwd(do, q, k, v, o, lse2, dlse2?, causal, scale) -> (dq, dk, dv)
+
+each with a fake (meta) implementation, so that torch.compile traces models
+that call them (fullgraph=True included) and CUDA graphs capture them, and the
+forward's autograd formula is the backward op.  lse2 is the base-2
+log-sum-exp the kernels produce and read; fadsl.attention returns lse2 * ln 2.
+
+On CUDA tensors the kernels run on torch's current stream of the tensors'
+device; outputs and the backward pass's delta workspace come from torch's
+caching allocator (torch.empty), so a call allocates no device memory of its
+own.  Non-contiguous inputs are copied to contiguous ones first (.contiguous():
+one read and one write of each such tensor; a [B, N, H, D] projection viewed
+as [B, H, N, D] with .transpose(1, 2) is one).  On CPU tensors the same
+kernels run on the interpreter.
+"""
+import ctypes
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _attention
+from ._lib import FadslInvalidArgument, attn, context
+
+LN2 = math.log(2.0)
+
+if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
+    raise ImportError(f"fadsl's torch support needs torch >= 2.4 (torch.library.custom_op); this is {torch.__version__}")
+
+
+def _dims(q, k, v, causal, scale, fn="fadsl.attention"):
+    B, H, KVH, Nq, Nkv, D, dtype = _attention.shapes(q, k, v, fn)
+    devices = {x.device for x in (q, k, v)}
+    if len(devices) != 1:
+        raise FadslInvalidArgument(f"{fn}: q, k and v must be on one device; got {', '.join(map(str, devices))}")
+    dev = q.device
+    if dev.type not in ("cuda", "cpu", "meta"):
+        raise FadslInvalidArgument(f"{fn}: fadsl runs on CUDA devices and on the CPU interpreter, not on {dev}")
+    return B, H, KVH, Nq, Nkv, D, dtype
+
+
+def _concrete(*dims):
+    return all(isinstance(d, int) for d in dims)
+
+
+def _check(q, k, v, causal, scale, fn="fadsl.attention"):
+    B, H, KVH, Nq, Nkv, D, dtype = _dims(q, k, v, causal, scale, fn)
+    if _concrete(B, H, KVH, Nq, Nkv, D) and B * H * Nq > 0:
+        _attention.check_shape(B, H, KVH, Nq, Nkv, D, causal, scale, dtype)
+    return B, H, KVH, Nq, Nkv, D, dtype
+
+
+def _p(t):
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def _stream(dev):
+    return ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+
+
+@torch.library.custom_op("fadsl::attention_fwd", mutates_args=())
+def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> Tuple[Tensor, Tensor]:
+    B, H, KVH, Nq, Nkv, D, dtype = _dims(q, k, v, causal, scale)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    o = torch.empty_like(q)
+    lse2 = torch.empty((B, H, Nq), dtype=torch.float32, device=q.device)
+    if o.numel() == 0:
+        return o, lse2
+    args = (B, H, KVH, Nq, Nkv, D, int(causal), float(scale), _attention.DTYPES[dtype])
+    if q.is_cuda:
+        ctx = context(q.device.index)
+        st = attn.fadsl_attention_forward(ctx.attention(), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                          lse2.data_ptr(), *args, _stream(q.device))
+    else:
+        ctx = context(-1)
+        st = attn.fadsl_attention_forward_host(ctx.attention(), _p(q), _p(k), _p(v), _p(o), _p(lse2), *args,
+                                               _attention.interpreter_threads())
+    ctx.attention_check(st)
+    return o, lse2
+
+
+@attention_fwd.register_fake
+def _attention_fwd_fake(q, k, v, causal, scale):
+    B, H, KVH, Nq, Nkv, D, dtype = _check(q, k, v, causal, scale)
+    return q.new_empty(q.shape), q.new_empty((B, H, Nq), dtype=torch.float32)
+
+
+@torch.library.custom_op("fadsl::attention_bwd", mutates_args=())
+def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse2: Tensor, dlse2: Optional[Tensor],
+                  causal: bool, scale: float) -> Tuple[Tensor, Tensor, Tensor]:
+    B, H, KVH, Nq, Nkv, D, dtype = _dims(q, k, v, causal, scale, "fadsl.attention_backward")
+    q, k, v, o, do = (x.contiguous() for x in (q, k, v, o, do))
+    lse2 = lse2.contiguous()
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    if dq.numel() == 0:
+        return dq, dk, dv
+    args = (B, H, KVH, Nq, Nkv, D, int(causal), float(scale), _attention.DTYPES[dtype])
+    if dlse2 is None:
+        delta = torch.empty((B, H, Nq), dtype=torch.float32, device=q.device)
+    else:
+        # rowsum(dO * O) - dLoss/dlse_nat, with dLoss/dlse_nat = dlse2 / ln 2
+        delta = ((o.float() * do.float()).sum(-1) - dlse2.float() / LN2).contiguous()
+    if q.is_cuda:
+        ctx = context(q.device.index)
+        h, s = ctx.attention(), _stream(q.device)
+        if dlse2 is None:
+            st = attn.fadsl_attention_backward(h, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                               lse2.data_ptr(), do.data_ptr(), dq.data_ptr(), dk.data_ptr(),
+                                               dv.data_ptr(), delta.data_ptr(), *args, s)
+        else:
+            st = attn.fadsl_attention_backward_delta(h, q.data_ptr(), k.data_ptr(), v.data_ptr(), lse2.data_ptr(),
+                                                     do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                                                     delta.data_ptr(), *args, s)
+    else:
+        ctx = context(-1)
+        h, threads = ctx.attention(), _attention.interpreter_threads()
+        if dlse2 is None:
+            st = attn.fadsl_attention_backward_host(h, _p(q), _p(k), _p(v), _p(o), _p(lse2), _p(do), _p(dq), _p(dk),
+                                                    _p(dv), _p(delta), *args, threads)
+        else:
+            st = attn.fadsl_attention_backward_delta_host(h, _p(q), _p(k), _p(v), _p(lse2), _p(do), _p(dq), _p(dk),
+                                                          _p(dv), _p(delta), *args, threads)
+    ctx.attention_check(st)
+    return dq, dk, dv
+
+
+@attention_bwd.register_fake
+def _attention_bwd_fake(do, q, k, v, o, lse2, dlse2, causal, scale):
+    _check(q, k, v, causal, scale, "fadsl.attention_backward")
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, causal, scale = inputs
+    o, lse2 = output
+    ctx.save_for_backward(q, k, v, o, lse2)
+    ctx.causal = causal
+    ctx.scale = scale
+    ctx.set_materialize_grads(False)   # an unused lse has no gradient: skip the delta path
+
+
+def _backward(ctx, do, dlse2):
+    q, k, v, o, lse2 = ctx.saved_tensors
+    if do is None:
+        do = torch.zeros_like(o)
+    dq, dk, dv = torch.ops.fadsl.attention_bwd(do, q, k, v, o, lse2, dlse2, ctx.causal, ctx.scale)
+    return dq, dk, dv, None, None
+
+
+attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _resolved_scale(q, scale):
+    return float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+
+
+def attention(q, k, v, causal=False, scale=None, return_lse=False):
+    o, lse2 = torch.ops.fadsl.attention_fwd(q, k, v, bool(causal), _resolved_scale(q, scale))
+    if return_lse:
+        return o, lse2 * LN2
+    return o
+
+
+def attention_backward(do, q, k, v, o, lse, causal=False, scale=None, dlse=None):
+    lse2 = lse.float() / LN2
+    dlse2 = None if dlse is None else dlse.float() * LN2
+    return torch.ops.fadsl.attention_bwd(do, q, k, v, o, lse2, dlse2, bool(causal), _resolved_scale(q, scale))

@@ -1,0 +1,379 @@
+/* interpret.c - fadsl_interpret: a kernel run on the CPU interpreter over
+ * host memory, with the same argument sets as fadsl_launch.
+ *
+ * Pointer arguments are host addresses (bound with fadsl_args_set_ptr); each
+ * must lie in one of the regions the caller hands over, which plays the part
+ * cuMemGetAddressRange plays for device memory: the buffer bound to the
+ * interpreter runs from the pointer to the end of its region, so every access
+ * is checked against memory the caller owns (and against the parameter's
+ * declared extent, when it has one).
+ *
+ * The configuration is resolved as for a launch, without the tuning
+ * database (whose entries describe GPUs): explicit values, else the default
+ * point of the @autotune space, the first that passes its prune expression.
+ * Each call specialises the kernel afresh (milliseconds, next to an
+ * interpreted run). */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interp.h"
+#include "rt_program.h"
+
+static const FaParamInfo *param_named(const FaKernelInfo *k, const char *name, int *index) {
+  for (int i = 0; i < k->nparams; i++)
+    if (strcmp(k->params[i].name, name) == 0) {
+      if (index) *index = i;
+      return &k->params[i];
+    }
+  return NULL;
+}
+
+/* The compile-time value of a bound argument (CK_NONE when unbound or not a
+ * number): constexprs, and runtime scalars for prune expressions that read
+ * them. */
+static FaConst bound_value(const fadsl_args *a, int i) {
+  FaConst c;
+  memset(&c, 0, sizeof c);
+  const FaRtArg *arg = &a->args[i];
+  if (!arg->bound) {
+    const FaParamInfo *p = &a->kernel->info->params[i];
+    if (p->kind == PARAM_CONSTEXPR && p->has_default) c = p->default_value;
+    return c;
+  }
+  switch (arg->value.kind) {
+    case FADSL_ARG_I32: c.kind = CK_INT; c.i = arg->value.v.i32; break;
+    case FADSL_ARG_I64: case FADSL_ARG_INT: c.kind = CK_INT; c.i = arg->value.v.i64; break;
+    case FADSL_ARG_BOOL: c.kind = CK_BOOL; c.i = arg->value.v.i64 != 0; break;
+    case FADSL_ARG_F32: c.kind = CK_FLOAT; c.f = arg->value.v.f32; break;
+    case FADSL_ARG_F64: case FADSL_ARG_FLOAT: c.kind = CK_FLOAT; c.f = arg->value.v.f64; break;
+    case FADSL_ARG_DTYPE: c.kind = CK_DTYPE; c.dtype = fa_dtype_from_name(arg->dtype_name); break;
+    default: break;
+  }
+  return c;
+}
+
+/* ---- the configuration --------------------------------------------------------- */
+
+typedef struct InterpPlan {
+  FaBinding binds[64];          /* every constexpr with a value */
+  int nbinds;
+  FaLaunchConfig config;
+  const char *source;           /* "explicit", "default", "explicit+default" */
+} InterpPlan;
+
+/* Whether @autotune(prune=...) admits the point `values` (one per axis),
+ * with the launch's other arguments in scope.  A prune that cannot be
+ * evaluated admits it: specialisation then judges the point. */
+static bool prune_admits(const fadsl_args *a, const FaConst *values, int warps, int stages) {
+  const FaKernelInfo *k = a->kernel->info;
+  if (!k->prune) return true;
+  FaBinding binds[96];
+  int n = 0;
+  bool has_warps = false, has_stages = false;
+  for (int t = 0; t < k->ntune && n < 64; t++) {
+    binds[n].name = k->tune[t].name;
+    binds[n++].value = values[t];
+    has_warps |= !strcmp(k->tune[t].name, "warps");
+    has_stages |= !strcmp(k->tune[t].name, "stages");
+  }
+  for (int i = 0; i < k->nparams && n < 92; i++) {
+    bool axis = false;
+    for (int t = 0; t < k->ntune; t++) axis |= !strcmp(k->tune[t].name, k->params[i].name);
+    FaConst c = bound_value(a, i);
+    if (axis || c.kind == CK_NONE) continue;
+    binds[n].name = k->params[i].name;
+    binds[n++].value = c;
+  }
+  FaConst cfg = {CK_INT, 0, 0, DT_VOID, NULL};
+  if (!has_warps) {
+    cfg.i = warps;
+    binds[n].name = "warps";
+    binds[n++].value = cfg;
+  }
+  if (!has_stages) {
+    cfg.i = stages;
+    binds[n].name = "stages";
+    binds[n++].value = cfg;
+  }
+  FaCompiler scratch;
+  fa_compiler_init(&scratch, NULL);
+  FaConst out;
+  memset(&out, 0, sizeof out);
+  bool ok = fa_eval_const(&scratch, a->kernel->program->prog, k->prune, binds, n, &out);
+  fa_compiler_free(&scratch);
+  if (!ok) return true;
+  return out.kind == CK_FLOAT ? out.f != 0 : out.i != 0;
+}
+
+/* The value the caller gave axis t, if any. */
+static bool explicit_axis(const fadsl_args *a, const FaTuneAxis *ax, FaConst *out) {
+  memset(out, 0, sizeof *out);
+  if (!strcmp(ax->name, "warps") || !strcmp(ax->name, "stages")) {
+    int v = !strcmp(ax->name, "warps") ? a->warps : a->stages;
+    out->kind = CK_INT;
+    out->i = v;
+    return v > 0;
+  }
+  int i;
+  if (!param_named(a->kernel->info, ax->name, &i) || !a->args[i].bound) return false;
+  *out = bound_value(a, i);
+  return true;
+}
+
+static int axis_int(const FaKernelInfo *k, const FaConst *values, const char *name, int otherwise) {
+  for (int t = 0; t < k->ntune; t++)
+    if (!strcmp(k->tune[t].name, name) && values[t].kind == CK_INT) return (int)values[t].i;
+  return otherwise;
+}
+
+/* Fills the open axes with the first point of the space (declaration order,
+ * the last axis varying fastest) that the prune admits; the plain first
+ * values when none does. */
+static void choose_default(const fadsl_args *a, FaConst *values, const bool *open) {
+  const FaKernelInfo *k = a->kernel->info;
+  int nt = k->ntune < 16 ? k->ntune : 16, idx[16] = {0};
+  int warps = a->warps > 0 ? a->warps : 4, stages = a->stages > 0 ? a->stages : 2;
+  for (int tries = 0; tries < 100000; tries++) {
+    for (int t = 0; t < nt; t++)
+      if (open[t] && k->tune[t].nvalues > 0) values[t] = k->tune[t].values[idx[t]];
+    if (prune_admits(a, values, axis_int(k, values, "warps", warps), axis_int(k, values, "stages", stages)))
+      return;
+    int t = nt - 1;   /* the next point: an odometer over the open axes */
+    for (; t >= 0; t--) {
+      if (!open[t] || k->tune[t].nvalues == 0) continue;
+      if (++idx[t] < k->tune[t].nvalues) break;
+      idx[t] = 0;
+    }
+    if (t < 0) break;
+  }
+  for (int t = 0; t < nt; t++)
+    if (open[t] && k->tune[t].nvalues > 0) values[t] = k->tune[t].values[0];
+}
+
+static fadsl_status resolve(fadsl_context *ctx, const fadsl_args *a, InterpPlan *plan) {
+  const FaKernelInfo *k = a->kernel->info;
+  if (k->ntune > 16 || k->nparams > 64)
+    return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
+                      "kernel '%s': the interpreter takes at most 16 autotune axes and 64 parameters",
+                      k->name);
+  FaConst values[16];
+  bool open[16];
+  bool any_explicit = a->warps > 0 || a->stages > 0, any_open = false;
+  for (int t = 0; t < k->ntune; t++) {
+    open[t] = !explicit_axis(a, &k->tune[t], &values[t]);
+    any_explicit |= !open[t];
+    any_open |= open[t];
+  }
+  if (any_open) choose_default(a, values, open);
+  plan->config.warps = axis_int(k, values, "warps", a->warps > 0 ? a->warps : 4);
+  plan->config.stages = axis_int(k, values, "stages", a->stages > 0 ? a->stages : 2);
+  plan->source = !any_explicit ? "default" : any_open ? "explicit+default" : "explicit";
+  plan->nbinds = 0;
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *p = &k->params[i];
+    if (p->kind != PARAM_CONSTEXPR) continue;
+    FaConst c = bound_value(a, i);
+    for (int t = 0; t < k->ntune; t++)
+      if (!a->args[i].bound && !strcmp(k->tune[t].name, p->name)) c = values[t];
+    if (a->args[i].bound && a->args[i].value.kind == FADSL_ARG_DTYPE && c.dtype == DT_VOID)
+      return fa_rt_fail(ctx, FADSL_ERROR_BINDING,
+                        "argument '%s' of kernel '%s': '%s' is not a dtype (f16, bf16, f32, f64, "
+                        "i32, i64, ...)",
+                        p->name, k->name, a->args[i].dtype_name);
+    if (c.kind == CK_NONE) continue;   /* missing ones were reported before */
+    plan->binds[plan->nbinds].name = p->name;
+    plan->binds[plan->nbinds++].value = c;
+  }
+  return FADSL_SUCCESS;
+}
+
+/* ---- binding host memory ---------------------------------------------------------- */
+
+static FaHostValue scalar_value(const FaRtArg *arg) {
+  switch (arg->value.kind) {
+    case FADSL_ARG_I32: return fa_host_int(DT_I32, arg->value.v.i32);
+    case FADSL_ARG_I64: return fa_host_int(DT_I64, arg->value.v.i64);
+    case FADSL_ARG_F32: return fa_host_float(DT_F32, arg->value.v.f32);
+    case FADSL_ARG_F64: return fa_host_float(DT_F64, arg->value.v.f64);
+    default: return fa_host_int(DT_I64, arg->value.v.i64);
+  }
+}
+
+/* The region holding [ptr, ptr + 1 byte), or NULL. */
+static const fadsl_host_region *region_of(uintptr_t ptr, const fadsl_host_region *regions,
+                                          int nregions) {
+  for (int r = 0; r < nregions; r++) {
+    uintptr_t base = (uintptr_t)regions[r].data;
+    if (regions[r].data && ptr >= base && ptr < base + regions[r].bytes) return &regions[r];
+  }
+  return NULL;
+}
+
+static fadsl_status bind_pointer(fadsl_context *ctx, const FaKernelInfo *k, FaInterp *in, int p,
+                                 const IrParam *ip, uint64_t ptr, const fadsl_host_region *regions,
+                                 int nregions) {
+  DType et = ip->value->type.pointee;
+  size_t esize = (size_t)fa_dtype_size(et);
+  if (ptr == 0)
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "kernel '%s': argument '%s' is a null pointer",
+                      k->name, ip->name);
+  const fadsl_host_region *r = region_of((uintptr_t)ptr, regions, nregions);
+  if (!r)
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                      "kernel '%s': argument '%s' (0x%" PRIx64 ") lies in none of the %d host "
+                      "buffers given to fadsl_interpret",
+                      k->name, ip->name, ptr, nregions);
+  if (esize > 1 && ptr % esize)
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                      "kernel '%s': argument '%s' (0x%" PRIx64 ") is not aligned to its %zu-byte "
+                      "%s elements",
+                      k->name, ip->name, ptr, esize, fa_dtype_name(et));
+  size_t bytes = (size_t)((uintptr_t)r->data + r->bytes - (uintptr_t)ptr);
+  int64_t dims[FA_MAX_RANK];
+  int rank = fa_interp_extent(in, p, dims);
+  if (rank < 0) return FADSL_ERROR_PROGRAM;
+  int64_t need = 1;
+  for (int d = 0; d < rank; d++) need *= dims[d] > 0 ? dims[d] : 0;
+  if (rank > 0 && (uint64_t)need * esize > bytes) {
+    StrBuf shape;
+    fa_sb_init(&shape);
+    for (int d = 0; d < rank; d++) fa_sb_printf(&shape, "%s%" PRId64, d ? ", " : "", dims[d]);
+    fadsl_status st = fa_rt_fail(
+        ctx, FADSL_ERROR_INVALID_ARGUMENT,
+        "kernel '%s': buffer '%s' is too small: the kernel declares %s[%s] (%" PRIu64
+        " bytes) but the host buffer holds %zu bytes from that address",
+        k->name, ip->name, fa_dtype_name(et), shape.data, (uint64_t)need * esize, bytes);
+    fa_sb_free(&shape);
+    return st;
+  }
+  if (!fa_interp_bind_buffer(in, p, et, (void *)(uintptr_t)ptr, (int64_t)(bytes / esize)))
+    return FADSL_ERROR_PROGRAM;
+  return FADSL_SUCCESS;
+}
+
+/* Binds every runtime argument: scalars first, since the declared extents
+ * the pointers are checked against depend on them. */
+static fadsl_status bind_all(fadsl_context *ctx, const fadsl_args *a, FaInterp *in, const IrKernel *ir,
+                             const fadsl_host_region *regions, int nregions) {
+  const FaKernelInfo *k = a->kernel->info;
+  const IrFunction *dev = ir->device;
+  for (int pass = 0; pass < 2; pass++)
+    for (int p = 0; p < dev->nparams; p++) {
+      const IrParam *ip = &dev->params[p];
+      const FaRtArg *arg = &a->args[ip->source_index];
+      bool pointer = ip->value->type.dtype == DT_PTR;
+      if (pointer != (pass == 1)) continue;
+      if (pointer && arg->value.kind != FADSL_ARG_PTR)
+        return fa_rt_fail(ctx, FADSL_ERROR_BINDING, "argument '%s' of kernel '%s' is a pointer, not %s",
+                          ip->name, k->name, fa_rt_arg_kind_name(arg->value.kind));
+      fadsl_status st = FADSL_SUCCESS;
+      if (pointer)
+        st = bind_pointer(ctx, k, in, p, ip, arg->value.v.ptr, regions, nregions);
+      else if (!fa_interp_bind_scalar(in, p, scalar_value(arg)))
+        st = FADSL_ERROR_PROGRAM;
+      if (st != FADSL_SUCCESS) return st;
+    }
+  return FADSL_SUCCESS;
+}
+
+/* ---- the call ----------------------------------------------------------------------- */
+
+static void describe(const InterpPlan *plan, fadsl_interpret_info *info) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (int i = 0; i < plan->nbinds; i++) {
+    fa_sb_printf(&sb, "%s%s=", i ? " " : "", plan->binds[i].name);
+    fa_const_print(plan->binds[i].value, &sb);
+  }
+  snprintf(info->constexprs, sizeof info->constexprs, "%s", sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  info->warps = plan->config.warps;
+  info->stages = plan->config.stages;
+  info->config_source = plan->source;
+}
+
+/* The compiler's messages as the context's last error. */
+static fadsl_status fail_diag(fadsl_context *ctx, fadsl_status st, const FaCompiler *fc, const char *what) {
+  return fa_rt_fail(ctx, st, "%s%s", what,
+                    fc->diag.text.data && fc->diag.text.len ? fc->diag.text.data : "(no message)");
+}
+
+static fadsl_status run(fadsl_kernel *k, const fadsl_args *a, const InterpPlan *plan,
+                        const fadsl_host_region *regions, int nregions,
+                        const fadsl_interpret_options *opt, fadsl_interpret_info *info) {
+  fadsl_program *prog = k->program;
+  fadsl_context *ctx = prog->ctx;
+  FaCompiler fc;
+  fa_compiler_init(&fc, NULL);
+  /* the front end's data is shared with launches: specialise under the lock */
+  pthread_mutex_lock(&prog->lock);
+  IrKernel *ir = fa_specialize(&fc, prog->prog, k->info, plan->binds, plan->nbinds, plan->config);
+  pthread_mutex_unlock(&prog->lock);
+  fadsl_status st = FADSL_SUCCESS;
+  FaInterp *in = NULL;
+  if (!ir || fc.diag.errors > 0) {
+    st = fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
+                    "kernel '%s' could not be specialised for %s warps=%d stages=%d:\n%s",
+                    k->info->name, info->constexprs, plan->config.warps, plan->config.stages,
+                    fc.diag.text.data ? fc.diag.text.data : "");
+  } else if (!(in = fa_interp_new(&fc, ir))) {
+    st = fail_diag(ctx, FADSL_ERROR_PROGRAM, &fc, "");
+  } else {
+    st = bind_all(ctx, a, in, ir, regions, nregions);
+    if (st == FADSL_ERROR_PROGRAM) st = fail_diag(ctx, FADSL_ERROR_INVALID_ARGUMENT, &fc, "");
+  }
+  int64_t grid[3] = {0, 0, 0};
+  bool given = opt && (opt->grid[0] || opt->grid[1] || opt->grid[2]);
+  if (st == FADSL_SUCCESS && given) {
+    for (int d = 0; d < 3; d++) grid[d] = opt->grid[d] > 0 ? opt->grid[d] : 1;
+  } else if (st == FADSL_SUCCESS && !fa_interp_grid(in, grid)) {
+    st = fail_diag(ctx, FADSL_ERROR_PROGRAM, &fc, "computing the grid failed:\n");
+  }
+  for (int d = 0; st == FADSL_SUCCESS && d < 3; d++)
+    if (grid[d] < 0)
+      st = fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "kernel '%s': grid dimension %d is %" PRId64,
+                      k->info->name, d, grid[d]);
+  memcpy(info->grid, grid, sizeof grid);
+  if (st == FADSL_SUCCESS && grid[0] && grid[1] && grid[2]) {
+    FaInterpOptions io = {opt && opt->threads > 1 ? opt->threads : 1, grid};
+    if (!fa_interp_run(in, &io)) st = fail_diag(ctx, FADSL_ERROR_PROGRAM, &fc, "");
+  }
+  fa_interp_free(in);
+  fa_compiler_free(&fc);
+  return st;
+}
+
+FADSL_API fadsl_status fadsl_interpret(fadsl_kernel *k, const fadsl_args *a,
+                                       const fadsl_host_region *regions, int nregions,
+                                       const fadsl_interpret_options *opt,
+                                       fadsl_interpret_info *info) {
+  fadsl_interpret_info scratch;
+  if (!info) info = &scratch;
+  memset(info, 0, sizeof *info);
+  if (!k || !a || nregions < 0 || (nregions > 0 && !regions)) return FADSL_ERROR_INVALID_ARGUMENT;
+  fadsl_context *ctx = k->program->ctx;
+  if (a->kernel != k)
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                      "the arguments were made for kernel '%s', not '%s'", a->kernel->info->name,
+                      k->info->name);
+  fadsl_status st = fa_rt_args_check_complete(a, false);
+  if (st != FADSL_SUCCESS) return st;
+  InterpPlan *plan = calloc(1, sizeof *plan);
+  if (!plan) return FADSL_ERROR_OUT_OF_MEMORY;
+  st = resolve(ctx, a, plan);
+  if (st == FADSL_SUCCESS) {
+    describe(plan, info);
+    st = run(k, a, plan, regions, nregions, opt, info);
+  }
+  if (st == FADSL_SUCCESS && ctx->log.level >= FA_LOG_INFO)
+    fprintf(ctx->log.stream,
+            "fadsl: interpret %s [%s] warps=%d stages=%d (%s) grid=(%" PRId64 ",%" PRId64 ",%" PRId64
+            ") threads=%d\n",
+            k->info->name, info->constexprs, info->warps, info->stages, info->config_source,
+            info->grid[0], info->grid[1], info->grid[2], opt && opt->threads > 1 ? opt->threads : 1);
+  free(plan);
+  return st;
+}
