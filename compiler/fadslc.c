@@ -153,6 +153,7 @@ static bool run_cuda_stage(Job *job, const char *what) {
   FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->warps, opt->stages, opt->arch, what};
   return binds && fa_fadslc_compile(job->fc, job->module, &req, job->out);
 }
+static bool run_plan(Job *job) { return run_cuda_stage(job, "plan"); }
 static bool run_cuda(Job *job) { return run_cuda_stage(job, "cuda"); }
 static bool run_ptx(Job *job) { return run_cuda_stage(job, "ptx"); }
 static bool run_cubin(Job *job) { return run_cuda_stage(job, "cubin"); }
@@ -197,6 +198,7 @@ static const Mode modes[] = {
   {"ast", "--emit=ast", true, run_ast, "the syntax tree"},
   {"source", "--emit=source", true, run_source, "the syntax tree printed back as source"},
   {"ir", "--emit=ir", true, run_ir, "the tile IR of a kernel"},
+  {"plan", "--emit=plan", true, run_plan, "the CUDA backend's decisions about a kernel, one per line"},
   {"cuda", "--emit=cuda", true, run_cuda, "the CUDA C++ of a kernel"},
   {"ptx", "--emit=ptx", true, run_ptx, "the PTX of a kernel (compiled by NVRTC)"},
   {"cubin", "--emit=cubin", true, run_cubin, "the cubin of a kernel (compiled by NVRTC)"},
@@ -226,7 +228,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "\n"
           "Options:\n"
-          "  --kernel NAME    the kernel to compile (for --emit=ir|cuda|ptx|cubin)\n"
+          "  --kernel NAME    the kernel to compile (for --emit=ir|plan|cuda|ptx|cubin)\n"
           "  -D NAME=VALUE    set a constexpr parameter\n"
           "  --warps N        warps per program (for --emit=ir and later; default 4)\n"
           "  --stages N       pipelining stages (for --emit=ir and later; default 2)\n"
@@ -306,7 +308,7 @@ static int parse_args(int argc, char **argv, Options *opt) {
     } else if (strncmp(a, "--emit=", 7) == 0) {
       const Mode *m = find_mode(a + 7);
       if (!m || strncmp(m->option, "--emit=", 7) != 0)
-        return usage_error("unknown output '%s' (try tokens, ast, source, ir, cuda, ptx, cubin)", a + 7);
+        return usage_error("unknown output '%s' (try tokens, ast, source, ir, plan, cuda, ptx, cubin)", a + 7);
       if (!set_mode(opt, m->name, &status))
         return status;
     } else if (option_value(argc, argv, &i, "--kernel", &value, &missing)) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cuda.h"
+#include "cuda_plan.h"
 #include "fadslc_cuda.h"
 #include "problem_binds.h"
 
@@ -86,6 +87,18 @@ bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileReques
   IrKernel *ir = fa_specialize(fc, p, k, binds, nb, cfg);
   if (!ir)
     return false;
+  if (!strcmp(req->what, "plan")) {
+    FaCudaPlan plan;
+    if (!fa_cuda_plan(fc, ir, target, NULL, 0, &plan))
+      return false;
+    StrBuf sb;
+    fa_sb_init(&sb);
+    fa_cuda_plan_print(&plan, &sb);
+    fa_cuda_plan_free(&plan);
+    bool ok = fputs(sb.data ? sb.data : "", out) >= 0;
+    fa_sb_free(&sb);
+    return ok;
+  }
   FaCudaKernel ck;
   if (!fa_emit_cuda(fc, ir, target, &ck))
     return false;

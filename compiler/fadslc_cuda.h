@@ -1,6 +1,6 @@
-/* fadslc_cuda.h - fadslc's --emit=cuda|ptx|cubin (fadslc_cuda.c): specialise
- * a kernel, emit its CUDA C++, and compile that with NVRTC through the
- * runtime's wrapper. */
+/* fadslc_cuda.h - fadslc's --emit=plan|cuda|ptx|cubin (fadslc_cuda.c):
+ * specialise a kernel, plan it and print the plan, or emit its CUDA C++ and
+ * compile that with NVRTC through the runtime's wrapper. */
 #ifndef FADSL_FADSLC_CUDA_H
 #define FADSL_FADSLC_CUDA_H
 
@@ -15,7 +15,7 @@ typedef struct FaCompileRequest {
   int ndefines;
   int warps, stages;          /* 0: the kernel's default configuration */
   const char *arch;           /* --arch; NULL: sm_80 */
-  const char *what;           /* "cuda", "ptx" or "cubin" */
+  const char *what;           /* "plan", "cuda", "ptx" or "cubin" */
 } FaCompileRequest;
 
 /* Writes the requested output to `out`.  Returns false after reporting
