@@ -133,18 +133,16 @@ static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *
   }
   memcpy(b, sh->constexprs, sizeof *b * (size_t)n);
   memcpy(b + n, c->cfg.values, sizeof *b * (size_t)c->cfg.nvalues);
-  FaLaunchConfig config = c->cfg.config;
-  if (config.warps <= 0) config.warps = 4;
-  if (config.stages <= 0) config.stages = 2;
-  IrKernel *ir = fa_specialize(&cfc, p, k, b, n + c->cfg.nvalues, config);
-  free(b);
-  if (ir && ir->device) c->work = region_work(ir->device->body, 32 * config.warps);
+  FaCudaSpec spec = {p, k, b, n + c->cfg.nvalues, c->cfg.config, sh->target, NULL, 0};
+  IrKernel *ir = NULL;
   FaCudaKernel cuda;
-  memset(&cuda, 0, sizeof cuda);
-  if (!ir || cfc.diag.errors > 0) {
+  FaCudaStage stage = fa_cuda_compile(&cfc, &spec, &ir, &cuda, NULL);
+  free(b);
+  if (ir && ir->device) c->work = region_work(ir->device->body, 32 * ir->warps);
+  if (stage == FA_CUDA_SPECIALISE_FAILED) {
     r->stage = "specialise";
     r->reason = first_line(cfc.diag.text.data);
-  } else if (!fa_emit_cuda(&cfc, ir, sh->target, &cuda) || cfc.diag.errors > 0 || !cuda.source) {
+  } else if (stage != FA_CUDA_DONE || !cuda.source) {
     r->stage = "generate";
     r->reason = first_line(cfc.diag.text.data);
   } else {

@@ -12,6 +12,7 @@
 
 #include "ast.h"
 #include "ir.h"
+#include "sema.h"
 
 typedef struct FaCudaTarget {
   int sm;                   /* compute capability * 10: 80, 86, 89, 90 ... */
@@ -53,9 +54,48 @@ typedef struct FaCudaKernel {
   int nargs;
 } FaCudaKernel;
 
-/* Emits one specialised kernel.  Returns false after reporting errors (for
- * constructs the backend cannot lower, with the source location). */
+/* Emits one specialised kernel (plans it with no facts about its arguments
+ * and prints the plan, see cuda_plan.h).  Returns false after reporting
+ * errors (for constructs the backend cannot lower, with the source
+ * location). */
 bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCudaKernel *out);
+
+/* ---- the entry point: a kernel of a checked program to CUDA C++ ------------------------ */
+
+/* What a specialisation assumes of one runtime argument: an integer is a
+ * multiple of `multiple`, a pointer's address is (bytes). */
+typedef struct FaArgFact {
+  const char *name;         /* the parameter */
+  long long multiple;       /* a power of two >= 1 */
+} FaArgFact;
+
+/* Everything that selects one compiled variant of a kernel. */
+typedef struct FaCudaSpec {
+  const FaProgram *program;
+  const FaKernelInfo *kernel;
+  const FaBinding *binds;   /* constexpr values (see fa_specialize) */
+  int nbinds;
+  FaLaunchConfig config;    /* fields <= 0 take their defaults */
+  FaCudaTarget target;
+  const FaArgFact *facts;   /* what is known of the runtime arguments (may be NULL) */
+  int nfacts;
+} FaCudaSpec;
+
+typedef enum FaCudaStage {
+  FA_CUDA_SPECIALISE_FAILED,/* errors in specialisation (static_assert, shapes, ...) */
+  FA_CUDA_EMIT_FAILED,      /* specialised, but the backend cannot lower it */
+  FA_CUDA_DONE,
+} FaCudaStage;
+
+typedef struct FaCudaPlan FaCudaPlan;
+
+/* Specialises a kernel and emits its CUDA C++: the one way the runtime,
+ * fadslc and fadsl-tune turn a kernel into code.  *ir is the specialised
+ * kernel whenever specialisation succeeded (NULL otherwise); when `plan` is
+ * not NULL it receives the plan the code was printed from (free it with
+ * fa_cuda_plan_free).  Errors are reported through fc->diag. */
+FaCudaStage fa_cuda_compile(FaCompiler *fc, const FaCudaSpec *spec, IrKernel **ir, FaCudaKernel *out,
+                            FaCudaPlan *plan);
 
 /* The device-side tile library: name and text of each embedded header. */
 typedef struct FaEmbeddedHeader {

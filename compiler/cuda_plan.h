@@ -53,15 +53,6 @@
 #include "cuda.h"
 #include "layout.h"
 
-/* ---- facts about the arguments ------------------------------------------------------------ */
-
-/* What a specialisation assumes of one runtime argument: an integer is a
- * multiple of `multiple`, a pointer's address is (bytes). */
-typedef struct FaArgFact {
-  const char *name;         /* the parameter */
-  long long multiple;       /* a power of two >= 1 */
-} FaArgFact;
-
 /* ---- layout conversions ------------------------------------------------------------------ */
 
 typedef struct FaConversionPlan {
@@ -301,7 +292,7 @@ typedef struct FaValuePlan {
 
 typedef struct FaOpMap FaOpMap;   /* op -> its plan (cuda_plan.c) */
 
-typedef struct FaCudaPlan {
+struct FaCudaPlan {
   FaCompiler *fc;
   const IrKernel *k;
   const IrFunction *fn;
@@ -333,7 +324,7 @@ typedef struct FaCudaPlan {
   const IrOp **order;       /* every op of the device function, in pre-order */
   int nops;
   FaOpMap *ops;
-} FaCudaPlan;
+};
 
 /* Plans one specialised kernel for a target, assuming `facts` of its
  * arguments (pointers named in no fact are taken to be 16-byte aligned, as

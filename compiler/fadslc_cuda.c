@@ -84,13 +84,17 @@ bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileReques
   int nb = fa_kernel_bindings_for_compile(fc, p, k, req->defines, req->ndefines, &binds, &cfg);
   if (nb < 0)
     return false;
-  IrKernel *ir = fa_specialize(fc, p, k, binds, nb, cfg);
-  if (!ir)
+  FaCudaSpec spec = {p, k, binds, nb, cfg, target, NULL, 0};
+  bool want_plan = !strcmp(req->what, "plan");
+  FaCudaPlan plan;
+  IrKernel *ir;
+  FaCudaKernel ck;
+  if (fa_cuda_compile(fc, &spec, &ir, &ck, want_plan ? &plan : NULL) != FA_CUDA_DONE) {
+    if (want_plan)
+      fa_cuda_plan_free(&plan);
     return false;
-  if (!strcmp(req->what, "plan")) {
-    FaCudaPlan plan;
-    if (!fa_cuda_plan(fc, ir, target, NULL, 0, &plan))
-      return false;
+  }
+  if (want_plan) {
     StrBuf sb;
     fa_sb_init(&sb);
     fa_cuda_plan_print(&plan, &sb);
@@ -99,9 +103,6 @@ bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileReques
     fa_sb_free(&sb);
     return ok;
   }
-  FaCudaKernel ck;
-  if (!fa_emit_cuda(fc, ir, target, &ck))
-    return false;
   if (!strcmp(req->what, "cuda"))
     return fputs(ck.source, out) >= 0;
   char name[64];

@@ -1,6 +1,6 @@
 /* launch.c - from bound arguments to a running kernel:
  *   resolve the config (explicit > tuning database > default)
- *   -> fa_specialize -> fa_emit_cuda -> cubin (cache / NVRTC)
+ *   -> fa_cuda_compile (specialise, plan, print) -> cubin (cache / NVRTC)
  *   -> module load -> grid from @kernel(grid=...) -> cuLaunchKernel. */
 #include "config.h"
 
@@ -329,14 +329,15 @@ static FaRtVariant *find_variant(fadsl_kernel *k, const unsigned char key[FA_SHA
 static fadsl_status generate(fadsl_kernel *k, const FaRtPlan *plan, FaRtVariant *v) {
   fadsl_program *prog = k->program;
   fadsl_context *ctx = prog->ctx;
-  v->ir = fa_specialize(&v->fc, prog->prog, k->info, plan->binds, plan->nbinds, plan->config);
-  if (!v->ir || v->fc.diag.errors > 0)
+  FaCudaSpec spec = {prog->prog, k->info, plan->binds, plan->nbinds, plan->config,
+                     {plan->sm, plan->arch_specific}, NULL, 0};
+  FaCudaStage stage = fa_cuda_compile(&v->fc, &spec, &v->ir, &v->cuda, NULL);
+  if (stage == FA_CUDA_SPECIALISE_FAILED)
     return fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
                       "kernel '%s' could not be specialised for %s warps=%d stages=%d:\n%s",
                       k->info->name, v->constexprs, plan->config.warps, plan->config.stages,
                       v->fc.diag.text.data ? v->fc.diag.text.data : "");
-  FaCudaTarget target = {plan->sm, plan->arch_specific};
-  if (!fa_emit_cuda(&v->fc, v->ir, target, &v->cuda) || v->fc.diag.errors > 0)
+  if (stage != FA_CUDA_DONE)
     return fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
                       "kernel '%s' (%s warps=%d stages=%d) could not be lowered to CUDA for %s:\n%s",
                       k->info->name, v->constexprs, plan->config.warps, plan->config.stages,
