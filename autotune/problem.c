@@ -488,8 +488,11 @@ fadsl_args *fa_tune_make_args(TuneRun *run, const TuneLaunch *l, fadsl_kernel *k
     memset(&none, 0, sizeof none);
     st = fadsl_args_set(a, p->name, value_for(p, param_dtype(ki, l->args, i), c ? *c : none, ptr));
   }
-  if (st == FADSL_SUCCESS && cfg && (cfg->config.warps > 0 || cfg->config.stages > 0))
-    st = fadsl_args_set_config(a, cfg->config.warps, cfg->config.stages);
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes && st == FADSL_SUCCESS && cfg; x++)
+    if (fa_config_get(&cfg->config, &axes[x]) > 0)
+      st = fadsl_args_set_config_axis(a, axes[x].name, fa_config_get(&cfg->config, &axes[x]));
   if (st != FADSL_SUCCESS) {
     fa_sb_printf(err, "%s", fadsl_context_last_error(run->ctx));
     fadsl_args_destroy(a);

@@ -14,10 +14,7 @@ FaCudaStage fa_cuda_compile(FaCompiler *fc, const FaCudaSpec *spec, IrKernel **i
     memset(plan, 0, sizeof *plan);
   *ir = NULL;
   FaLaunchConfig config = spec->config;
-  if (config.warps <= 0)
-    config.warps = 4;
-  if (config.stages <= 0)
-    config.stages = 2;
+  fa_config_fill_defaults(&config);
   int errors = fc->diag.errors;
   IrKernel *k = fa_specialize(fc, spec->program, spec->kernel, spec->binds, spec->nbinds, config);
   if (!k || fc->diag.errors > errors)

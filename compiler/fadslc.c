@@ -39,7 +39,7 @@ typedef struct Options {
   const char *arch;       /* --arch ARCH (e.g. sm_90a) */
   Define *defines;        /* -D NAME=VALUE, in order */
   int ndefines;
-  int warps, stages;      /* --warps N, --stages N (0: the default) */
+  FaLaunchConfig config;  /* --warps N, --stages N, ...: the launch-configuration axes (0: the default) */
 } Options;
 
 /* What a mode works on.  Output goes to `out`, a memory buffer. */
@@ -125,7 +125,8 @@ static bool run_ir(Job *job) {
       return false;
     }
   }
-  FaLaunchConfig cfg = {opt->warps > 0 ? opt->warps : 4, opt->stages > 0 ? opt->stages : 2};
+  FaLaunchConfig cfg = opt->config;
+  fa_config_fill_defaults(&cfg);
   IrKernel *ir = binds ? fa_specialize(job->fc, p, k, binds, opt->ndefines, cfg) : NULL;
   if (!ir)
     return false;
@@ -150,7 +151,7 @@ static bool run_cuda_stage(Job *job, const char *what) {
       return false;
     }
   }
-  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->warps, opt->stages, opt->arch, what};
+  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->config, opt->arch, what};
   return binds && fa_fadslc_compile(job->fc, job->module, &req, job->out);
 }
 static bool run_plan(Job *job) { return run_cuda_stage(job, "plan"); }
@@ -229,9 +230,15 @@ static void usage(FILE *f) {
           "\n"
           "Options:\n"
           "  --kernel NAME    the kernel to compile (for --emit=ir|plan|cuda|ptx|cubin)\n"
-          "  -D NAME=VALUE    set a constexpr parameter\n"
-          "  --warps N        warps per program (for --emit=ir and later; default 4)\n"
-          "  --stages N       pipelining stages (for --emit=ir and later; default 2)\n"
+          "  -D NAME=VALUE    set a constexpr parameter\n");
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int i = 0; i < naxes; i++) {
+    char opt[32];
+    snprintf(opt, sizeof opt, "--%s N", axes[i].name);
+    fprintf(f, "  %-16s %s (default %d)\n", opt, axes[i].help, axes[i].default_value);
+  }
+  fprintf(f,
           "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a)\n"
           "  -o FILE          write the output to FILE instead of standard output\n"
           "  --help           show this help\n"
@@ -278,6 +285,32 @@ static bool valid_name(const char *s, size_t n) {
   return true;
 }
 
+/* --NAME N for a launch-configuration axis (config_axes.c): true when
+ * argv[*i] is one; *status is set on a bad value. */
+static bool config_option(int argc, char **argv, int *i, Options *opt, int *status) {
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes; x++) {
+    char name[40];
+    snprintf(name, sizeof name, "--%s", axes[x].name);
+    const char *value = NULL;
+    bool missing = false;
+    if (!option_value(argc, argv, i, name, &value, &missing))
+      continue;
+    char *end = NULL;
+    long n = missing ? 0 : strtol(value, &end, 10);
+    if (missing || !end || *end || n < 1 || n > 64) {
+      char why[96];
+      snprintf(why, sizeof why, "%s needs a number from 1 to 64", name);
+      *status = usage_error("%s", why);
+    } else {
+      fa_config_set(&opt->config, &axes[x], (int)n);
+    }
+    return true;
+  }
+  return false;
+}
+
 static bool set_mode(Options *opt, const char *mode, int *status) {
   if (opt->mode && strcmp(opt->mode, mode) != 0) {
     *status = usage_error("choose one of --check, --list, --emit=... (got also '%s')", mode);
@@ -315,14 +348,9 @@ static int parse_args(int argc, char **argv, Options *opt) {
       if (missing)
         return usage_error("%s needs a kernel name", "--kernel");
       opt->kernel = value;
-    } else if (option_value(argc, argv, &i, "--warps", &value, &missing) ||
-               option_value(argc, argv, &i, "--stages", &value, &missing)) {
-      bool warps = strncmp(a, "--warps", 7) == 0;
-      char *end = NULL;
-      long n = missing ? 0 : strtol(value, &end, 10);
-      if (missing || !end || *end || n < 1 || n > 64)
-        return usage_error("%s needs a number from 1 to 64", warps ? "--warps" : "--stages");
-      *(warps ? &opt->warps : &opt->stages) = (int)n;
+    } else if (config_option(argc, argv, &i, opt, &status)) {
+      if (status)
+        return status;
     } else if (option_value(argc, argv, &i, "--arch", &value, &missing)) {
       if (missing)
         return usage_error("%s needs an architecture", "--arch");

@@ -13,7 +13,7 @@ typedef struct FaCompileRequest {
   const char *kernel;         /* --kernel NAME */
   const FaBinding *defines;   /* -D NAME=VALUE, parsed */
   int ndefines;
-  int warps, stages;          /* 0: the kernel's default configuration */
+  FaLaunchConfig config;      /* fields 0: the kernel's default configuration */
   const char *arch;           /* --arch; NULL: sm_80 */
   const char *what;           /* "plan", "cuda", "ptx" or "cubin" */
 } FaCompileRequest;
