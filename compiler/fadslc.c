@@ -40,6 +40,8 @@ typedef struct Options {
   Define *defines;        /* -D NAME=VALUE, in order */
   int ndefines;
   FaLaunchConfig config;  /* --warps N, --stages N, ...: the launch-configuration axes (0: the default) */
+  const char **assume;    /* --assume NAME%K[,...], in order */
+  int nassume;
 } Options;
 
 /* What a mode works on.  Output goes to `out`, a memory buffer. */
@@ -151,7 +153,7 @@ static bool run_cuda_stage(Job *job, const char *what) {
       return false;
     }
   }
-  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->config, opt->arch, what};
+  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->config, opt->arch, what, opt->assume, opt->nassume};
   return binds && fa_fadslc_compile(job->fc, job->module, &req, job->out);
 }
 static bool run_plan(Job *job) { return run_cuda_stage(job, "plan"); }
@@ -239,6 +241,11 @@ static void usage(FILE *f) {
     fprintf(f, "  %-16s %s (default %d)\n", opt, axes[i].help, axes[i].default_value);
   }
   fprintf(f,
+          "  --assume N%%16    compile for runtime argument values with this property: an integer\n"
+          "                   parameter a multiple of 16, a pointer aligned to 16 bytes (any power\n"
+          "                   of two; comma-separated or repeated; for --emit=plan|cuda|ptx|cubin).\n"
+          "                   Without it integers have no known divisor and pointers are taken to be\n"
+          "                   16-byte aligned, as launches are specialised (see docs/performance.md)\n"
           "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a)\n"
           "  -o FILE          write the output to FILE instead of standard output\n"
           "  --help           show this help\n"
@@ -351,6 +358,14 @@ static int parse_args(int argc, char **argv, Options *opt) {
     } else if (config_option(argc, argv, &i, opt, &status)) {
       if (status)
         return status;
+    } else if (option_value(argc, argv, &i, "--assume", &value, &missing)) {
+      if (missing)
+        return usage_error("%s needs NAME%%K, e.g. N%%16", "--assume");
+      const char **grown = realloc(opt->assume, (size_t)(opt->nassume + 1) * sizeof *grown);
+      if (!grown)
+        return usage_error("%s", "out of memory");
+      opt->assume = grown;
+      opt->assume[opt->nassume++] = value;
     } else if (option_value(argc, argv, &i, "--arch", &value, &missing)) {
       if (missing)
         return usage_error("%s needs an architecture", "--arch");
@@ -454,5 +469,6 @@ int main(int argc, char **argv) {
   for (int i = 0; i < opt.ndefines; i++)
     free(opt.defines[i].name);
   free(opt.defines);
+  free(opt.assume);
   return status;
 }

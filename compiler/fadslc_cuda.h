@@ -16,6 +16,8 @@ typedef struct FaCompileRequest {
   FaLaunchConfig config;      /* fields 0: the kernel's default configuration */
   const char *arch;           /* --arch; NULL: sm_80 */
   const char *what;           /* "plan", "cuda", "ptx" or "cubin" */
+  const char *const *assume;  /* --assume NAME%K[,...]: facts about runtime arguments */
+  int nassume;
 } FaCompileRequest;
 
 /* Writes the requested output to `out`.  Returns false after reporting

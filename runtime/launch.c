@@ -22,6 +22,9 @@ typedef struct FaRtPlan {
   int nbinds;
   FaLaunchConfig config;
   const char *source;           /* where the tunable choices came from */
+  FaArgFact *facts;             /* what the runtime arguments' values give (see cuda.h) */
+  int nfacts;
+  char *assume;                 /* the facts as text, "M%16 N%16" (arena) */
   char arch[16];
   int sm;
   bool arch_specific;
@@ -275,6 +278,35 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
   return FADSL_SUCCESS;
 }
 
+/* The facts this call's runtime arguments give the specialisation (see
+ * cuda.h): integers that are multiples of 16, pointers aligned to less than
+ * 16 bytes (a pointer not bound yet, in a compile-only call, is taken to be
+ * aligned, as every allocation is; the launch decides on the real one). */
+static fadsl_status compute_facts(const fadsl_args *a, FaRtPlan *plan) {
+  const FaKernelInfo *k = a->kernel->info;
+  plan->facts = fa_arena_alloc(&plan->arena, sizeof *plan->facts * (size_t)(k->nparams + 1));
+  if (!plan->facts) return FADSL_ERROR_OUT_OF_MEMORY;
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *p = &k->params[i];
+    const FaRtArg *arg = &a->args[i];
+    if (!arg->bound) continue;
+    FaArgFact f;
+    if (p->kind == PARAM_SCALAR && (arg->value.kind == FADSL_ARG_I32 || arg->value.kind == FADSL_ARG_I64)) {
+      int64_t v = arg->value.kind == FADSL_ARG_I32 ? arg->value.v.i32 : arg->value.v.i64;
+      if (fa_arg_fact_of_int(p->name, v, &f)) plan->facts[plan->nfacts++] = f;
+    } else if (p->kind == PARAM_POINTER && arg->value.kind == FADSL_ARG_PTR) {
+      f = fa_arg_fact_of_pointer(p->name, arg->value.v.ptr);
+      if (f.multiple < FA_SPECIALISE_MULTIPLE) plan->facts[plan->nfacts++] = f;
+    }
+  }
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_arg_facts_print(plan->facts, plan->nfacts, &sb);
+  plan->assume = fa_arena_strdup(&plan->arena, sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  return plan->assume ? FADSL_SUCCESS : FADSL_ERROR_OUT_OF_MEMORY;
+}
+
 /* "BLOCK_Q=64 T=f16" */
 static char *describe_binds(const FaRtPlan *plan) {
   StrBuf sb;
@@ -301,6 +333,7 @@ static void plan_key(FaRtPlan *plan, const char *constexprs) {
   fa_sha256_init(&h);
   fa_cache_key_str(&h, plan->arch);
   fa_cache_key_str(&h, constexprs);
+  fa_cache_key_str(&h, plan->assume);
   int naxes;
   const FaConfigAxis *axes = fa_config_axes(&naxes);
   for (int x = 0; x < naxes; x++) {
@@ -317,6 +350,7 @@ void fa_rt_variant_free(fadsl_context *ctx, FaRtVariant *v) {
   if (v->loaded) fa_rt_module_unload(ctx, &v->module);
   free(v->cubin);
   free(v->constexprs);
+  free(v->assume);
   fa_compiler_free(&v->fc);
   free(v);
 }
@@ -332,7 +366,7 @@ static fadsl_status generate(fadsl_kernel *k, const FaRtPlan *plan, FaRtVariant 
   fadsl_program *prog = k->program;
   fadsl_context *ctx = prog->ctx;
   FaCudaSpec spec = {prog->prog, k->info, plan->binds, plan->nbinds, plan->config,
-                     {plan->sm, plan->arch_specific}, NULL, 0};
+                     {plan->sm, plan->arch_specific}, plan->facts, plan->nfacts};
   FaCudaStage stage = fa_cuda_compile(&v->fc, &spec, &v->ir, &v->cuda, NULL);
   if (stage == FA_CUDA_SPECIALISE_FAILED)
     return fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
@@ -420,6 +454,11 @@ static fadsl_status get_variant(fadsl_kernel *k, FaRtPlan *plan, FaRtVariant **o
   v->constexprs = constexprs;
   v->config = plan->config;
   config_label(&v->config, v->config_label, sizeof v->config_label);
+  v->assume = strdup(plan->assume);
+  if (!v->assume) {
+    fa_rt_variant_free(ctx, v);
+    return FADSL_ERROR_OUT_OF_MEMORY;
+  }
   /* The front end's data is shared by all specialisations: generate one at
    * a time.  NVRTC, the slow part, runs outside the lock. */
   pthread_mutex_lock(&prog->lock);
@@ -504,6 +543,7 @@ static fadsl_status prepare(fadsl_kernel *k, const fadsl_args *a, const char *ar
                       "is sm_90a", arch);
   snprintf(plan->arch, sizeof plan->arch, "%s", arch);
   st = resolve_plan(ctx, a, plan);
+  if (st == FADSL_SUCCESS) st = compute_facts(a, plan);
   if (st != FADSL_SUCCESS) return st;
   return get_variant(k, plan, v, hit);
 }
@@ -826,6 +866,12 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
       case CUDA_ARG_POINTER:
         slots[j] = bound->value.v.ptr;
         params[j] = &slots[j];
+        /* the variant was chosen on this pointer's alignment; a mismatch is a bug here */
+        if (arg->align > 1 && bound->value.v.ptr % (uint64_t)arg->align != 0)
+          st = fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
+                          "kernel '%s': internal error: argument '%s' is not aligned to the %d bytes its "
+                          "code assumes",
+                          k->info->name, ip->name, arg->align);
         break;
       case CUDA_ARG_SCALAR:
         st = pack_scalar(ctx, k, ip->name, bound, arg->dtype, &slots[j]);
@@ -865,9 +911,9 @@ FADSL_API fadsl_status fadsl_launch(fadsl_kernel *k, const fadsl_args *a, void *
   if (st == FADSL_SUCCESS) {
     if (ctx->log.level >= FA_LOG_INFO)
       fprintf(ctx->log.stream,
-              "fadsl: launch %s [%s] %s (%s) arch=%s grid=(%u,%u,%u) "
+              "fadsl: launch %s [%s] %s (%s) assume=[%s] arch=%s grid=(%u,%u,%u) "
               "threads=%d smem=%zu cache=%s\n",
-              k->info->name, v->constexprs, v->config_label, plan.source, v->arch, grid[0],
+              k->info->name, v->constexprs, v->config_label, plan.source, v->assume, v->arch, grid[0],
               grid[1], grid[2], v->cuda.threads, v->cuda.shared_bytes, hit_name(hit));
     fill_info(k, v, &plan, hit, info);
     if (info) memcpy(info->grid, grid, sizeof grid);

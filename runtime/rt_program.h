@@ -47,7 +47,7 @@ struct fadsl_args {
  * loaded under the program lock. */
 struct FaRtVariant {
   FaRtVariant *next;
-  unsigned char key[32];        /* hash of arch, constexpr values and config */
+  unsigned char key[32];        /* hash of arch, constexpr values, config and argument facts */
   FaCompiler fc;                /* owns ir and cuda */
   IrKernel *ir;
   FaCudaKernel cuda;
@@ -55,6 +55,7 @@ struct FaRtVariant {
   char *constexprs;             /* "BLOCK_Q=64 d_head=64 T=f16" */
   FaLaunchConfig config;
   char config_label[96];        /* "warps=4 stages=2" */
+  char *assume;                 /* the facts about the arguments it was specialised on: "N%16" */
   unsigned char *cubin;
   size_t cubin_size;
   FaCacheHit hit;               /* how the cubin was obtained */

@@ -32,6 +32,7 @@ typedef struct Case {
 
 #define CG "tests/gpu/codegen.fa"
 #define ATT "examples/attention/attention.fa"
+#define MM "examples/matmul/matmul.fa"
 
 static const Case cases[] = {
     /* elementwise: f16/bf16 results are compared to one ulp and a little
@@ -78,6 +79,13 @@ static const Case cases[] = {
     {CG, "atomics", "BLOCK=32", "n=100", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=32 BN=64", "M=70 N=300", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=4 BN=128", "M=9 N=129", 1, 2, NULL, 1e-5, 1e-5},
+    /* the Triton-style matmul with runtime sizes: multiples of 16 (launches
+       specialise on them: 16-byte cp.async pipelines) and odd sizes (scalar
+       loads), default and small tiles */
+    {MM, "matmul", "T=f16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8", "M=256 N=384 K=192", 8, 3, NULL, 1e-3, 2e-3},
+    {MM, "matmul", "T=f16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8", "M=100 N=70 K=90", 8, 3, NULL, 1e-3, 2e-3},
+    {MM, "matmul", "T=bf16 BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8", "M=640 N=144 K=48", 4, 2, NULL, 1e-2, 1e-2},
+    {MM, "matmul", "T=bf16 BLOCK_M=64 BLOCK_N=128 BLOCK_K=32 GROUP_M=8", "M=333 N=130 K=17", 4, 4, NULL, 1e-2, 1e-2},
     /* attention on small shapes (the random LSE and D keep the exponents of
        the backward pass in range) */
     {ATT, "attn_fwd", "n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=32", "n_zh=2 q_seq_len=77 kv_seq_len=100 sm_scale=0.125",
