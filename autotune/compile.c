@@ -44,6 +44,8 @@ typedef struct GenShared {
   size_t smem_limit;
   FaBinding *constexprs;        /* the launch's constexpr values (not the axes) */
   int nconstexprs;
+  FaArgFact *facts;             /* what its runtime arguments give the specialisation */
+  int nfacts;
   pthread_mutex_t lock;
   int next;
   struct GenResult *results;    /* one per candidate */
@@ -133,18 +135,16 @@ static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *
   }
   memcpy(b, sh->constexprs, sizeof *b * (size_t)n);
   memcpy(b + n, c->cfg.values, sizeof *b * (size_t)c->cfg.nvalues);
-  FaLaunchConfig config = c->cfg.config;
-  if (config.warps <= 0) config.warps = 4;
-  if (config.stages <= 0) config.stages = 2;
-  IrKernel *ir = fa_specialize(&cfc, p, k, b, n + c->cfg.nvalues, config);
-  free(b);
-  if (ir && ir->device) c->work = region_work(ir->device->body, 32 * config.warps);
+  FaCudaSpec spec = {p, k, b, n + c->cfg.nvalues, c->cfg.config, sh->target, sh->facts, sh->nfacts};
+  IrKernel *ir = NULL;
   FaCudaKernel cuda;
-  memset(&cuda, 0, sizeof cuda);
-  if (!ir || cfc.diag.errors > 0) {
+  FaCudaStage stage = fa_cuda_compile(&cfc, &spec, &ir, &cuda, NULL);
+  free(b);
+  if (ir && ir->device) c->work = region_work(ir->device->body, 32 * ir->warps);
+  if (stage == FA_CUDA_SPECIALISE_FAILED) {
     r->stage = "specialise";
     r->reason = first_line(cfc.diag.text.data);
-  } else if (!fa_emit_cuda(&cfc, ir, sh->target, &cuda) || cfc.diag.errors > 0 || !cuda.source) {
+  } else if (stage != FA_CUDA_DONE || !cuda.source) {
     r->stage = "generate";
     r->reason = first_line(cfc.diag.text.data);
   } else {
@@ -232,6 +232,11 @@ static bool generate_all(TuneRun *run, TuneJob *job, const char *text, size_t le
     for (int j = 0; j < job->kernel->nparams; j++)
       if (job->kernel->params[j].kind == PARAM_CONSTEXPR && !strcmp(job->kernel->params[j].name, job->fixed[i].name))
         sh.constexprs[sh.nconstexprs++] = job->fixed[i];
+  sh.nfacts = fa_tune_launch_facts(run, &job->launch, &sh.facts);
+  if (sh.nfacts < 0) {
+    free(sh.results);
+    return false;
+  }
   pthread_mutex_init(&sh.lock, NULL);
   run_threads(generate_worker, &sh, jobs, job->nsurvivors);
   pthread_mutex_destroy(&sh.lock);

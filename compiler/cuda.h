@@ -12,6 +12,7 @@
 
 #include "ast.h"
 #include "ir.h"
+#include "sema.h"
 
 typedef struct FaCudaTarget {
   int sm;                   /* compute capability * 10: 80, 86, 89, 90 ... */
@@ -53,9 +54,71 @@ typedef struct FaCudaKernel {
   int nargs;
 } FaCudaKernel;
 
-/* Emits one specialised kernel.  Returns false after reporting errors (for
- * constructs the backend cannot lower, with the source location). */
+/* Emits one specialised kernel (plans it with no facts about its arguments
+ * and prints the plan, see cuda_plan.h).  Returns false after reporting
+ * errors (for constructs the backend cannot lower, with the source
+ * location). */
 bool fa_emit_cuda(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, FaCudaKernel *out);
+
+/* ---- the entry point: a kernel of a checked program to CUDA C++ ------------------------ */
+
+/* What a specialisation assumes of one runtime argument: an integer is a
+ * multiple of `multiple`, a pointer's address is (bytes). */
+typedef struct FaArgFact {
+  const char *name;         /* the parameter */
+  long long multiple;       /* a power of two >= 1 */
+} FaArgFact;
+
+/* How launches specialise on their runtime arguments (Triton's rule): an
+ * integer argument that is a multiple of FA_SPECIALISE_MULTIPLE, and a
+ * pointer aligned to that many bytes, are facts the plan may use (vector
+ * loads, cp.async); other values give no fact about an integer and the
+ * alignment they have (at most 16 bytes) about a pointer.  The facts are
+ * part of the variant's key, so a launch with N = 1000 and one with
+ * N = 1024 run different code, each correct for its values. */
+enum { FA_SPECIALISE_MULTIPLE = 16 };
+
+/* The fact an integer argument's value gives; false when none. */
+bool fa_arg_fact_of_int(const char *name, int64_t value, FaArgFact *out);
+/* The fact a pointer argument's address gives (address 0: not bound yet,
+ * taken as aligned). */
+FaArgFact fa_arg_fact_of_pointer(const char *name, uint64_t address);
+/* Appends the facts, in order: "M%16 N%16 x%4"; nothing for none.  The
+ * runtime passes the facts that say more than a plan assumes without them
+ * (integers with a divisor, pointers aligned to less than 16 bytes) and
+ * keys its variants on this text. */
+void fa_arg_facts_print(const FaArgFact *facts, int n, StrBuf *out);
+/* Parses "NAME%K[,NAME%K...]" (K a power of two) into facts, appending to
+ * *facts (arena); false with a message in *why when malformed. */
+bool fa_arg_facts_parse(Arena *arena, const char *text, FaArgFact **facts, int *n, const char **why);
+
+/* Everything that selects one compiled variant of a kernel. */
+typedef struct FaCudaSpec {
+  const FaProgram *program;
+  const FaKernelInfo *kernel;
+  const FaBinding *binds;   /* constexpr values (see fa_specialize) */
+  int nbinds;
+  FaLaunchConfig config;    /* fields <= 0 take their defaults */
+  FaCudaTarget target;
+  const FaArgFact *facts;   /* what is known of the runtime arguments (may be NULL) */
+  int nfacts;
+} FaCudaSpec;
+
+typedef enum FaCudaStage {
+  FA_CUDA_SPECIALISE_FAILED,/* errors in specialisation (static_assert, shapes, ...) */
+  FA_CUDA_EMIT_FAILED,      /* specialised, but the backend cannot lower it */
+  FA_CUDA_DONE,
+} FaCudaStage;
+
+typedef struct FaCudaPlan FaCudaPlan;
+
+/* Specialises a kernel and emits its CUDA C++: the one way the runtime,
+ * fadslc and fadsl-tune turn a kernel into code.  *ir is the specialised
+ * kernel whenever specialisation succeeded (NULL otherwise); when `plan` is
+ * not NULL it receives the plan the code was printed from (free it with
+ * fa_cuda_plan_free).  Errors are reported through fc->diag. */
+FaCudaStage fa_cuda_compile(FaCompiler *fc, const FaCudaSpec *spec, IrKernel **ir, FaCudaKernel *out,
+                            FaCudaPlan *plan);
 
 /* The device-side tile library: name and text of each embedded header. */
 typedef struct FaEmbeddedHeader {

@@ -40,7 +40,9 @@ typedef struct Options {
   const char *arch;       /* --arch ARCH (e.g. sm_90a) */
   Define *defines;        /* -D NAME=VALUE, in order */
   int ndefines;
-  int warps, stages;      /* --warps N, --stages N (0: the default) */
+  FaLaunchConfig config;  /* --warps N, --stages N, ...: the launch-configuration axes (0: the default) */
+  const char **assume;    /* --assume NAME%K[,...], in order */
+  int nassume;
 } Options;
 
 /* What a mode works on.  Output goes to `out`, a memory buffer. */
@@ -199,7 +201,7 @@ static bool check_kernel(Job *job, const FaProgram *p, const FaKernelInfo *k, co
             "(give -D NAME=VALUE, a default, or an @autotune axis)", k->name, missing);
     return true;
   }
-  FaLaunchConfig cfg = {opt->warps, opt->stages};
+  FaLaunchConfig cfg = opt->config;
   FaBinding *b = NULL;
   int n = fa_kernel_bindings_for_compile(job->fc, p, k, given, ngiven, &b, &cfg);
   return n >= 0 && fa_specialize(job->fc, p, k, b, n, cfg) != NULL;
@@ -254,7 +256,8 @@ static bool run_ir(Job *job) {
       return false;
     }
   }
-  FaLaunchConfig cfg = {opt->warps > 0 ? opt->warps : 4, opt->stages > 0 ? opt->stages : 2};
+  FaLaunchConfig cfg = opt->config;
+  fa_config_fill_defaults(&cfg);
   IrKernel *ir = binds ? fa_specialize(job->fc, p, k, binds, opt->ndefines, cfg) : NULL;
   if (!ir)
     return false;
@@ -279,9 +282,10 @@ static bool run_cuda_stage(Job *job, const char *what) {
       return false;
     }
   }
-  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->warps, opt->stages, opt->arch, what};
+  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->config, opt->arch, what, opt->assume, opt->nassume};
   return binds && fa_fadslc_compile(job->fc, job->module, &req, job->out);
 }
+static bool run_plan(Job *job) { return run_cuda_stage(job, "plan"); }
 static bool run_cuda(Job *job) { return run_cuda_stage(job, "cuda"); }
 static bool run_ptx(Job *job) { return run_cuda_stage(job, "ptx"); }
 static bool run_cubin(Job *job) { return run_cuda_stage(job, "cubin"); }
@@ -327,6 +331,7 @@ static const Mode modes[] = {
   {"ast", "--emit=ast", true, run_ast, "the syntax tree"},
   {"source", "--emit=source", true, run_source, "the syntax tree printed back as source"},
   {"ir", "--emit=ir", true, run_ir, "the tile IR of a kernel"},
+  {"plan", "--emit=plan", true, run_plan, "the CUDA backend's decisions about a kernel, one per line"},
   {"cuda", "--emit=cuda", true, run_cuda, "the CUDA C++ of a kernel"},
   {"ptx", "--emit=ptx", true, run_ptx, "the PTX of a kernel (compiled by NVRTC)"},
   {"cubin", "--emit=cubin", true, run_cubin, "the cubin of a kernel (compiled by NVRTC)"},
@@ -356,10 +361,21 @@ static void usage(FILE *f) {
   fprintf(f,
           "\n"
           "Options:\n"
-          "  --kernel NAME    the kernel to compile (for --emit=ir|cuda|ptx|cubin)\n"
-          "  -D NAME=VALUE    set a constexpr parameter (--check: of every kernel that has it)\n"
-          "  --warps N        warps per program (for --check, --emit=ir and later; default 4)\n"
-          "  --stages N       pipelining stages (for --check, --emit=ir and later; default 2)\n"
+          "  --kernel NAME    the kernel to compile (for --emit=ir|plan|cuda|ptx|cubin)\n"
+          "  -D NAME=VALUE    set a constexpr parameter (--check: of every kernel that has it)\n");
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int i = 0; i < naxes; i++) {
+    char opt[32];
+    snprintf(opt, sizeof opt, "--%s N", axes[i].name);
+    fprintf(f, "  %-16s %s (default %d)\n", opt, axes[i].help, axes[i].default_value);
+  }
+  fprintf(f,
+          "  --assume N%%16    compile for runtime argument values with this property: an integer\n"
+          "                   parameter a multiple of 16, a pointer aligned to 16 bytes (any power\n"
+          "                   of two; comma-separated or repeated; for --emit=plan|cuda|ptx|cubin).\n"
+          "                   Without it integers have no known divisor and pointers are taken to be\n"
+          "                   16-byte aligned, as launches are specialised (see docs/performance.md)\n"
           "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a)\n"
           "  -o FILE          write the output to FILE instead of standard output\n"
           "  --help           show this help\n"
@@ -406,6 +422,32 @@ static bool valid_name(const char *s, size_t n) {
   return true;
 }
 
+/* --NAME N for a launch-configuration axis (config_axes.c): true when
+ * argv[*i] is one; *status is set on a bad value. */
+static bool config_option(int argc, char **argv, int *i, Options *opt, int *status) {
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes; x++) {
+    char name[40];
+    snprintf(name, sizeof name, "--%s", axes[x].name);
+    const char *value = NULL;
+    bool missing = false;
+    if (!option_value(argc, argv, i, name, &value, &missing))
+      continue;
+    char *end = NULL;
+    long n = missing ? 0 : strtol(value, &end, 10);
+    if (missing || !end || *end || n < 1 || n > 64) {
+      char why[96];
+      snprintf(why, sizeof why, "%s needs a number from 1 to 64", name);
+      *status = usage_error("%s", why);
+    } else {
+      fa_config_set(&opt->config, &axes[x], (int)n);
+    }
+    return true;
+  }
+  return false;
+}
+
 static bool set_mode(Options *opt, const char *mode, int *status) {
   if (opt->mode && strcmp(opt->mode, mode) != 0) {
     *status = usage_error("choose one of --check, --list, --emit=... (got also '%s')", mode);
@@ -436,21 +478,24 @@ static int parse_args(int argc, char **argv, Options *opt) {
     } else if (strncmp(a, "--emit=", 7) == 0) {
       const Mode *m = find_mode(a + 7);
       if (!m || strncmp(m->option, "--emit=", 7) != 0)
-        return usage_error("unknown output '%s' (try tokens, ast, source, ir, cuda, ptx, cubin)", a + 7);
+        return usage_error("unknown output '%s' (try tokens, ast, source, ir, plan, cuda, ptx, cubin)", a + 7);
       if (!set_mode(opt, m->name, &status))
         return status;
     } else if (option_value(argc, argv, &i, "--kernel", &value, &missing)) {
       if (missing)
         return usage_error("%s needs a kernel name", "--kernel");
       opt->kernel = value;
-    } else if (option_value(argc, argv, &i, "--warps", &value, &missing) ||
-               option_value(argc, argv, &i, "--stages", &value, &missing)) {
-      bool warps = strncmp(a, "--warps", 7) == 0;
-      char *end = NULL;
-      long n = missing ? 0 : strtol(value, &end, 10);
-      if (missing || !end || *end || n < 1 || n > 64)
-        return usage_error("%s needs a number from 1 to 64", warps ? "--warps" : "--stages");
-      *(warps ? &opt->warps : &opt->stages) = (int)n;
+    } else if (config_option(argc, argv, &i, opt, &status)) {
+      if (status)
+        return status;
+    } else if (option_value(argc, argv, &i, "--assume", &value, &missing)) {
+      if (missing)
+        return usage_error("%s needs NAME%%K, e.g. N%%16", "--assume");
+      const char **grown = realloc(opt->assume, (size_t)(opt->nassume + 1) * sizeof *grown);
+      if (!grown)
+        return usage_error("%s", "out of memory");
+      opt->assume = grown;
+      opt->assume[opt->nassume++] = value;
     } else if (option_value(argc, argv, &i, "--arch", &value, &missing)) {
       if (missing)
         return usage_error("%s needs an architecture", "--arch");
@@ -554,5 +599,6 @@ int main(int argc, char **argv) {
   for (int i = 0; i < opt.ndefines; i++)
     free(opt.defines[i].name);
   free(opt.defines);
+  free(opt.assume);
   return status;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cuda.h"
+#include "cuda_plan.h"
 #include "fadslc_cuda.h"
 #include "problem_binds.h"
 
@@ -58,6 +59,32 @@ static bool compile_with_nvrtc(FaCompiler *fc, const FaCudaKernel *ck, const cha
   return ok;
 }
 
+/* --assume: facts about runtime integer and pointer parameters. */
+static bool parse_assumptions(FaCompiler *fc, const FaKernelInfo *k, const FaCompileRequest *req, FaArgFact **facts,
+                              int *nfacts) {
+  for (int i = 0; i < req->nassume; i++) {
+    const char *why = NULL;
+    int before = *nfacts;
+    if (!fa_arg_facts_parse(&fc->arena, req->assume[i], facts, nfacts, &why)) {
+      fa_error(&fc->diag, fa_noloc(), "--assume %s: %s", req->assume[i], why);
+      return false;
+    }
+    for (int f = before; f < *nfacts; f++) {
+      const FaParamInfo *pi = NULL;
+      for (int j = 0; j < k->nparams; j++)
+        if (!strcmp(k->params[j].name, (*facts)[f].name))
+          pi = &k->params[j];
+      bool integer = pi && pi->kind == PARAM_SCALAR && (pi->dtype == DT_VOID || fa_dtype_is_int(pi->dtype));
+      if (!pi || !(integer || pi->kind == PARAM_POINTER)) {
+        fa_error(&fc->diag, fa_noloc(), "--assume %s: '%s' is not a runtime integer or pointer parameter of '%s'",
+                 req->assume[i], (*facts)[f].name, k->name);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileRequest *req, FILE *out) {
   FaProgram *p = fa_program_check(fc, module);
   if (!p)
@@ -78,17 +105,34 @@ bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileReques
              "sm_90a)", arch);
     return false;
   }
-  FaLaunchConfig cfg = {req->warps, req->stages};
+  FaLaunchConfig cfg = req->config;
   FaBinding *binds = NULL;
   int nb = fa_kernel_bindings_for_compile(fc, p, k, req->defines, req->ndefines, &binds, &cfg);
   if (nb < 0)
     return false;
-  IrKernel *ir = fa_specialize(fc, p, k, binds, nb, cfg);
-  if (!ir)
+  FaArgFact *facts = NULL;
+  int nfacts = 0;
+  if (!parse_assumptions(fc, k, req, &facts, &nfacts))
     return false;
+  FaCudaSpec spec = {p, k, binds, nb, cfg, target, facts, nfacts};
+  bool want_plan = !strcmp(req->what, "plan");
+  FaCudaPlan plan;
+  IrKernel *ir;
   FaCudaKernel ck;
-  if (!fa_emit_cuda(fc, ir, target, &ck))
+  if (fa_cuda_compile(fc, &spec, &ir, &ck, want_plan ? &plan : NULL) != FA_CUDA_DONE) {
+    if (want_plan)
+      fa_cuda_plan_free(&plan);
     return false;
+  }
+  if (want_plan) {
+    StrBuf sb;
+    fa_sb_init(&sb);
+    fa_cuda_plan_print(&plan, &sb);
+    fa_cuda_plan_free(&plan);
+    bool ok = fputs(sb.data ? sb.data : "", out) >= 0;
+    fa_sb_free(&sb);
+    return ok;
+  }
   if (!strcmp(req->what, "cuda"))
     return fputs(ck.source, out) >= 0;
   char name[64];

@@ -112,7 +112,7 @@ static bool prune_admits(const fadsl_args *a, const FaConst *values, int warps, 
 static bool explicit_axis(const fadsl_args *a, const FaTuneAxis *ax, FaConst *out) {
   memset(out, 0, sizeof *out);
   if (!strcmp(ax->name, "warps") || !strcmp(ax->name, "stages")) {
-    int v = !strcmp(ax->name, "warps") ? a->warps : a->stages;
+    int v = !strcmp(ax->name, "warps") ? a->config.warps : a->config.stages;
     out->kind = CK_INT;
     out->i = v;
     return v > 0;
@@ -135,7 +135,7 @@ static int axis_int(const FaKernelInfo *k, const FaConst *values, const char *na
 static void choose_default(const fadsl_args *a, FaConst *values, const bool *open) {
   const FaKernelInfo *k = a->kernel->info;
   int nt = k->ntune < 16 ? k->ntune : 16, idx[16] = {0};
-  int warps = a->warps > 0 ? a->warps : 4, stages = a->stages > 0 ? a->stages : 2;
+  int warps = a->config.warps > 0 ? a->config.warps : 4, stages = a->config.stages > 0 ? a->config.stages : 2;
   for (int tries = 0; tries < 100000; tries++) {
     for (int t = 0; t < nt; t++)
       if (open[t] && k->tune[t].nvalues > 0) values[t] = k->tune[t].values[idx[t]];
@@ -161,15 +161,15 @@ static fadsl_status resolve(fadsl_context *ctx, const fadsl_args *a, InterpPlan 
                       k->name);
   FaConst values[16];
   bool open[16];
-  bool any_explicit = a->warps > 0 || a->stages > 0, any_open = false;
+  bool any_explicit = a->config.warps > 0 || a->config.stages > 0, any_open = false;
   for (int t = 0; t < k->ntune; t++) {
     open[t] = !explicit_axis(a, &k->tune[t], &values[t]);
     any_explicit |= !open[t];
     any_open |= open[t];
   }
   if (any_open) choose_default(a, values, open);
-  plan->config.warps = axis_int(k, values, "warps", a->warps > 0 ? a->warps : 4);
-  plan->config.stages = axis_int(k, values, "stages", a->stages > 0 ? a->stages : 2);
+  plan->config.warps = axis_int(k, values, "warps", a->config.warps > 0 ? a->config.warps : 4);
+  plan->config.stages = axis_int(k, values, "stages", a->config.stages > 0 ? a->config.stages : 2);
   plan->source = !any_explicit ? "default" : any_open ? "explicit+default" : "explicit";
   plan->nbinds = 0;
   for (int i = 0; i < k->nparams; i++) {

@@ -103,10 +103,12 @@ static void run_job(Sweep *s, Job *j) {
   FaLaunchConfig cfg = {j->warps, j->stages};
   FaBinding *binds = NULL;
   int nb = k ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, &binds, &cfg) : -1;
-  IrKernel *ir = nb >= 0 ? fa_specialize(&fc, p, k, binds, nb, cfg) : NULL;
-  FaCudaTarget target;
+  FaCudaTarget target = {0, false};
   FaCudaKernel ck;
-  if (!ir || !fa_cuda_target_parse(j->arch, &target) || !fa_emit_cuda(&fc, ir, target, &ck)) {
+  IrKernel *ir = NULL;
+  bool parsed = fa_cuda_target_parse(j->arch, &target);
+  FaCudaSpec spec = {p, k, binds, nb, cfg, target, NULL, 0};
+  if (nb < 0 || !parsed || fa_cuda_compile(&fc, &spec, &ir, &ck, NULL) != FA_CUDA_DONE) {
     job_fail(j, "could not emit CUDA", fc.diag.text.data);
     fa_compiler_free(&fc);
     return;

@@ -1,12 +1,15 @@
 #!/bin/sh
-# ir-cases.sh - the tile IR checks: every tests/ir/*.fa states a command and
-# what its output must contain, in the manner of FileCheck:
+# ir-cases.sh - the compiler's text outputs checked by cases: every
+# tests/ir/*.fa (the tile IR) and tests/plan/*.fa (the CUDA backend's plan,
+# fadslc --emit=plan) states a command and what its output must contain, in
+# the manner of FileCheck:
 #     # RUN: fadslc --emit=ir %s --kernel k -D B=64     (%s: the file; %S: the source tree)
 #     # CHECK: text          must appear in the output, after the previous CHECK's match
 #     # CHECK-NOT: text      must not appear anywhere in the output
-# The command must succeed.  These check properties of the lowering (which ops,
-# which types) rather than whole dumps, so that unrelated changes to the
-# lowering do not break them.
+# The command must succeed.  These check properties (which ops, which types,
+# which instructions and access widths) rather than whole dumps, so that
+# unrelated changes do not break them.  Arguments, if any, name the folders
+# to run (default: tests/ir tests/plan).
 set -u
 fadslc=${FADSLC:-$(pwd)/fadslc}
 srcdir=${srcdir:-.}
@@ -14,7 +17,9 @@ tmp=${TMPDIR:-/tmp}/fa-ir.$$
 trap 'rm -f "$tmp".*' EXIT INT TERM
 failures=0
 count=0
-for f in "$srcdir"/tests/ir/*.fa; do
+dirs=${*:-tests/ir tests/plan}
+for d in $dirs; do
+for f in "$srcdir/$d"/*.fa; do
   count=$((count + 1))
   cmd=$(grep -a '^# RUN:' "$f" | head -n 1 | sed -e 's/^# RUN:[ 	]*//' -e "s|^fadslc|$fadslc|" \
         -e "s|%s|$f|g" -e "s|%S|$srcdir|g")
@@ -37,5 +42,6 @@ for f in "$srcdir"/tests/ir/*.fa; do
   fi
   echo "PASS: $f"
 done
-echo "$count IR cases, $failures failed"
+done
+echo "$count cases, $failures failed"
 [ "$count" -gt 0 ] && [ "$failures" -eq 0 ]

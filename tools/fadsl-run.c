@@ -964,7 +964,8 @@ static int run(Options *o) {
   /* the GPU path specialises on the host only to size and type the buffers
      (the runtime chooses the launch's configuration); the interpreter runs
      the kernel's default configuration for what is not given */
-  FaLaunchConfig cfg = {o->warps ? o->warps : 4, o->stages ? o->stages : 2};
+  FaLaunchConfig cfg = {o->warps, o->stages};
+  fa_config_fill_defaults(&cfg);
   const char *source = "default";
   int nhost = o->gpu ? fill_tunables(&r, binds, nbinds) : default_point(&r, o, binds, nbinds, &cfg, &source);
   r.kernel = fa_specialize(&r.fc, r.prog, r.kinfo, binds, nhost, cfg);

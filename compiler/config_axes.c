@@ -1,0 +1,70 @@
+/* config_axes.c - the launch-configuration axes (see sema.h): one row each. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sema.h"
+
+static const FaConfigAxis axes[] = {
+    {"warps", 4, 1, 32, true, "a power of two from 1 to 32", offsetof(FaLaunchConfig, warps),
+     "warps per program, 32 threads each"},
+    {"stages", 2, 1, 16, false, "an integer from 1 to 16", offsetof(FaLaunchConfig, stages),
+     "software pipelining depth: buffers per loaded tile"},
+};
+
+const FaConfigAxis *fa_config_axes(int *n) {
+  *n = (int)(sizeof axes / sizeof *axes);
+  return axes;
+}
+
+const FaConfigAxis *fa_config_axis(const char *name) {
+  for (size_t i = 0; name && i < sizeof axes / sizeof *axes; i++)
+    if (!strcmp(axes[i].name, name))
+      return &axes[i];
+  return NULL;
+}
+
+int fa_config_get(const FaLaunchConfig *c, const FaConfigAxis *ax) {
+  int v;
+  memcpy(&v, (const char *)c + ax->offset, sizeof v);
+  return v;
+}
+
+void fa_config_set(FaLaunchConfig *c, const FaConfigAxis *ax, int value) {
+  memcpy((char *)c + ax->offset, &value, sizeof value);
+}
+
+bool fa_config_allowed(const FaConfigAxis *ax, int64_t value) {
+  if (value < ax->min || value > ax->max)
+    return false;
+  return !ax->pow2 || (value & (value - 1)) == 0;
+}
+
+void fa_config_fill_defaults(FaLaunchConfig *c) {
+  for (size_t i = 0; i < sizeof axes / sizeof *axes; i++)
+    if (fa_config_get(c, &axes[i]) <= 0)
+      fa_config_set(c, &axes[i], axes[i].default_value);
+}
+
+void fa_config_print(const FaLaunchConfig *c, StrBuf *out) {
+  for (size_t i = 0; i < sizeof axes / sizeof *axes; i++) {
+    int v = fa_config_get(c, &axes[i]);
+    if (v > 0)
+      fa_sb_printf(out, "%s%s=%d", out->len ? " " : "", axes[i].name, v);
+  }
+}
+
+int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given, FaBinding *out) {
+  int n = 0;
+  for (size_t i = 0; i < sizeof axes / sizeof *axes; i++) {
+    bool in_space = false;
+    for (int t = 0; t < k->ntune; t++)
+      in_space |= !strcmp(k->tune[t].name, axes[i].name);
+    if (in_space)
+      continue;
+    int v = given ? fa_config_get(given, &axes[i]) : 0;
+    out[n].name = axes[i].name;
+    out[n++].value = (FaConst){CK_INT, v > 0 ? v : axes[i].default_value, 0, DT_VOID, NULL};
+  }
+  return n;
+}

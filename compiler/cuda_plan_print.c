@@ -1,0 +1,397 @@
+/* cuda_plan_print.c - the text form of a CUDA plan (`fadslc --emit=plan`).
+ *
+ * One decision per line, each starting with what it is about:
+ *     kernel, arg, role, schedule, barrier, smem, layout   (the kernel as a whole)
+ *     tile, pipeline                                         (shared memory)
+ *     load, store, atomic, product, convert, reduce          (ops, in program order)
+ * and naming the source location (FILE:LINE:COL) of the op it belongs to,
+ * so that test cases can look for a decision with a plain substring.  The
+ * form is meant to stay stable: change it only together with tests/plan/. */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_plan.h"
+
+static void put_loc(StrBuf *out, SrcLoc loc) {
+  const char *name = loc.src && loc.src->name ? loc.src->name : "<string>";
+  const char *slash = strrchr(name, '/');
+  fa_sb_printf(out, "%s:%d:%d", slash ? slash + 1 : name, loc.line, loc.col);
+}
+
+/* "b_q %12"; an unnamed conversion of a named value: "%13 from K". */
+static void put_value(StrBuf *out, const IrValue *v) {
+  if (v->name) {
+    fa_sb_printf(out, "%s %%%d", v->name, v->id);
+    return;
+  }
+  fa_sb_printf(out, "%%%d", v->id);
+  const IrValue *x = v;
+  for (int i = 0; i < 8 && x->def && x->def->kind == IR_CAST && !x->name; i++)
+    x = x->def->operands[0];
+  if (x != v && x->name)
+    fa_sb_printf(out, " from %s", x->name);
+}
+
+/* A divisor given as log2 (FA_DIV_MAX: any power of two, e.g. of 0). */
+static void put_div(StrBuf *out, int log2) {
+  if (log2 == FA_DIV_UNKNOWN)
+    fa_sb_puts(out, "-");
+  else if (log2 >= FA_DIV_MAX)
+    fa_sb_puts(out, "any");
+  else
+    fa_sb_printf(out, "%lld", 1ll << log2);
+}
+
+static const char *vec_limit_name(FaVecLimit l) {
+  switch (l) {
+  case FA_VEC_NO_ORIGIN: return "unknown block pointer";
+  case FA_VEC_NO_UNIT_STRIDE: return "no dimension of stride 1";
+  case FA_VEC_LAYOUT: return "layout";
+  case FA_VEC_16_BYTES: return "16 bytes";
+  case FA_VEC_BASE: return "base";
+  case FA_VEC_STRIDE: return "stride";
+  case FA_VEC_OFFSET: return "offsets";
+  case FA_VEC_BOUND: return "bound";
+  case FA_VEC_4_BYTES: return "4 bytes";
+  }
+  return "?";
+}
+
+static void put_layout(StrBuf *out, const FaLayout *l) {
+  if (l)
+    fa_sb_printf(out, "L%d", l->id);
+  else
+    fa_sb_puts(out, "-");
+}
+
+static void print_args(const FaCudaPlan *p, StrBuf *out) {
+  for (int i = 0; i < p->fn->nparams; i++) {
+    const IrValue *v = p->fn->params[i].value;
+    const char *name = p->fn->params[i].name ? p->fn->params[i].name : "?";
+    bool given = false;
+    for (int f = 0; f < p->nfacts; f++)
+      given |= p->facts[f].name && !strcmp(p->facts[f].name, name);
+    int d = p->values[v->id].div_log2;
+    if (v->type.dtype == DT_PTR) {
+      long long bytes = (long long)fa_dtype_size(v->type.pointee) << d;
+      fa_sb_printf(out, "arg %s: *%s aligned to %lld bytes%s\n", name, fa_dtype_name(v->type.pointee), bytes,
+                   given ? "" : " (assumed)");
+    } else if (fa_dtype_is_int(v->type.dtype) && v->type.dtype != DT_I1) {
+      if (d > 0) {
+        fa_sb_printf(out, "arg %s: %s multiple of ", name, fa_dtype_name(v->type.dtype));
+        put_div(out, d);
+        fa_sb_putc(out, '\n');
+      } else {
+        fa_sb_printf(out, "arg %s: %s no known divisor\n", name, fa_dtype_name(v->type.dtype));
+      }
+    } else {
+      fa_sb_printf(out, "arg %s: %s\n", name, fa_dtype_name(v->type.dtype));
+    }
+  }
+}
+
+static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
+  char arch[32];
+  fa_cuda_target_name(p->target, arch, sizeof arch);
+  fa_sb_printf(out, "kernel %s: %s, %d warps, %d stages (", p->fn->name ? p->fn->name : "?", arch, p->warps, p->stages);
+  put_loc(out, p->fn->loc);
+  fa_sb_puts(out, ")\n");
+  print_args(p, out);
+  for (int i = 0; i < p->nroles; i++) {
+    const FaWarpRole *r = &p->roles[i];
+    fa_sb_printf(out, "role %s: warps %d-%d (%d threads), registers %s", r->kind == FA_ROLE_COMPUTE ? "compute" : "?",
+                 r->first_warp, r->first_warp + r->nwarps - 1, 32 * r->nwarps,
+                 r->max_registers ? "" : "as the compiler allocates");
+    if (r->max_registers)
+      fa_sb_printf(out, "%d (setmaxnreg)", r->max_registers);
+    fa_sb_putc(out, '\n');
+  }
+  fa_sb_printf(out, "schedule: %s\n",
+               p->schedule.kind == FA_SCHEDULE_GRID ? "one thread block per program of the grid" : "?");
+  if (!p->nbarriers)
+    fa_sb_puts(out, "barrier: none\n");
+  for (int i = 0; i < p->nbarriers; i++) {
+    const FaBarrierPlan *b = &p->barriers[i];
+    fa_sb_printf(out, "barrier %d: %s, %d threads, for", b->id, b->kind == FA_BARRIER_CTA ? "__syncthreads" : "?",
+                 b->threads);
+    const char *sep = " ";
+    if (b->uses & FA_BARRIER_FOR_TILES) {
+      fa_sb_printf(out, "%stile writes", sep);
+      sep = ", ";
+    }
+    if (b->uses & FA_BARRIER_FOR_PIPELINE) {
+      fa_sb_printf(out, "%spipeline buffers", sep);
+      sep = ", ";
+    }
+    if (b->uses & FA_BARRIER_FOR_SCRATCH)
+      fa_sb_printf(out, "%sscratch", sep);
+    fa_sb_putc(out, '\n');
+  }
+  fa_sb_printf(out, "smem: %zu bytes = tiles %zu + scratch %zu + alignment %zu\n", p->smem.total, p->smem.tiles,
+               (p->smem.scratch + 15) & ~(size_t)15, p->smem.align_pad);
+  if (p->async_proxy_reads)
+    fa_sb_puts(out, "fence: tiles are read through the async proxy (wgmma): every tile write is fenced\n");
+}
+
+static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
+  (void)p;
+  const IrValue *x = t->value;
+  fa_sb_puts(out, "tile ");
+  put_value(out, x);
+  fa_sb_puts(out, " (");
+  put_loc(out, x->loc);
+  fa_sb_puts(out, "): ");
+  fa_type_print(x->type, out);
+  fa_sb_printf(out, " along dim %d, ", t->inner);
+  if (t->format == FA_TILE_SWIZZLED)
+    fa_sb_printf(out, "swizzled %dB (SwzTile<%d, %d>)", t->swizzle, t->rows, t->swizzle);
+  else
+    fa_sb_printf(out, "padded rows of %d bytes (PadTile<%d>)", t->pitch, t->pitch);
+  fa_sb_printf(out, ", offset %zu, %d x %zu bytes, ", t->offset, t->nbufs, t->buf_bytes);
+  if (t->fill == FA_FILL_CP_ASYNC) {
+    fa_sb_puts(out, "filled by cp.async (pipeline at ");
+    put_loc(out, t->pipeline->loop->loc);
+    fa_sb_putc(out, ')');
+  } else {
+    fa_sb_printf(out, "written from registers, %d per store", t->store_vec);
+  }
+  fa_sb_printf(out, ", live %d..%d\n", t->live_start, t->live_end);
+}
+
+static void print_steps(StrBuf *out, const FaPipeStep *s, int n) {
+  for (int i = 0; i < n; i++) {
+    fa_sb_puts(out, i ? ", " : " ");
+    switch (s[i].kind) {
+    case FA_STEP_BARRIER: fa_sb_puts(out, "barrier"); break;
+    case FA_STEP_ISSUE: fa_sb_printf(out, "issue +%d", s[i].arg); break;
+    case FA_STEP_COMMIT: fa_sb_puts(out, "commit"); break;
+    case FA_STEP_WAIT_GROUPS: fa_sb_printf(out, "wait until %d in flight", s[i].arg); break;
+    case FA_STEP_PROXY_FENCE: fa_sb_puts(out, "proxy fence"); break;
+    }
+  }
+  fa_sb_putc(out, '\n');
+}
+
+static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
+  fa_sb_puts(out, "pipeline ");
+  put_loc(out, pp->loop->loc);
+  fa_sb_printf(out, ": %d stages (%d iteration%s ahead), %s, loads", pp->stages, pp->ahead, pp->ahead == 1 ? "" : "s",
+               pp->sync == FA_SYNC_CP_ASYNC_GROUPS ? "cp.async groups" : "?");
+  for (int i = 0; i < pp->nloads; i++) {
+    fa_sb_puts(out, i ? ", " : " ");
+    put_value(out, pp->loads[i]->op->results[0]);
+  }
+  fa_sb_putc(out, '\n');
+  const char *part[3] = {"before the loop:", "each iteration:", "after the loop:"};
+  const FaPipeStep *steps[3] = {pp->prologue, pp->head, pp->epilogue};
+  int n[3] = {pp->nprologue, pp->nhead, pp->nepilogue};
+  for (int i = 0; i < 3; i++) {
+    fa_sb_puts(out, "pipeline ");
+    put_loc(out, pp->loop->loc);
+    fa_sb_printf(out, " %s", part[i]);
+    print_steps(out, steps[i], n[i]);
+  }
+}
+
+static void print_access(const FaAccessPlan *ap, StrBuf *out) {
+  const IrOp *op = ap->op;
+  bool store = op->kind == IR_STORE || op->kind == IR_STORE_BLOCK;
+  fa_sb_puts(out, op->kind == IR_ATOMIC_ADD ? "atomic " : store ? "store " : "load ");
+  if (!store && op->kind != IR_ATOMIC_ADD) {
+    put_value(out, op->results[0]);
+    fa_sb_putc(out, ' ');
+  }
+  fa_sb_putc(out, '(');
+  put_loc(out, op->loc);
+  fa_sb_puts(out, "): ");
+  const IrValue *data = store ? op->operands[1] : op->kind == IR_ATOMIC_ADD ? op->operands[1] : op->results[0];
+  DType dt = data->type.dtype;
+  int bytes = ap->vec * fa_dtype_size(dt);
+  switch (ap->method) {
+  case FA_ACCESS_ELEMENT: fa_sb_puts(out, "one element per pointer"); break;
+  case FA_ACCESS_ATOMIC: fa_sb_puts(out, "atomic per element"); break;
+  case FA_ACCESS_VECTOR:
+    if (ap->vec > 1)
+      fa_sb_printf(out, "vectors of %d x %s (%d bytes)", ap->vec, fa_dtype_name(dt), bytes);
+    else
+      fa_sb_printf(out, "scalar (1 x %s)", fa_dtype_name(dt));
+    break;
+  case FA_ACCESS_CP_ASYNC:
+    fa_sb_printf(out, "cp.async %d x %s (%d bytes) into tile ", ap->vec, fa_dtype_name(dt), bytes);
+    put_value(out, ap->tile->value);
+    fa_sb_printf(out, ", %d stages", ap->pipeline->stages);
+    break;
+  }
+  fa_sb_puts(out, ", layout ");
+  put_layout(out, ap->layout);
+  if (ap->scratch)
+    fa_sb_printf(out, ", scratch %zu", ap->scratch);
+  if (op->kind == IR_LOAD_BLOCK || op->kind == IR_STORE_BLOCK) {
+    const FaVecFacts *f = &ap->facts;
+    if (f->dim < 0) {
+      fa_sb_printf(out, "; width limited by: %s", vec_limit_name(f->limit));
+    } else {
+      fa_sb_printf(out, "; along dim %d: layout ", f->dim);
+      put_div(out, f->layout_log2);
+      fa_sb_puts(out, ", 16 bytes ");
+      put_div(out, f->bytes_log2);
+      fa_sb_puts(out, ", base ");
+      put_div(out, f->base_log2);
+      fa_sb_puts(out, ", strides ");
+      put_div(out, f->stride_log2);
+      fa_sb_puts(out, ", offsets ");
+      put_div(out, f->offset_log2);
+      fa_sb_puts(out, ", bound ");
+      put_div(out, f->bound_log2);
+      fa_sb_printf(out, "; width limited by: %s", vec_limit_name(f->limit));
+      if ((f->limit == FA_VEC_STRIDE || f->limit == FA_VEC_BOUND || f->limit == FA_VEC_BASE) && f->stride) {
+        fa_sb_puts(out, " (");
+        put_value(out, f->stride);
+        fa_sb_putc(out, ')');
+      }
+    }
+  }
+  fa_sb_putc(out, '\n');
+}
+
+static const char *source_name(FaOperandSource s) {
+  switch (s) {
+  case FA_OPND_REGISTERS: return "registers";
+  case FA_OPND_REGISTERS_F32: return "f32 registers rounded";
+  case FA_OPND_TILE: return "tile";
+  }
+  return "?";
+}
+
+static void print_operand(StrBuf *out, const char *which, FaOperandSource src, const IrValue *regs,
+                          const FaTilePlan *t, bool k_inner, bool ldmatrix) {
+  fa_sb_printf(out, ", %s from %s ", which, source_name(src));
+  if (src == FA_OPND_TILE && t) {
+    put_value(out, t->value);
+    if (t->format == FA_TILE_SWIZZLED)
+      fa_sb_printf(out, " (swizzled %dB, %s-major)", t->swizzle, k_inner ? "K" : "MN");
+    else
+      fa_sb_printf(out, " (padded, %s-major%s)", k_inner ? "K" : "MN", ldmatrix ? ", ldmatrix" : "");
+    if (t->format == FA_TILE_SWIZZLED && ldmatrix)
+      fa_sb_puts(out, " with ldmatrix");
+  } else if (regs) {
+    put_value(out, regs);
+  }
+}
+
+static void print_product(const FaProductPlan *pp, StrBuf *out) {
+  const IrOp *op = pp->dot;
+  fa_sb_puts(out, "product ");
+  put_value(out, op->results[0]);
+  fa_sb_puts(out, " (");
+  put_loc(out, op->loc);
+  fa_sb_printf(out, "): %dx%dx%d %s -> %s: ", pp->M, pp->N, pp->K, fa_dtype_name(pp->in), fa_dtype_name(pp->acc));
+  switch (pp->instr) {
+  case FA_INSTR_WGMMA:
+    fa_sb_printf(out, "wgmma m64n%dk16, %d x %d blocks of 64 rows per warpgroup, %d k16 steps", pp->N, pp->mt,
+                 pp->wm / 4, pp->kt);
+    break;
+  case FA_INSTR_MMA_SYNC:
+    fa_sb_printf(out, "mma.sync m16n8k16, warps %d x %d, per warp %d x %d tiles of 16x8, %d k16 steps", pp->wm, pp->wn,
+                 pp->mt, pp->nt, pp->kt);
+    break;
+  case FA_INSTR_FMA:
+    fa_sb_printf(out, "fma%s, A in L%d, B in L%d, scratch %zu", pp->tf32 ? " (tf32-rounded)" : "",
+                 pp->la ? pp->la->id : -1, pp->lb ? pp->lb->id : -1, pp->scratch);
+    break;
+  }
+  if (pp->instr != FA_INSTR_FMA) {
+    bool ldm = pp->instr == FA_INSTR_MMA_SYNC;
+    print_operand(out, "A", pp->a_src, pp->a_regs, pp->a_tile, pp->a_k_inner, ldm);
+    print_operand(out, "B", pp->b_src, NULL, pp->b_tile, pp->b_k_inner, ldm);
+  }
+  if (pp->instr == FA_INSTR_WGMMA)
+    fa_sb_puts(out, pp->wait == FA_WAIT_AT_ONCE ? ", waited at once" : "");
+  if (pp->fused_add) {
+    fa_sb_puts(out, ", accumulating onto ");
+    put_value(out, pp->fused_add->operands[pp->addend]);
+    fa_sb_puts(out, " (the addition at ");
+    put_loc(out, pp->fused_add->loc);
+    fa_sb_putc(out, ')');
+  }
+  fa_sb_putc(out, '\n');
+}
+
+static void print_conversions(const FaCudaPlan *p, const IrValue *x, StrBuf *out) {
+  const FaValuePlan *vp = &p->values[x->id];
+  for (int i = 0; i < vp->nconvs; i++) {
+    const FaConversionPlan *c = &vp->convs[i];
+    fa_sb_puts(out, "convert ");
+    put_value(out, x);
+    fa_sb_puts(out, " (");
+    put_loc(out, x->loc);
+    fa_sb_printf(out, "): L%d -> L%d ", c->from->id, c->to->id);
+    if (c->in_registers)
+      fa_sb_puts(out, "in registers\n");
+    else
+      fa_sb_printf(out, "through shared memory (%zu bytes)\n", c->scratch);
+  }
+}
+
+static void print_reduce(const FaReducePlan *rp, StrBuf *out) {
+  const IrOp *op = rp->op;
+  static const char *const names[] = {"sum", "max", "min"};
+  fa_sb_puts(out, "reduce ");
+  put_value(out, op->results[0]);
+  fa_sb_puts(out, " (");
+  put_loc(out, op->loc);
+  fa_sb_printf(out, "): %s along axis %d of L%d, lanes 0x%x", op->sub >= 0 && op->sub < 3 ? names[op->sub] : "?",
+               op->axis, rp->src->id, rp->lane_mask);
+  if (rp->warp_mask)
+    fa_sb_printf(out, ", across warps 0x%x (scratch %zu)", rp->warp_mask, rp->scratch);
+  else
+    fa_sb_puts(out, ", within warps");
+  if (rp->slice) {
+    fa_sb_printf(out, ", result in L%d", rp->slice->id);
+    if (rp->to_result.to != rp->to_result.from)
+      fa_sb_printf(out, " then L%d %s", rp->to_result.to->id,
+                   rp->to_result.in_registers ? "in registers" : "through shared memory");
+  }
+  fa_sb_putc(out, '\n');
+}
+
+/* The values an op defines, for their conversions. */
+static void print_op_conversions(const FaCudaPlan *p, const IrOp *op, StrBuf *out) {
+  for (int i = 0; i < op->nresults; i++)
+    print_conversions(p, op->results[i], out);
+  for (int g = 0; g < op->nregions; g++)
+    for (int a = 0; a < op->regions[g]->nargs; a++)
+      print_conversions(p, op->regions[g]->args[a], out);
+}
+
+void fa_cuda_plan_print(const FaCudaPlan *p, StrBuf *out) {
+  print_kernel(p, out);
+  for (int i = 0; i < p->ntiles; i++)
+    print_tile(p, p->tiles[i], out);
+  for (int i = 0; i < p->npipelines; i++)
+    print_pipeline(p->pipelines[i], out);
+  for (int n = 0; n < p->nops; n++) {
+    const IrOp *op = p->order[n];
+    if (!fa_plan_op_live(p, op))
+      continue;
+    const FaAccessPlan *ap = fa_plan_access(p, op);
+    const FaProductPlan *pp = fa_plan_product(p, op);
+    const FaReducePlan *rp = fa_plan_reduce(p, op);
+    if (ap)
+      print_access(ap, out);
+    if (pp)
+      print_product(pp, out);
+    if (rp)
+      print_reduce(rp, out);
+    print_op_conversions(p, op, out);
+  }
+  for (int i = 0; i < p->layouts.layouts.len; i++) {
+    const FaLayout *l = p->layouts.layouts.items[i];
+    fa_sb_printf(out, "layout L%d: ", l->id);
+    fa_layout_describe(l, out);
+    fa_sb_putc(out, '\n');
+  }
+}

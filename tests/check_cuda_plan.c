@@ -1,0 +1,336 @@
+/* check_cuda_plan.c - unit tests of the CUDA backend's plan (compiler/cuda_plan.c)
+ * and of its entry point (fa_cuda_compile):
+ *   - the invariants of every plan of attention.fa's kernels, over head
+ *     dimensions, causal or not, configurations and both targets: tiles
+ *     aligned, inside the tile area, never overlapping in memory while both
+ *     are live; the budget adds up; pipelined loads fill pipelined tiles;
+ *     vector widths are powers of two of at most 16 bytes; wgmma only on
+ *     sm_90a and only from swizzled tiles;
+ *   - the plan and the emitted code agree (shared memory, the products'
+ *     instructions);
+ *   - the entry point says which stage failed (specialisation, lowering);
+ *   - facts about the arguments change the plan's vector widths and
+ *     pipelines exactly as the divisibility they state allows.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "cuda_plan.h"
+#include "problem_binds.h"
+#include "sema.h"
+
+#ifndef FA_SRCDIR
+#define FA_SRCDIR "."
+#endif
+
+typedef struct Ctx {
+  FaCompiler fc;
+  FaProgram *prog;
+} Ctx;
+
+static const char *diag(Ctx *c) { return c->fc.diag.text.data ? c->fc.diag.text.data : ""; }
+
+static FaProgram *load_text(Ctx *c, const char *name, const char *text) {
+  fa_compiler_init(&c->fc, NULL);
+  Source *src = fa_source_new(&c->fc, name, text, strlen(text));
+  ck_assert_ptr_nonnull(src);
+  Node *m = fa_parse(&c->fc, src);
+  ck_assert_msg(m != NULL, "parse: %s", diag(c));
+  c->prog = fa_program_check(&c->fc, m);
+  ck_assert_msg(c->prog != NULL, "check: %s", diag(c));
+  return c->prog;
+}
+
+static FaProgram *load_file(Ctx *c, const char *rel) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", FA_SRCDIR, rel);
+  size_t len = 0;
+  char *text = fa_read_file(path, &len);
+  ck_assert_msg(text != NULL, "cannot read %s", path);
+  FaProgram *p = load_text(c, path, text);
+  free(text);
+  return p;
+}
+
+/* Specialises and plans kernel `name` with -D-style values ("d_head=64 T=f16"). */
+static FaCudaStage compile(Ctx *c, const char *name, const char *defines, FaLaunchConfig cfg, const char *arch,
+                           const FaArgFact *facts, int nfacts, FaCudaKernel *out, FaCudaPlan *plan) {
+  FaKernelInfo *k = fa_program_kernel(c->prog, name);
+  ck_assert_msg(k != NULL, "no kernel %s", name);
+  FaBinding given[16];
+  int ng = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", defines ? defines : "");
+  for (char *tok = strtok(buf, " "); tok && ng < 16; tok = strtok(NULL, " ")) {
+    char *eq = strchr(tok, '=');
+    ck_assert_ptr_nonnull(eq);
+    *eq = '\0';
+    given[ng].name = fa_arena_strdup(&c->fc.arena, tok);
+    ck_assert(fa_const_parse(eq + 1, &given[ng].value));
+    ng++;
+  }
+  FaBinding *binds = NULL;
+  int nb = fa_kernel_bindings_for_compile(&c->fc, c->prog, k, given, ng, &binds, &cfg);
+  ck_assert_msg(nb >= 0, "bindings: %s", diag(c));
+  FaCudaTarget target;
+  ck_assert(fa_cuda_target_parse(arch, &target));
+  FaCudaSpec spec = {c->prog, k, binds, nb, cfg, target, facts, nfacts};
+  IrKernel *ir = NULL;
+  return fa_cuda_compile(&c->fc, &spec, &ir, out, plan);
+}
+
+static bool is_pow2(long long x) { return x > 0 && (x & (x - 1)) == 0; }
+
+static size_t tile_size(const FaTilePlan *t) { return t->buf_bytes * (size_t)t->nbufs; }
+
+static void assert_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const char *what) {
+  /* the budget */
+  ck_assert_msg(p->smem.total == p->smem.tiles + ((p->smem.scratch + 15) & ~(size_t)15) + p->smem.align_pad,
+                "%s: smem total", what);
+  ck_assert_msg(ck->shared_bytes == p->smem.total, "%s: the kernel asks for what the plan says", what);
+  ck_assert_int_eq(ck->threads, 32 * p->warps);
+  /* tiles */
+  for (int i = 0; i < p->ntiles; i++) {
+    const FaTilePlan *t = p->tiles[i];
+    ck_assert_int_eq(t->id, i);
+    ck_assert_msg(t->offset % p->smem.tile_align == 0, "%s: tile %d at %zu", what, i, t->offset);
+    ck_assert_msg(t->offset + tile_size(t) <= p->smem.tiles, "%s: tile %d outside the tile area", what, i);
+    ck_assert(t->buf_bytes == (size_t)t->rows * (size_t)t->pitch);
+    if (t->format == FA_TILE_SWIZZLED) {
+      ck_assert(p->target.arch_specific);
+      ck_assert(t->swizzle == 32 || t->swizzle == 64 || t->swizzle == 128);
+      ck_assert_int_eq(p->smem.tile_align, 1024);
+    }
+    ck_assert_msg((t->fill == FA_FILL_CP_ASYNC) == (t->pipeline != NULL), "%s: tile %d fill", what, i);
+    if (t->pipeline) {
+      ck_assert_int_eq(t->nbufs, t->pipeline->stages);
+      ck_assert_ptr_eq(t->load->tile, t);
+    }
+    for (int j = 0; j < i; j++) {
+      const FaTilePlan *o = p->tiles[j];
+      bool time = !(o->live_end < t->live_start || t->live_end < o->live_start);
+      bool space = t->offset < o->offset + tile_size(o) && o->offset < t->offset + tile_size(t);
+      ck_assert_msg(!(time && space), "%s: tiles %d and %d overlap while both are live", what, j, i);
+    }
+  }
+  /* accesses */
+  for (int i = 0; i < p->naccesses; i++) {
+    const FaAccessPlan *a = p->accesses[i];
+    const IrOp *op = a->op;
+    const IrValue *data = op->kind == IR_LOAD || op->kind == IR_LOAD_BLOCK ? op->results[0] : op->operands[1];
+    int size = fa_dtype_size(data->type.dtype);
+    ck_assert_msg(is_pow2(a->vec) && a->vec * size <= 16, "%s: access %d of %d elements", what, i, a->vec);
+    ck_assert_msg(a->vec == 1 || a->vec * size >= 4, "%s: access %d narrower than 4 bytes", what, i);
+    ck_assert_ptr_eq(fa_plan_access(p, op), a);
+    if (a->method == FA_ACCESS_CP_ASYNC) {
+      ck_assert_ptr_nonnull(a->tile);
+      ck_assert_ptr_eq(a->tile->pipeline, a->pipeline);
+      bool listed = false;
+      for (int j = 0; j < a->pipeline->nloads; j++)
+        listed |= a->pipeline->loads[j] == a;
+      ck_assert(listed);
+    }
+  }
+  /* products */
+  for (int i = 0; i < p->nproducts; i++) {
+    const FaProductPlan *pp = p->products[i];
+    ck_assert_ptr_eq(fa_plan_product(p, pp->dot), pp);
+    if (pp->instr == FA_INSTR_WGMMA) {
+      ck_assert_msg(p->target.sm == 90 && p->target.arch_specific, "%s: wgmma off sm_90a", what);
+      ck_assert(pp->b_tile->format == FA_TILE_SWIZZLED);
+      ck_assert(pp->a_src != FA_OPND_TILE || pp->a_tile->format == FA_TILE_SWIZZLED);
+      ck_assert(p->async_proxy_reads);
+    }
+    if (pp->instr != FA_INSTR_FMA)
+      ck_assert_ptr_nonnull(pp->b_tile);
+  }
+  /* the code carries one comment per tensor-core product */
+  int wg = 0, mma = 0;
+  for (int i = 0; i < p->nproducts; i++) {
+    wg += p->products[i]->instr == FA_INSTR_WGMMA;
+    mma += p->products[i]->instr == FA_INSTR_MMA_SYNC;
+  }
+  int wg_code = 0, mma_code = 0;
+  for (const char *s = ck->source; (s = strstr(s, "// (wgmma: ")); s++)
+    wg_code++;
+  for (const char *s = ck->source; (s = strstr(s, "// (per warp: ")); s++)
+    mma_code++;
+  ck_assert_msg(wg == wg_code && mma == mma_code, "%s: plan %d/%d, code %d/%d", what, wg, mma, wg_code, mma_code);
+  ck_assert_int_eq(p->nroles, 1);
+  ck_assert_int_eq(p->roles[0].nwarps, p->warps);
+}
+
+START_TEST(test_attention_invariants) {
+  static const char *const kernels[] = {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"};
+  static const int dims[] = {32, 64, 128};
+  static const struct {
+    const char *blocks;
+    int warps, stages;
+  } cfgs[] = {{"", 0, 0}, {"BLOCK_Q=64 BLOCK_K=64", 4, 3}, {"BLOCK_Q=128 BLOCK_K=128", 8, 4}};
+  static const char *const archs[] = {"sm_80", "sm_90a"};
+  int planned = 0;
+  for (int ki = 0; ki < 3; ki++)
+    for (int di = 0; di < 3; di++)
+      for (int causal = 0; causal < 2; causal++)
+        for (int ci = 0; ci < 3; ci++)
+          for (int ai = 0; ai < 2; ai++) {
+            Ctx c;
+            load_file(&c, "examples/attention/attention.fa");
+            char defs[128], what[256];
+            snprintf(defs, sizeof defs, "d_head=%d is_causal=%s %s", dims[di], causal ? "True" : "False",
+                     cfgs[ci].blocks);
+            snprintf(what, sizeof what, "%s %s %s", kernels[ki], defs, archs[ai]);
+            FaCudaKernel ck;
+            FaCudaPlan plan;
+            FaLaunchConfig cfg = {cfgs[ci].warps, cfgs[ci].stages};
+            FaCudaStage st = compile(&c, kernels[ki], defs, cfg, archs[ai], NULL, 0, &ck, &plan);
+            ck_assert_msg(st == FA_CUDA_DONE, "%s: %s", what, diag(&c));
+            assert_invariants(&plan, &ck, what);
+            if (ai == 0)
+              ck_assert(!plan.async_proxy_reads);
+            planned++;
+            fa_cuda_plan_free(&plan);
+            fa_compiler_free(&c.fc);
+          }
+  ck_assert_int_eq(planned, 108);
+}
+END_TEST
+
+static const char *const matmul_src =
+    "@kernel(grid=(cdiv(M, BM), cdiv(N, BN)))\n"
+    "def mm(a: *f16[M, K], b: *f16[K, N], c: *f32[M, N], M: i32, N: i32, K: i32,\n"
+    "       BM: constexpr = 128, BN: constexpr = 64, BK: constexpr = 32):\n"
+    "    p_a = make_block_ptr(a, shape=(M, K), strides=(K, 1), offsets=(program_id(0) * BM, 0),\n"
+    "                         block_shape=(BM, BK), order=(1, 0))\n"
+    "    p_b = make_block_ptr(b, shape=(K, N), strides=(N, 1), offsets=(0, program_id(1) * BN),\n"
+    "                         block_shape=(BK, BN), order=(1, 0))\n"
+    "    acc = zeros((BM, BN), dtype=f32)\n"
+    "    for _ in range(0, cdiv(K, BK)):\n"
+    "        acc = dot(load(p_a, boundary_check=(0, 1), padding=\"zero\"),\n"
+    "                  load(p_b, boundary_check=(0, 1), padding=\"zero\"), acc)\n"
+    "        p_a = advance(p_a, (0, BK))\n"
+    "        p_b = advance(p_b, (BK, 0))\n"
+    "    p_c = make_block_ptr(c, shape=(M, N), strides=(N, 1), offsets=(program_id(0) * BM, program_id(1) * BN),\n"
+    "                         block_shape=(BM, BN), order=(1, 0))\n"
+    "    store(p_c, acc, boundary_check=(0, 1))\n";
+
+/* The block loads of the matrix product, in program order. */
+static void block_loads(const FaCudaPlan *p, const FaAccessPlan **out, int *n) {
+  *n = 0;
+  for (int i = 0; i < p->naccesses && *n < 2; i++)
+    if (p->accesses[i]->op->kind == IR_LOAD_BLOCK)
+      out[(*n)++] = p->accesses[i];
+}
+
+START_TEST(test_facts_widen_accesses) {
+  static const FaArgFact div16[] = {{"M", 16}, {"N", 16}, {"K", 16}};
+  static const FaArgFact k_only[] = {{"K", 16}};
+  static const FaArgFact k8[] = {{"K", 8}, {"N", 4}};
+  static const FaArgFact unaligned[] = {{"M", 16}, {"N", 16}, {"K", 16}, {"a", 2}};
+  struct {
+    const FaArgFact *facts;
+    int nfacts;
+    int vec_a, vec_b;       /* elements per access of A's and B's loads */
+    bool pipelined_a, pipelined_b;
+  } cases[] = {
+      {NULL, 0, 1, 1, false, false},          /* nothing known: scalar (the stride may be odd) */
+      {div16, 3, 8, 8, true, true},           /* multiples of 16: 16-byte vectors, cp.async */
+      {k_only, 1, 8, 1, true, false},         /* A's row stride is K, B's is N */
+      {k8, 2, 8, 4, true, true},              /* 8 x f16 for A; B by 4 (8-byte cp.async) */
+      {unaligned, 4, 1, 8, false, true},      /* A's base only 2-byte aligned */
+  };
+  for (int i = 0; i < (int)(sizeof cases / sizeof *cases); i++) {
+    Ctx c;
+    load_text(&c, "mm.fa", matmul_src);
+    FaCudaKernel ck;
+    FaCudaPlan plan;
+    FaLaunchConfig cfg = {4, 3};
+    ck_assert_msg(compile(&c, "mm", "", cfg, "sm_90a", cases[i].facts, cases[i].nfacts, &ck, &plan) == FA_CUDA_DONE,
+                  "case %d: %s", i, diag(&c));
+    assert_invariants(&plan, &ck, "mm");
+    const FaAccessPlan *loads[2];
+    int n;
+    block_loads(&plan, loads, &n);
+    ck_assert_int_eq(n, 2);
+    ck_assert_msg(loads[0]->vec == cases[i].vec_a && loads[1]->vec == cases[i].vec_b, "case %d: widths %d, %d", i,
+                  loads[0]->vec, loads[1]->vec);
+    ck_assert_int_eq(loads[0]->method == FA_ACCESS_CP_ASYNC, cases[i].pipelined_a);
+    ck_assert_int_eq(loads[1]->method == FA_ACCESS_CP_ASYNC, cases[i].pipelined_b);
+    if (cases[i].pipelined_a)
+      ck_assert_int_eq(loads[0]->pipeline->stages, 3);
+    /* the products run on wgmma whatever the loads do */
+    ck_assert_int_eq(plan.nproducts, 1);
+    ck_assert_int_eq(plan.products[0]->instr, FA_INSTR_WGMMA);
+    /* the kernel's arguments say what alignment the code assumes */
+    ck_assert_int_eq(ck.args[0].align, i == 4 ? 2 : 16);
+    fa_cuda_plan_free(&plan);
+    fa_compiler_free(&c.fc);
+  }
+}
+END_TEST
+
+START_TEST(test_entry_point_stages) {
+  Ctx c;
+  FaCudaKernel ck;
+  FaCudaPlan plan;
+  FaLaunchConfig cfg = {0, 0};
+  /* a static_assert: specialisation fails, nothing is emitted */
+  load_text(&c, "t.fa",
+            "@kernel(grid=(1,))\n"
+            "def k(x: *f32[64], y: *f32[64], B: constexpr):\n"
+            "    static_assert(B > 8, \"B too small\")\n"
+            "    o = arange(0, B)\n"
+            "    store(y + o, load(x + o))\n");
+  ck_assert_int_eq(compile(&c, "k", "B=4", cfg, "sm_80", NULL, 0, &ck, &plan), FA_CUDA_SPECIALISE_FAILED);
+  ck_assert_ptr_nonnull(strstr(diag(&c), "B too small"));
+  ck_assert_ptr_null(ck.source);
+  ck_assert_int_eq(compile(&c, "k", "B=64", cfg, "sm_80", NULL, 0, &ck, &plan), FA_CUDA_DONE);
+  ck_assert_ptr_nonnull(ck.source);
+  ck_assert_int_eq(plan.warps, 4); /* the default configuration */
+  ck_assert_int_eq(plan.stages, 2);
+  fa_cuda_plan_free(&plan);
+  /* a target below sm_80: specialised, then refused by the backend */
+  FaKernelInfo *k = fa_program_kernel(c.prog, "k");
+  FaBinding b = {"B", {CK_INT, 64, 0, DT_VOID, NULL}};
+  FaCudaSpec spec = {c.prog, k, &b, 1, cfg, {75, false}, NULL, 0};
+  IrKernel *ir = NULL;
+  ck_assert_int_eq(fa_cuda_compile(&c.fc, &spec, &ir, &ck, NULL), FA_CUDA_EMIT_FAILED);
+  ck_assert_ptr_nonnull(ir);
+  ck_assert_ptr_nonnull(strstr(diag(&c), "needs sm_80 or newer"));
+  fa_compiler_free(&c.fc);
+  /* an atomic_add whose previous values are used, on a block smaller than the
+     thread block: the plan refuses it at the op's location */
+  load_text(&c, "t.fa",
+            "@kernel(grid=(1,))\n"
+            "def k(x: *f32[16], y: *f32[16]):\n"
+            "    o = arange(0, 16)\n"
+            "    old = atomic_add(x + o, load(y + o))\n"
+            "    store(y + o, old)\n");
+  ck_assert_int_eq(compile(&c, "k", "", cfg, "sm_80", NULL, 0, &ck, &plan), FA_CUDA_EMIT_FAILED);
+  ck_assert_msg(strstr(diag(&c), "t.fa:4:") && strstr(diag(&c), "copies in several threads"), "%s", diag(&c));
+  fa_cuda_plan_free(&plan);
+  fa_compiler_free(&c.fc);
+}
+END_TEST
+
+static Suite *plan_suite(void) {
+  Suite *s = suite_create("cuda_plan");
+  TCase *t = tcase_create("plan");
+  tcase_set_timeout(t, 120);
+  tcase_add_test(t, test_attention_invariants);
+  tcase_add_test(t, test_facts_widen_accesses);
+  tcase_add_test(t, test_entry_point_stages);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *r = srunner_create(plan_suite());
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
