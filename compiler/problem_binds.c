@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "autotune_point.h"
+
 static int find_binding(const FaBinding *b, int n, const char *name) {
   for (int i = 0; i < n; i++)
     if (b[i].name && !strcmp(b[i].name, name))
@@ -48,80 +50,23 @@ static const Node *find_launch(const Node *fn, const char *kernel) {
   return NULL;
 }
 
-/* Whether an @autotune axis already has a value: a launch-configuration
- * axis in *config, a constexpr among the first `base` bindings. */
-static bool axis_fixed(const FaTuneAxis *ax, const FaBinding *b, int base, const FaLaunchConfig *config) {
-  const FaConfigAxis *cfg = fa_config_axis(ax->name);
-  return cfg ? fa_config_get(config, cfg) > 0 : find_binding(b, base, ax->name) >= 0;
-}
-
-/* Chooses a value for each @autotune axis not bound yet (launch-configuration
- * axes into *config unless set): the first combination, in the order of the
- * declaration (last axis fastest), that the prune expression accepts. */
+/* The default point of the autotune space for the axes not bound yet
+ * (autotune_point.h), appended to b[0..*n) and into *config; no point that
+ * passes the prune is an error here. */
 static bool autotune_default(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding *b, int *n,
-                             int cap, FaLaunchConfig *config) {
-  int nt = k->ntune;
-  int idx[16] = {0};
-  if (nt > 16)
-    nt = 16;
-  int base = *n;
-  /* every axis given explicitly: that configuration, whatever the prune says */
-  bool free_axis = false;
-  for (int a = 0; a < nt; a++) {
-    const FaTuneAxis *ax = &k->tune[a];
-    free_axis = free_axis || (!axis_fixed(ax, b, base, config) && ax->nvalues > 0);
+                             FaLaunchConfig *config) {
+  FaAutotunePoint pt;
+  if (!fa_autotune_default_point(&fc->arena, p, k, b, *n, config, &pt)) {
+    fa_error(&fc->diag, fa_noloc(), "out of memory");
+    return false;
   }
-  if (!free_axis)
-    return true;
-  int naxes;
-  const FaConfigAxis *axes = fa_config_axes(&naxes);
-  for (;;) {
-    int m = base;
-    for (int a = 0; a < nt && m + naxes < cap; a++) {
-      const FaTuneAxis *ax = &k->tune[a];
-      if (ax->nvalues <= 0 || axis_fixed(ax, b, base, config))
-        continue;
-      b[m].name = ax->name;
-      b[m].value = ax->values[idx[a]];
-      m++;
-    }
-    /* configuration axes given on the command line take part in the prune too */
-    for (int x = 0; x < naxes && m < cap; x++)
-      if (fa_config_get(config, &axes[x]) > 0)
-        b[m++] = (FaBinding){axes[x].name, {CK_INT, fa_config_get(config, &axes[x]), 0, DT_VOID, NULL}};
-    /* a prune that needs a value not known here (a runtime parameter) admits
-       the point, as it does at a launch (runtime/launch.c) */
-    FaConst keep = {CK_BOOL, 1, 0, DT_VOID, NULL};
-    if (k->prune && !eval_quietly(fc, p, k->prune, b, m, &keep))
-      keep = (FaConst){CK_BOOL, 1, 0, DT_VOID, NULL};
-    if (keep.i) {
-      /* move the configuration axes out of the bindings */
-      int w = base;
-      for (int i = base; i < m; i++) {
-        const FaConfigAxis *cfg = fa_config_axis(b[i].name);
-        if (cfg) {
-          if (fa_config_get(config, cfg) <= 0)
-            fa_config_set(config, cfg, (int)b[i].value.i);
-          continue;
-        }
-        b[w++] = b[i];
-      }
-      *n = w;
-      return true;
-    }
-    /* next combination */
-    int a = nt - 1;
-    for (; a >= 0; a--) {
-      if (++idx[a] < k->tune[a].nvalues)
-        break;
-      idx[a] = 0;
-    }
-    if (a < 0) {
-      fa_error(&fc->diag, k->prune ? k->prune->loc : fa_noloc(),
-               "no configuration of kernel '%s' passes its @autotune prune with these values", k->name);
-      return false;
-    }
+  if (pt.none_passes) {
+    fa_autotune_report_none_passes(fc, k, &pt);
+    return false;
   }
+  *n += fa_autotune_point_bindings(k, &pt, b + *n);
+  *config = pt.config;
+  return true;
 }
 
 int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k,
@@ -193,8 +138,8 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
     }
     break;
   }
-  /* the autotune space: its first configuration that the prune accepts */
-  if (k->ntune > 0 && !autotune_default(fc, p, k, b, &n, cap, config))
+  /* the autotune space: its default point */
+  if (k->ntune > 0 && !autotune_default(fc, p, k, b, &n, config))
     return -1;
   /* constexpr defaults */
   for (int i = 0; i < k->nparams; i++) {

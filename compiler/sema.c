@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autotune_point.h"
 #include "sema_internal.h"
 
 typedef struct Checker {
@@ -770,34 +771,21 @@ FaProgram *fa_program_check(FaCompiler *fc, const Node *module) {
 
 /* ---- defaults ---------------------------------------------------------------------------- */
 
-int fa_kernel_default_bindings(FaCompiler *fc, const FaKernelInfo *k, FaBinding **out, FaLaunchConfig *config) {
-  FaBinding *b = fa_arena_alloc(&fc->arena, (size_t)(k->nparams + 1) * sizeof(FaBinding));
-  if (!b)
+int fa_kernel_default_bindings(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding **out,
+                               FaLaunchConfig *config) {
+  FaAutotunePoint pt;
+  FaBinding *b = fa_arena_alloc(&fc->arena, (size_t)(k->ntune + 1) * sizeof(FaBinding));
+  if (!b || !fa_autotune_default_point(&fc->arena, p, k, NULL, 0, NULL, &pt))
     return -1;
-  int n = 0;
-  memset(config, 0, sizeof *config);
-  for (int t = 0; t < k->ntune; t++) {
-    const FaTuneAxis *ax = &k->tune[t];
-    const FaConfigAxis *cfg = fa_config_axis(ax->name);
-    if (ax->nvalues >= 1 && cfg)
-      fa_config_set(config, cfg, (int)ax->values[0].i);
-  }
-  fa_config_fill_defaults(config);
+  *config = pt.config;
   for (int i = 0; i < k->nparams; i++) {
     const FaParamInfo *pi = &k->params[i];
-    if (pi->kind != PARAM_CONSTEXPR)
-      continue;
-    const FaTuneAxis *ax = NULL;
+    bool axis = false;
     for (int t = 0; t < k->ntune; t++)
-      if (!strcmp(k->tune[t].name, pi->name))
-        ax = &k->tune[t];
-    if (ax && ax->nvalues > 0) {
-      b[n].name = pi->name;
-      b[n++].value = ax->values[0];
-    } else if (!pi->has_default) {
+      axis |= !strcmp(k->tune[t].name, pi->name) && k->tune[t].nvalues > 0;
+    if (pi->kind == PARAM_CONSTEXPR && !axis && !pi->has_default)
       return -1;
-    }
   }
   *out = b;
-  return n;
+  return fa_autotune_point_bindings(k, &pt, b);
 }

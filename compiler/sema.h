@@ -152,10 +152,13 @@ bool fa_eval_const(FaCompiler *fc, const FaProgram *p, const Node *expr, const F
 int fa_eval_const_tuple(FaCompiler *fc, const FaProgram *p, const Node *expr, const FaBinding *binds, int nbinds,
                         FaConst *out, int nmax);
 
-/* The default specialisation of a kernel: the first value of each @autotune
- * axis (warps and stages included), else each constexpr's default.  Stores
- * the bindings (arena-allocated) and config; returns their number, or -1
- * (nothing reported) when some constexpr has neither. */
-int fa_kernel_default_bindings(FaCompiler *fc, const FaKernelInfo *k, FaBinding **out, FaLaunchConfig *config);
+/* The default specialisation of a kernel with nothing given: its default
+ * point (autotune_point.h: the first point of the @autotune space that the
+ * prune admits, configuration axes included), else each constexpr's
+ * default.  Stores the chosen axes' bindings (arena-allocated) and sets
+ * *config; returns their number, or -1 (nothing reported) when some
+ * constexpr has neither an axis nor a default. */
+int fa_kernel_default_bindings(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding **out,
+                               FaLaunchConfig *config);
 
 #endif

@@ -1,6 +1,8 @@
 /* bind.c - argument sets: binding kernel arguments by name or position,
  * with the checks a caller needs (unknown name, wrong kind, duplicate,
  * missing). */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +80,8 @@ FADSL_API void fadsl_args_clear(fadsl_args *a) {
   if (!a) return;
   memset(a->args, 0, sizeof *a->args * (size_t)(a->nargs > 0 ? a->nargs : 1));
   memset(&a->config, 0, sizeof a->config);
+  a->has_grid = false;
+  memset(a->grid, 0, sizeof a->grid);
 }
 
 static bool is_constexpr_kind(fadsl_arg_kind k) {
@@ -201,6 +205,85 @@ FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stage
   if (st == FADSL_SUCCESS) st = fadsl_args_set_config_axis(a, "stages", stages);
   if (st != FADSL_SUCCESS) a->config = keep;
   return st;
+}
+
+fadsl_status fa_rt_check_grid(fadsl_context *ctx, const char *kernel, const int64_t grid[3], unsigned out[3]) {
+  static const int64_t limit[3] = {2147483647, 65535, 65535};
+  for (int d = 0; d < 3; d++) {
+    if (grid[d] < 0 || grid[d] > limit[d])
+      return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': grid dimension %d is %" PRId64 " (must be 0..%" PRId64 ")", kernel, d,
+                        grid[d], limit[d]);
+    out[d] = (unsigned)grid[d];
+  }
+  return FADSL_SUCCESS;
+}
+
+FADSL_API fadsl_status fadsl_args_set_grid(fadsl_args *a, int64_t gx, int64_t gy, int64_t gz) {
+  if (!a) return FADSL_ERROR_INVALID_ARGUMENT;
+  const int64_t grid[3] = {gx, gy, gz};
+  unsigned checked[3];
+  fadsl_status st = fa_rt_check_grid(args_ctx(a), a->kernel->info->name, grid, checked);
+  if (st != FADSL_SUCCESS) return st;
+  a->has_grid = gx || gy || gz;
+  memcpy(a->grid, checked, sizeof checked);
+  return FADSL_SUCCESS;
+}
+
+/* ---- values for the configuration's resolution ------------------------------------ */
+
+FaConst fa_rt_arg_const(const fadsl_args *a, int i) {
+  FaConst c;
+  memset(&c, 0, sizeof c);
+  const FaRtArg *arg = &a->args[i];
+  if (!arg->bound) {
+    const FaParamInfo *p = &a->kernel->info->params[i];
+    if (p->kind == PARAM_CONSTEXPR && p->has_default) c = p->default_value;
+    return c;
+  }
+  switch (arg->value.kind) {
+    case FADSL_ARG_I32: c.kind = CK_INT; c.i = arg->value.v.i32; break;
+    case FADSL_ARG_I64: case FADSL_ARG_INT: c.kind = CK_INT; c.i = arg->value.v.i64; break;
+    case FADSL_ARG_BOOL: c.kind = CK_BOOL; c.i = arg->value.v.i64 != 0; break;
+    case FADSL_ARG_F32: c.kind = CK_FLOAT; c.f = arg->value.v.f32; break;
+    case FADSL_ARG_F64: case FADSL_ARG_FLOAT: c.kind = CK_FLOAT; c.f = arg->value.v.f64; break;
+    case FADSL_ARG_DTYPE: c.kind = CK_DTYPE; c.dtype = fa_dtype_from_name(arg->dtype_name); break;
+    default: break;
+  }
+  return c;
+}
+
+int fa_rt_bound_values(const fadsl_args *a, FaBinding *out) {
+  const FaKernelInfo *k = a->kernel->info;
+  int n = 0;
+  for (int i = 0; i < k->nparams; i++) {
+    FaConst c = fa_rt_arg_const(a, i);
+    if (a->args[i].bound && c.kind != CK_NONE) out[n++] = (FaBinding){k->params[i].name, c};
+  }
+  return n;
+}
+
+fadsl_status fa_rt_default_point(fadsl_context *ctx, const fadsl_args *a, const FaBinding *known, int nknown,
+                                 const FaLaunchConfig *given, Arena *arena, FaAutotunePoint *pt) {
+  const FaKernelInfo *k = a->kernel->info;
+  if (!fa_autotune_default_point(arena, a->kernel->program->prog, k, known, nknown, given, pt))
+    return FADSL_ERROR_OUT_OF_MEMORY;
+  if (pt->none_passes && ctx->log.level >= FA_LOG_WARN) {
+    StrBuf sb;
+    fa_sb_init(&sb);
+    const SrcLoc at = k->prune->loc;
+    fa_sb_printf(&sb, "%s:%d:%d: ", at.src ? at.src->name : "?", at.line, at.col);
+    fa_autotune_none_passes_message(k, pt, &sb);
+    fa_sb_puts(&sb, "; using the first values:");
+    for (int t = 0; t < k->ntune; t++) {
+      if (!pt->chosen[t]) continue;
+      fa_sb_printf(&sb, " %s=", k->tune[t].name);
+      fa_const_print(pt->values[t], &sb);
+    }
+    fprintf(ctx->log.stream, "fadsl: warning: %s\n", sb.data ? sb.data : "");
+    fa_sb_free(&sb);
+  }
+  return FADSL_SUCCESS;
 }
 
 /* Whether a constexpr is an axis of the kernel's @autotune space (then the

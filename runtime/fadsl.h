@@ -234,7 +234,7 @@ typedef struct fadsl_args fadsl_args;
 
 FADSL_API fadsl_status fadsl_args_create(fadsl_kernel *k, fadsl_args **out);
 FADSL_API void fadsl_args_destroy(fadsl_args *a);
-FADSL_API void fadsl_args_clear(fadsl_args *a);   /* unbinds everything, forgets the config */
+FADSL_API void fadsl_args_clear(fadsl_args *a);   /* unbinds everything, forgets the config and grid */
 
 FADSL_API fadsl_status fadsl_args_set(fadsl_args *a, const char *name, fadsl_value value);
 FADSL_API fadsl_status fadsl_args_set_at(fadsl_args *a, int position, fadsl_value value);
@@ -270,6 +270,15 @@ FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stage
  * 0 leaves it to the tuning database / default. */
 FADSL_API fadsl_status fadsl_args_set_config_axis(fadsl_args *a, const char *name, int value);
 
+/* Launches gx x gy x gz programs instead of the kernel's @kernel(grid=...)
+ * (Triton's kernel[grid](...)); (0, 0, 0) goes back to the kernel's grid.
+ * Another grid with a zero dimension launches nothing, as a computed one
+ * does.  FADSL_ERROR_INVALID_ARGUMENT beyond CUDA's limits (gx up to
+ * 2^31 - 1, gy and gz up to 65535) or below 0.  fadsl_launch and
+ * fadsl_interpret use it (an fadsl_interpret_options grid, when given, comes
+ * first); fadsl_compile has no grid. */
+FADSL_API fadsl_status fadsl_args_set_grid(fadsl_args *a, int64_t gx, int64_t gy, int64_t gz);
+
 /* ---- launching and compiling ------------------------------------------------ */
 
 /* What a launch or compilation used.  Strings are owned by the program and
@@ -301,7 +310,8 @@ typedef struct fadsl_kernel_info {
  * cudaStream_t; NULL = the legacy default stream) of the context's device.
  * The kernel is specialised, generated and compiled on first use of a
  * constexpr/config combination (then cached in memory and on disk); the grid
- * is computed from @kernel(grid=...).  The launch is asynchronous: errors of
+ * is the one fadsl_args_set_grid gave, else computed from @kernel(grid=...).
+ * The launch is asynchronous: errors of
  * the running kernel show up at the next synchronisation.  `info` may be
  * NULL. */
 FADSL_API fadsl_status fadsl_launch(fadsl_kernel *k, const fadsl_args *a, void *stream,
@@ -372,9 +382,9 @@ FADSL_API fadsl_status fadsl_kernel_param_info(const fadsl_kernel *k, int i, fad
  *
  * The configuration (an @autotune space's constexprs, warps, stages) is the
  * caller's where bound, else the space's default point, as for a launch; the
- * tuning database, which describes GPUs, is not read.  The grid is the
- * kernel's unless `opt` gives one.  The call returns when the kernel has
- * run. */
+ * tuning database, which describes GPUs, is not read.  The grid is
+ * `opt`'s when it gives one, else the arguments' (fadsl_args_set_grid), else
+ * the kernel's.  The call returns when the kernel has run. */
 typedef struct fadsl_host_region {
   void *data;
   size_t bytes;

@@ -10,7 +10,7 @@
  *
  * The configuration is resolved as for a launch, without the tuning
  * database (whose entries describe GPUs): explicit values, else the default
- * point of the @autotune space, the first that passes its prune expression.
+ * point of the @autotune space (autotune_point.h).
  * Each call specialises the kernel afresh (milliseconds, next to an
  * interpreted run). */
 #include "config.h"
@@ -22,162 +22,41 @@
 #include "interp.h"
 #include "rt_program.h"
 
-static const FaParamInfo *param_named(const FaKernelInfo *k, const char *name, int *index) {
-  for (int i = 0; i < k->nparams; i++)
-    if (strcmp(k->params[i].name, name) == 0) {
-      if (index) *index = i;
-      return &k->params[i];
-    }
-  return NULL;
-}
-
-/* The compile-time value of a bound argument (CK_NONE when unbound or not a
- * number): constexprs, and runtime scalars for prune expressions that read
- * them. */
-static FaConst bound_value(const fadsl_args *a, int i) {
-  FaConst c;
-  memset(&c, 0, sizeof c);
-  const FaRtArg *arg = &a->args[i];
-  if (!arg->bound) {
-    const FaParamInfo *p = &a->kernel->info->params[i];
-    if (p->kind == PARAM_CONSTEXPR && p->has_default) c = p->default_value;
-    return c;
-  }
-  switch (arg->value.kind) {
-    case FADSL_ARG_I32: c.kind = CK_INT; c.i = arg->value.v.i32; break;
-    case FADSL_ARG_I64: case FADSL_ARG_INT: c.kind = CK_INT; c.i = arg->value.v.i64; break;
-    case FADSL_ARG_BOOL: c.kind = CK_BOOL; c.i = arg->value.v.i64 != 0; break;
-    case FADSL_ARG_F32: c.kind = CK_FLOAT; c.f = arg->value.v.f32; break;
-    case FADSL_ARG_F64: case FADSL_ARG_FLOAT: c.kind = CK_FLOAT; c.f = arg->value.v.f64; break;
-    case FADSL_ARG_DTYPE: c.kind = CK_DTYPE; c.dtype = fa_dtype_from_name(arg->dtype_name); break;
-    default: break;
-  }
-  return c;
-}
-
 /* ---- the configuration --------------------------------------------------------- */
 
 typedef struct InterpPlan {
-  FaBinding binds[64];          /* every constexpr with a value */
+  Arena arena;
+  FaBinding *binds;             /* every constexpr with a value */
   int nbinds;
   FaLaunchConfig config;
+  char *config_label;           /* "warps=4 stages=2" (arena) */
   const char *source;           /* "explicit", "default", "explicit+default" */
 } InterpPlan;
 
-/* Whether @autotune(prune=...) admits the point `values` (one per axis),
- * with the launch's other arguments in scope.  A prune that cannot be
- * evaluated admits it: specialisation then judges the point. */
-static bool prune_admits(const fadsl_args *a, const FaConst *values, int warps, int stages) {
-  const FaKernelInfo *k = a->kernel->info;
-  if (!k->prune) return true;
-  FaBinding binds[96];
-  int n = 0;
-  bool has_warps = false, has_stages = false;
-  for (int t = 0; t < k->ntune && n < 64; t++) {
-    binds[n].name = k->tune[t].name;
-    binds[n++].value = values[t];
-    has_warps |= !strcmp(k->tune[t].name, "warps");
-    has_stages |= !strcmp(k->tune[t].name, "stages");
-  }
-  for (int i = 0; i < k->nparams && n < 92; i++) {
-    bool axis = false;
-    for (int t = 0; t < k->ntune; t++) axis |= !strcmp(k->tune[t].name, k->params[i].name);
-    FaConst c = bound_value(a, i);
-    if (axis || c.kind == CK_NONE) continue;
-    binds[n].name = k->params[i].name;
-    binds[n++].value = c;
-  }
-  FaConst cfg = {CK_INT, 0, 0, DT_VOID, NULL};
-  if (!has_warps) {
-    cfg.i = warps;
-    binds[n].name = "warps";
-    binds[n++].value = cfg;
-  }
-  if (!has_stages) {
-    cfg.i = stages;
-    binds[n].name = "stages";
-    binds[n++].value = cfg;
-  }
-  FaCompiler scratch;
-  fa_compiler_init(&scratch, NULL);
-  FaConst out;
-  memset(&out, 0, sizeof out);
-  bool ok = fa_eval_const(&scratch, a->kernel->program->prog, k->prune, binds, n, &out);
-  fa_compiler_free(&scratch);
-  if (!ok) return true;
-  return out.kind == CK_FLOAT ? out.f != 0 : out.i != 0;
-}
-
-/* The value the caller gave axis t, if any. */
-static bool explicit_axis(const fadsl_args *a, const FaTuneAxis *ax, FaConst *out) {
-  memset(out, 0, sizeof *out);
-  if (!strcmp(ax->name, "warps") || !strcmp(ax->name, "stages")) {
-    int v = !strcmp(ax->name, "warps") ? a->config.warps : a->config.stages;
-    out->kind = CK_INT;
-    out->i = v;
-    return v > 0;
-  }
-  int i;
-  if (!param_named(a->kernel->info, ax->name, &i) || !a->args[i].bound) return false;
-  *out = bound_value(a, i);
-  return true;
-}
-
-static int axis_int(const FaKernelInfo *k, const FaConst *values, const char *name, int otherwise) {
-  for (int t = 0; t < k->ntune; t++)
-    if (!strcmp(k->tune[t].name, name) && values[t].kind == CK_INT) return (int)values[t].i;
-  return otherwise;
-}
-
-/* Fills the open axes with the first point of the space (declaration order,
- * the last axis varying fastest) that the prune admits; the plain first
- * values when none does. */
-static void choose_default(const fadsl_args *a, FaConst *values, const bool *open) {
-  const FaKernelInfo *k = a->kernel->info;
-  int nt = k->ntune < 16 ? k->ntune : 16, idx[16] = {0};
-  int warps = a->config.warps > 0 ? a->config.warps : 4, stages = a->config.stages > 0 ? a->config.stages : 2;
-  for (int tries = 0; tries < 100000; tries++) {
-    for (int t = 0; t < nt; t++)
-      if (open[t] && k->tune[t].nvalues > 0) values[t] = k->tune[t].values[idx[t]];
-    if (prune_admits(a, values, axis_int(k, values, "warps", warps), axis_int(k, values, "stages", stages)))
-      return;
-    int t = nt - 1;   /* the next point: an odometer over the open axes */
-    for (; t >= 0; t--) {
-      if (!open[t] || k->tune[t].nvalues == 0) continue;
-      if (++idx[t] < k->tune[t].nvalues) break;
-      idx[t] = 0;
-    }
-    if (t < 0) break;
-  }
-  for (int t = 0; t < nt; t++)
-    if (open[t] && k->tune[t].nvalues > 0) values[t] = k->tune[t].values[0];
-}
-
+/* The caller's values where bound, else the default point (autotune_point.h). */
 static fadsl_status resolve(fadsl_context *ctx, const fadsl_args *a, InterpPlan *plan) {
   const FaKernelInfo *k = a->kernel->info;
-  if (k->ntune > 16 || k->nparams > 64)
-    return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
-                      "kernel '%s': the interpreter takes at most 16 autotune axes and 64 parameters",
-                      k->name);
-  FaConst values[16];
-  bool open[16];
-  bool any_explicit = a->config.warps > 0 || a->config.stages > 0, any_open = false;
-  for (int t = 0; t < k->ntune; t++) {
-    open[t] = !explicit_axis(a, &k->tune[t], &values[t]);
-    any_explicit |= !open[t];
-    any_open |= open[t];
-  }
-  if (any_open) choose_default(a, values, open);
-  plan->config.warps = axis_int(k, values, "warps", a->config.warps > 0 ? a->config.warps : 4);
-  plan->config.stages = axis_int(k, values, "stages", a->config.stages > 0 ? a->config.stages : 2);
-  plan->source = !any_explicit ? "default" : any_open ? "explicit+default" : "explicit";
-  plan->nbinds = 0;
+  FaBinding *known = fa_arena_alloc(&plan->arena, sizeof *known * (size_t)(k->nparams + 1));
+  plan->binds = fa_arena_alloc(&plan->arena, sizeof *plan->binds * (size_t)(k->nparams + 1));
+  if (!known || !plan->binds) return FADSL_ERROR_OUT_OF_MEMORY;
+  int nknown = fa_rt_bound_values(a, known);
+  FaAutotunePoint pt;
+  fadsl_status st = fa_rt_default_point(ctx, a, known, nknown, &a->config, &plan->arena, &pt);
+  if (st != FADSL_SUCCESS) return st;
+  plan->config = pt.config;
+  plan->source = pt.source;
+  StrBuf label;
+  fa_sb_init(&label);
+  fa_config_print(&plan->config, &label);
+  plan->config_label = fa_arena_strdup(&plan->arena, label.data ? label.data : "");
+  fa_sb_free(&label);
+  if (!plan->config_label) return FADSL_ERROR_OUT_OF_MEMORY;
   for (int i = 0; i < k->nparams; i++) {
     const FaParamInfo *p = &k->params[i];
     if (p->kind != PARAM_CONSTEXPR) continue;
-    FaConst c = bound_value(a, i);
+    FaConst c = fa_rt_arg_const(a, i);
     for (int t = 0; t < k->ntune; t++)
-      if (!a->args[i].bound && !strcmp(k->tune[t].name, p->name)) c = values[t];
+      if (pt.chosen[t] && !strcmp(k->tune[t].name, p->name)) c = pt.values[t];
     if (a->args[i].bound && a->args[i].value.kind == FADSL_ARG_DTYPE && c.dtype == DT_VOID)
       return fa_rt_fail(ctx, FADSL_ERROR_BINDING,
                         "argument '%s' of kernel '%s': '%s' is not a dtype (f16, bf16, f32, f64, "
@@ -316,8 +195,8 @@ static fadsl_status run(fadsl_kernel *k, const fadsl_args *a, const InterpPlan *
   FaInterp *in = NULL;
   if (!ir || fc.diag.errors > 0) {
     st = fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
-                    "kernel '%s' could not be specialised for %s warps=%d stages=%d:\n%s",
-                    k->info->name, info->constexprs, plan->config.warps, plan->config.stages,
+                    "kernel '%s' could not be specialised for %s %s:\n%s",
+                    k->info->name, info->constexprs, plan->config_label,
                     fc.diag.text.data ? fc.diag.text.data : "");
   } else if (!(in = fa_interp_new(&fc, ir))) {
     st = fail_diag(ctx, FADSL_ERROR_PROGRAM, &fc, "");
@@ -329,6 +208,8 @@ static fadsl_status run(fadsl_kernel *k, const fadsl_args *a, const InterpPlan *
   bool given = opt && (opt->grid[0] || opt->grid[1] || opt->grid[2]);
   if (st == FADSL_SUCCESS && given) {
     for (int d = 0; d < 3; d++) grid[d] = opt->grid[d] > 0 ? opt->grid[d] : 1;
+  } else if (st == FADSL_SUCCESS && a->has_grid) {
+    for (int d = 0; d < 3; d++) grid[d] = a->grid[d];
   } else if (st == FADSL_SUCCESS && !fa_interp_grid(in, grid)) {
     st = fail_diag(ctx, FADSL_ERROR_PROGRAM, &fc, "computing the grid failed:\n");
   }
@@ -363,6 +244,7 @@ FADSL_API fadsl_status fadsl_interpret(fadsl_kernel *k, const fadsl_args *a,
   if (st != FADSL_SUCCESS) return st;
   InterpPlan *plan = calloc(1, sizeof *plan);
   if (!plan) return FADSL_ERROR_OUT_OF_MEMORY;
+  fa_arena_init(&plan->arena);
   st = resolve(ctx, a, plan);
   if (st == FADSL_SUCCESS) {
     describe(plan, info);
@@ -370,10 +252,11 @@ FADSL_API fadsl_status fadsl_interpret(fadsl_kernel *k, const fadsl_args *a,
   }
   if (st == FADSL_SUCCESS && ctx->log.level >= FA_LOG_INFO)
     fprintf(ctx->log.stream,
-            "fadsl: interpret %s [%s] warps=%d stages=%d (%s) grid=(%" PRId64 ",%" PRId64 ",%" PRId64
+            "fadsl: interpret %s [%s] %s (%s) grid=(%" PRId64 ",%" PRId64 ",%" PRId64
             ") threads=%d\n",
-            k->info->name, info->constexprs, info->warps, info->stages, info->config_source,
+            k->info->name, info->constexprs, plan->config_label, info->config_source,
             info->grid[0], info->grid[1], info->grid[2], opt && opt->threads > 1 ? opt->threads : 1);
+  fa_arena_free(&plan->arena);
   free(plan);
   return st;
 }

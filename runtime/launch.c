@@ -1,7 +1,7 @@
 /* launch.c - from bound arguments to a running kernel:
  *   resolve the config (explicit > tuning database > default)
  *   -> fa_cuda_compile (specialise, plan, print) -> cubin (cache / NVRTC)
- *   -> module load -> grid from @kernel(grid=...) -> cuLaunchKernel. */
+ *   -> module load -> grid (the caller's, else @kernel(grid=...)) -> cuLaunchKernel. */
 #include "config.h"
 
 #include <inttypes.h>
@@ -67,137 +67,58 @@ static fadsl_status const_of(fadsl_context *ctx, const FaKernelInfo *k, int i, c
 /* The value of key parameter `name` for the tuning lookup (CK_NONE when
  * unknown). */
 static FaConst key_value(const fadsl_args *a, const char *name) {
-  FaConst c;
-  memset(&c, 0, sizeof c);
   int i;
-  const FaParamInfo *p = find_param(a->kernel->info, name, &i);
-  if (!p) return c;
-  const FaRtArg *arg = &a->args[i];
-  if (!arg->bound) {
-    if (p->has_default) c = p->default_value;
-    return c;
+  if (!find_param(a->kernel->info, name, &i)) {
+    FaConst none;
+    memset(&none, 0, sizeof none);
+    return none;
   }
-  switch (arg->value.kind) {
-    case FADSL_ARG_I32: c.kind = CK_INT; c.i = arg->value.v.i32; break;
-    case FADSL_ARG_I64: case FADSL_ARG_INT: c.kind = CK_INT; c.i = arg->value.v.i64; break;
-    case FADSL_ARG_BOOL: c.kind = CK_BOOL; c.i = arg->value.v.i64; break;
-    case FADSL_ARG_F32: c.kind = CK_FLOAT; c.f = arg->value.v.f32; break;
-    case FADSL_ARG_F64: case FADSL_ARG_FLOAT: c.kind = CK_FLOAT; c.f = arg->value.v.f64; break;
-    case FADSL_ARG_DTYPE: c.kind = CK_DTYPE; c.dtype = fa_dtype_from_name(arg->dtype_name); break;
-    default: break;
-  }
-  return c;
+  return fa_rt_arg_const(a, i);
 }
 
-static int config_value(const FaConst *c) { return c->kind == CK_INT ? (int)c->i : 0; }
-
-/* The value the caller gave an axis, or NULL. */
-static const FaConst *explicit_axis_value(const fadsl_args *a, const FaTuneAxis *ax, FaConst *tmp) {
-  const FaKernelInfo *k = a->kernel->info;
-  memset(tmp, 0, sizeof *tmp);
-  const FaConfigAxis *cfg = fa_config_axis(ax->name);
-  if (cfg) {
-    int v = fa_config_get(&a->config, cfg);
-    if (v <= 0) return NULL;
-    tmp->kind = CK_INT;
-    tmp->i = v;
-    return tmp;
-  }
-  int i;
-  if (!find_param(k, ax->name, &i) || !a->args[i].bound) return NULL;
-  *tmp = key_value(a, ax->name);
-  return tmp;
-}
-
-/* Whether the point `values` (one per axis) satisfies @autotune(prune=...),
- * evaluated with the launch's other arguments in scope.  A prune that cannot
- * be evaluated (it needs a value the caller has not bound) admits the point:
- * specialisation then judges it. */
-static bool prune_admits(const fadsl_args *a, const FaConst *values, Arena *arena) {
-  const FaKernelInfo *k = a->kernel->info;
-  if (!k->prune) return true;
-  int n = 0;
+/* Takes what the tuning database's entry gives for the axes the caller left
+ * open: configuration axes into *given, constexpr axes appended to known.
+ * Returns whether it gave anything. */
+static bool take_tuned(const FaKernelInfo *k, const FaTuneChoice *choice, FaBinding *known, int *nknown,
+                       FaLaunchConfig *given) {
+  bool took = false;
   int naxes;
-  fa_config_axes(&naxes);
-  FaBinding *binds = fa_arena_alloc(arena, sizeof *binds * (size_t)(k->nparams + k->ntune + naxes));
-  if (!binds) return true;
-  for (int i = 0; i < k->nparams; i++) {
-    bool axis = false;
-    for (int t = 0; t < k->ntune; t++) axis |= !strcmp(k->tune[t].name, k->params[i].name);
-    FaConst c = key_value(a, k->params[i].name);
-    if (axis || c.kind == CK_NONE) continue;
-    binds[n].name = k->params[i].name;
-    binds[n++].value = c;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes; x++) {
+    int v = fa_config_get(&choice->config, &axes[x]);
+    if (fa_config_get(given, &axes[x]) > 0 || v <= 0) continue;
+    fa_config_set(given, &axes[x], v);
+    took = true;
   }
   for (int t = 0; t < k->ntune; t++) {
-    binds[n].name = k->tune[t].name;
-    binds[n++].value = values[t];
+    if (fa_autotune_axis_fixed(k, t, known, *nknown, given)) continue;
+    for (int c = 0; c < choice->nvalues; c++)
+      if (!strcmp(choice->values[c].name, k->tune[t].name)) {
+        known[(*nknown)++] = choice->values[c];
+        took = true;
+        break;
+      }
   }
-  n += fa_config_prune_bindings(k, &a->config, binds + n);
-  FaCompiler scratch;
-  fa_compiler_init(&scratch, NULL);
-  FaConst out;
-  memset(&out, 0, sizeof out);
-  bool ok = fa_eval_const(&scratch, a->kernel->program->prog, k->prune, binds, n, &out);
-  fa_compiler_free(&scratch);
-  if (!ok) return true;
-  return out.kind == CK_FLOAT ? out.f != 0 : out.i != 0;
-}
-
-/* Picks the default for the open axes: the first point of the space, in
- * declaration order with the last axis varying fastest, that satisfies the
- * prune expression (so, without a prune, the first value of each list).
- * values[t] is preset for fixed axes; open[t] marks the others. */
-static void choose_default(const fadsl_args *a, FaConst *values, const bool *open, Arena *arena) {
-  const FaKernelInfo *k = a->kernel->info;
-  int nt = k->ntune, idx[16] = {0};
-  if (nt > 16) nt = 16;
-  for (int t = 0; t < nt; t++)
-    if (open[t] && k->tune[t].nvalues > 0) values[t] = k->tune[t].values[0];
-  FaConst *first = fa_arena_alloc(arena, sizeof *first * (size_t)(nt + 1));
-  if (!first) return;
-  memcpy(first, values, sizeof *first * (size_t)nt);
-  for (int tries = 0; tries < 100000; tries++) {
-    for (int t = 0; t < nt; t++)
-      if (open[t] && k->tune[t].nvalues > 0) values[t] = k->tune[t].values[idx[t]];
-    if (prune_admits(a, values, arena)) return;
-    int t = nt - 1;   /* next point: an odometer over the open axes */
-    for (; t >= 0; t--) {
-      if (!open[t] || k->tune[t].nvalues == 0) continue;
-      if (++idx[t] < k->tune[t].nvalues) break;
-      idx[t] = 0;
-    }
-    if (t < 0) break;
-  }
-  memcpy(values, first, sizeof *first * (size_t)nt);   /* nothing passes: the plain first values */
+  return took;
 }
 
 /* Resolves every tunable choice: explicit > tuning database > default. */
 static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPlan *plan) {
   const FaKernelInfo *k = a->kernel->info;
   int nt = k->ntune;
-  FaConst *values = fa_arena_alloc(&plan->arena, sizeof *values * (size_t)(nt + 1));
-  bool *open = fa_arena_alloc(&plan->arena, sizeof *open * (size_t)(nt + 1));
-  if (!values || !open) return FADSL_ERROR_OUT_OF_MEMORY;
-  int naxes;
-  const FaConfigAxis *axes = fa_config_axes(&naxes);
-  bool any_explicit = false, any_open = false;
-  for (int x = 0; x < naxes; x++) any_explicit |= fa_config_get(&a->config, &axes[x]) > 0;
 
-  /* 1. explicit: axes the caller bound */
-  for (int t = 0; t < nt; t++) {
-    FaConst tmp;
-    const FaConst *v = explicit_axis_value(a, &k->tune[t], &tmp);
-    if (v) values[t] = *v;
-    open[t] = !v;
-    any_explicit |= v != NULL;
-    any_open |= !v;
-  }
+  /* 1. explicit: the axes the caller bound; the other bound values are what a
+     prune may read */
+  FaBinding *known = fa_arena_alloc(&plan->arena, sizeof *known * (size_t)(k->nparams + nt + 1));
+  if (!known) return FADSL_ERROR_OUT_OF_MEMORY;
+  int nknown = fa_rt_bound_values(a, known);
+  FaLaunchConfig given = a->config;
+  bool any_open = false;
+  for (int t = 0; t < nt; t++) any_open |= !fa_autotune_axis_fixed(k, t, known, nknown, &given);
 
   /* 2. the tuning database, for the axes still open */
   FaTuneChoice choice;
   memset(&choice, 0, sizeof choice);
-  bool from_db = false;
   if (any_open && ctx->tune_db) {
     FaBinding *key = fa_arena_alloc(&plan->arena, sizeof *key * (size_t)(k->nkey + 1));
     if (!key) return FADSL_ERROR_OUT_OF_MEMORY;
@@ -212,46 +133,14 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
        parse each */
     fa_tune_lookup_cached(ctx->tune_cache, &q, &plan->arena, &choice);
   }
-  if (choice.match != FA_TUNE_NOT_FOUND) {
-    for (int t = 0; t < nt; t++) {
-      if (!open[t]) continue;
-      const char *name = k->tune[t].name;
-      const FaConfigAxis *ax = fa_config_axis(name);
-      int cfg = ax ? fa_config_get(&choice.config, ax) : 0;
-      if (cfg > 0) {
-        values[t].kind = CK_INT;
-        values[t].i = cfg;
-        open[t] = false;
-      }
-      for (int c = 0; c < choice.nvalues && open[t]; c++)
-        if (!strcmp(choice.values[c].name, name)) {
-          values[t] = choice.values[c].value;
-          open[t] = false;
-        }
-      from_db |= !open[t];
-    }
-  }
+  bool from_db = choice.match != FA_TUNE_NOT_FOUND && take_tuned(k, &choice, known, &nknown, &given);
 
-  /* 3. defaults for what is still open */
-  bool defaulted = false;
-  for (int t = 0; t < nt; t++) defaulted |= open[t];
-  if (defaulted) choose_default(a, values, open, &plan->arena);
-
-  /* the configuration: explicit, else the database's, for the axes outside
-     the space; the space's resolved values for those in it; else defaults */
-  plan->config = a->config;
-  for (int x = 0; x < naxes && choice.match != FA_TUNE_NOT_FOUND; x++)
-    if (fa_config_get(&plan->config, &axes[x]) <= 0)
-      fa_config_set(&plan->config, &axes[x], fa_config_get(&choice.config, &axes[x]));
-  for (int t = 0; t < nt; t++) {
-    const FaConfigAxis *ax = fa_config_axis(k->tune[t].name);
-    if (ax) fa_config_set(&plan->config, ax, config_value(&values[t]));
-  }
-  fa_config_fill_defaults(&plan->config);
-  plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest")
-                 : !any_explicit ? "default"
-                 : defaulted     ? "explicit+default"
-                                 : "explicit";
+  /* 3. the default point (autotune_point.h) for what is still open */
+  FaAutotunePoint pt;
+  fadsl_status st = fa_rt_default_point(ctx, a, known, nknown, &given, &plan->arena, &pt);
+  if (st != FADSL_SUCCESS) return st;
+  plan->config = pt.config;
+  plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest") : pt.source;
 
   /* the constexpr bindings, in parameter order */
   plan->binds = fa_arena_alloc(&plan->arena, sizeof *plan->binds * (size_t)(k->nparams + 1));
@@ -262,16 +151,16 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
     FaBinding *b = &plan->binds[plan->nbinds];
     b->name = p->name;
     if (a->args[i].bound) {
-      fadsl_status st = const_of(ctx, k, i, &a->args[i], &b->value);
+      st = const_of(ctx, k, i, &a->args[i], &b->value);
       if (st != FADSL_SUCCESS) return st;
       plan->nbinds++;
       continue;
     }
     const FaConst *v = NULL;
     for (int t = 0; t < nt; t++)
-      if (!strcmp(k->tune[t].name, p->name) && !fa_config_axis(p->name)) v = &values[t];
+      if (!strcmp(k->tune[t].name, p->name) && !fa_config_axis(p->name)) v = &pt.values[t];
     if (!v && p->has_default && p->default_value.kind != CK_NONE) v = &p->default_value;
-    if (!v) continue;   /* fa_rt_args_check_complete has reported real omissions */
+    if (!v || v->kind == CK_NONE) continue;   /* fa_rt_args_check_complete has reported real omissions */
     b->value = *v;
     plan->nbinds++;
   }
@@ -603,22 +492,21 @@ static fadsl_status run_host_function(fadsl_context *ctx, const fadsl_kernel *k,
   return st;
 }
 
+/* The grid: the caller's (fadsl_args_set_grid), else @kernel(grid=...) on
+ * the bound arguments. */
 static fadsl_status compute_grid(fadsl_context *ctx, const fadsl_kernel *k, const fadsl_args *a,
                                  const FaRtVariant *v, unsigned grid[3]) {
+  if (a->has_grid) {
+    memcpy(grid, a->grid, sizeof a->grid);
+    return FADSL_SUCCESS;
+  }
   FaHostValue r[3];
   memset(r, 0, sizeof r);
   fadsl_status st = run_host_function(ctx, k, a, v->ir->grid, "grid", r, 3);
   if (st != FADSL_SUCCESS) return st;
-  static const int64_t limit[3] = {2147483647, 65535, 65535};
-  for (int i = 0; i < 3; i++) {
-    int64_t g = fa_dtype_is_float(r[i].dtype) ? (int64_t)r[i].f : r[i].i;
-    if (g < 0 || g > limit[i])
-      return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
-                        "kernel '%s': grid dimension %d is %" PRId64 " (must be 0..%" PRId64 ")",
-                        k->info->name, i, g, limit[i]);
-    grid[i] = (unsigned)g;
-  }
-  return FADSL_SUCCESS;
+  int64_t g[3];
+  for (int i = 0; i < 3; i++) g[i] = fa_dtype_is_float(r[i].dtype) ? (int64_t)r[i].f : r[i].i;
+  return fa_rt_check_grid(ctx, k->info->name, g, grid);
 }
 
 /* Extents of the pointer parameters that declare them: dims[p] for device

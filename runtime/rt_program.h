@@ -5,6 +5,7 @@
 
 #include "../compiler/cuda.h"
 #include "ast.h"
+#include "autotune_point.h"
 #include "ir.h"
 #include "rt.h"
 #include "sema.h"
@@ -39,6 +40,8 @@ struct fadsl_args {
   FaRtArg *args;                /* one per kernel parameter, in source order */
   int nargs;
   FaLaunchConfig config;        /* explicit launch configuration; 0 = not given */
+  bool has_grid;                /* fadsl_args_set_grid: this grid instead of the kernel's */
+  unsigned grid[3];
 };
 
 /* One specialisation of a kernel (constexpr values + config) for one arch,
@@ -74,6 +77,26 @@ fadsl_arg_kind fa_rt_scalar_arg_kind(DType dt);
 /* Checks that every argument a launch needs is bound (compile_only: only
  * constexprs).  Reports all missing ones in one message. */
 fadsl_status fa_rt_args_check_complete(const fadsl_args *a, bool compile_only);
+
+/* The compile-time value of argument i as bound (constexprs and runtime
+ * scalars), else a constexpr's declared default, else CK_NONE (pointers,
+ * unbound arguments). */
+FaConst fa_rt_arg_const(const fadsl_args *a, int i);
+
+/* The bound constexprs and runtime scalars as bindings, for the default
+ * point's `known` (autotune_point.h); out has room for the kernel's
+ * parameters.  Returns how many. */
+int fa_rt_bound_values(const fadsl_args *a, FaBinding *out);
+
+/* The default point for the axes `known` and `given` leave open
+ * (autotune_point.h), with the runtime's rule for a space whose prune
+ * rejects every point: its first values, and a warning (FADSL_LOG=warn). */
+fadsl_status fa_rt_default_point(fadsl_context *ctx, const fadsl_args *a, const FaBinding *known, int nknown,
+                                 const FaLaunchConfig *given, Arena *arena, FaAutotunePoint *pt);
+
+/* Checks a grid against CUDA's limits (x < 2^31, y and z < 2^16) and
+ * stores it; FADSL_ERROR_INVALID_ARGUMENT naming the kernel otherwise. */
+fadsl_status fa_rt_check_grid(fadsl_context *ctx, const char *kernel, const int64_t grid[3], unsigned out[3]);
 
 void fa_rt_variant_free(fadsl_context *ctx, FaRtVariant *v);
 

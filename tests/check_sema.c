@@ -319,7 +319,7 @@ START_TEST(test_const_eval_program) {
   /* defaults: the first value of each axis */
   FaBinding *db;
   FaLaunchConfig cfg;
-  int n = fa_kernel_default_bindings(&c.fc, k, &db, &cfg);
+  int n = fa_kernel_default_bindings(&c.fc, p, k, &db, &cfg);
   ck_assert_int_eq(n, 1);
   ck_assert_int_eq(db[0].value.i, 64);
   ck_assert_int_eq(cfg.warps, 4);
@@ -652,9 +652,10 @@ static int param_of(const FaKernelInfo *k, const char *name) {
 
 /* The first autotune value or default of each constexpr; head dims and
  * group counts without a default get 64 and 1 (the test sets them). */
-static int base_bindings(FaCompiler *fc, const FaKernelInfo *k, FaBinding *out, FaLaunchConfig *cfg) {
+static int base_bindings(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding *out,
+                         FaLaunchConfig *cfg) {
   FaBinding *defs;
-  int n = fa_kernel_default_bindings(fc, k, &defs, cfg);
+  int n = fa_kernel_default_bindings(fc, p, k, &defs, cfg);
   if (n >= 0) {
     for (int i = 0; i < n && i < 32; i++)
       out[i] = defs[i];
@@ -716,7 +717,7 @@ START_TEST(test_attention_kernels) {
     const FaKernelInfo *k = p->kernels[ki];
     FaBinding defs[32];
     FaLaunchConfig cfg;
-    int ndef = base_bindings(&c.fc, k, defs, &cfg);
+    int ndef = base_bindings(&c.fc, p, k, defs, &cfg);
     const FaTuneAxis *bq = axis_of(k, "BLOCK_Q"), *bk = axis_of(k, "BLOCK_K");
     int nq = bq ? bq->nvalues : 1, nk = bk ? bk->nvalues : 1;
     const char *dname = param_of(k, "d_head") >= 0 ? "d_head" : param_of(k, "D") >= 0 ? "D" : NULL;
@@ -778,7 +779,7 @@ START_TEST(test_attention_forward_shape) {
   ck_assert_msg(k != NULL, "attention.fa has no attn_fwd");
   FaBinding defs[32];
   FaLaunchConfig cfg;
-  int n = base_bindings(&c.fc, k, defs, &cfg);
+  int n = base_bindings(&c.fc, p, k, defs, &cfg);
   IrKernel *ir = fa_specialize(&c.fc, p, k, defs, n, cfg);
   ck_assert_msg(ir != NULL, "%s", diag(&c));
   const IrOp *f = NULL;
@@ -843,7 +844,7 @@ START_TEST(test_config_axes) {
   ck_assert_int_eq(b[0].value.i, 4);
   FaBinding *defs;
   FaLaunchConfig dflt;
-  ck_assert_int_eq(fa_kernel_default_bindings(&ctx.fc, k, &defs, &dflt), 1);
+  ck_assert_int_eq(fa_kernel_default_bindings(&ctx.fc, ctx.prog, k, &defs, &dflt), 1);
   ck_assert_int_eq(dflt.warps, 4);
   ck_assert_int_eq(dflt.stages, 2);
   ctx_free(&ctx);

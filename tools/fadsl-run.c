@@ -19,9 +19,10 @@
  * has the right number of elements, is refused).
  *
  * Constexprs that belong to the kernel's @autotune space and are not given,
- * and warps/stages unless given, take the space's default point on the
- * interpreter: the first point that the prune accepts, as a launch without a
- * tuning database chooses it (runtime/launch.c).  With --gpu the same
+ * and the configuration axes (--warps, --stages: compiler/config_axes.c)
+ * unless given, take the space's default point on the interpreter
+ * (compiler/autotune_point.h), as a launch without a tuning database
+ * chooses it.  With --gpu the same
  * program is loaded through libfadsl: every buffer is copied to device
  * memory (fadsl_malloc / fadsl_memcpy_htod), the kernel is launched with the
  * constexprs given (the others come from the tuning database or that same
@@ -42,6 +43,7 @@
 #include <string.h>
 
 #include "ast.h"
+#include "autotune_point.h"
 #include "fadsl.h"
 #include "interp.h"
 #include "npy.h"
@@ -60,7 +62,8 @@ typedef struct Options {
   bool interpret, gpu, poison;
   NamedArg *defines, *args, *outs;
   int ndefines, nargs, nouts;
-  int warps, stages, threads;   /* warps/stages 0: not given */
+  FaLaunchConfig config;        /* --warps, --stages, ... (config_axes.c); 0: not given */
+  int threads;
   int device;
   bool has_grid;
   int64_t grid[3];
@@ -75,16 +78,24 @@ static void usage(FILE *f) {
         "  --arg NAME=FILE.npy    data of a pointer parameter, converted to its element type\n"
         "  --arg NAME=NUMBER      value of a scalar parameter (or of a constexpr, like -D)\n"
         "  --out NAME=FILE.npy    write that pointer parameter's buffer after the run\n"
-        "                         (f16/bf16 as float32; other dtypes as they are)\n"
-        "  --warps N, --stages N  launch configuration (default: the kernel's @autotune default,\n"
-        "                         else 4 and 2; on the GPU the tuning database's when it has one)\n"
-        "  --grid X[,Y[,Z]]       (--interpret) use this grid instead of the kernel's\n"
+        "                         (f16/bf16 as float32; other dtypes as they are)\n",
+        f);
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int i = 0; i < naxes; i++) {
+    char opt[32];
+    snprintf(opt, sizeof opt, "--%s N", axes[i].name);
+    fprintf(f, "  %-22s %s (default: the kernel's @autotune default, else %d;\n"
+            "                         on the GPU the tuning database's when it has one)\n",
+            opt, axes[i].help, axes[i].default_value);
+  }
+  fputs("  --grid X[,Y[,Z]]       (--interpret) use this grid instead of the kernel's\n"
         "  --threads N            (--interpret) run programs on N threads (default 1)\n"
         "  --poison               fill float buffers created for --out with NaN instead of zeros\n"
         "  --device N             (--gpu) CUDA device (default 0)\n"
         "A buffer created for --out (no --arg) has the parameter's declared extent and starts\n"
         "zero-filled, on the interpreter and the GPU alike (NaN with --poison).  @autotune\n"
-        "constexprs (tile sizes), warps and stages not given take the kernel's default: the\n"
+        "constexprs (tile sizes) and configuration axes not given take the kernel's default: the\n"
         "first point of the space that its prune accepts (on the GPU the tuning database's first).\n"
         "A .npy must have the declared extent's shape (or it with adjacent axes merged or split).\n"
         "bf16 data is stored in .npy files as float32.\n",
@@ -184,10 +195,18 @@ static int parse_options(int argc, char **argv, Options *o) {
       NEED_VALUE();
       if (!push_named(&o->outs, &o->nouts, val, &dup))
         return dup ? duplicate_error("--out", val) : usage_error("--out wants NAME=FILE.npy, not '%s'", val);
-    } else if (!strcmp(a, "--warps") || !strcmp(a, "--stages") || !strcmp(a, "--threads")) {
+    } else if (!strncmp(a, "--", 2) && fa_config_axis(a + 2)) {
       NEED_VALUE();
-      int *dst = a[2] == 'w' ? &o->warps : a[2] == 's' ? &o->stages : &o->threads;
-      if (!parse_int(val, dst))
+      const FaConfigAxis *ax = fa_config_axis(a + 2);
+      int v;
+      if (!parse_int(val, &v) || !fa_config_allowed(ax, v)) {
+        fprintf(stderr, "fadsl-run: %s must be %s, not '%s'\n(try fadsl-run --help)\n", a, ax->allowed, val);
+        return EXIT_USAGE;
+      }
+      fa_config_set(&o->config, ax, v);
+    } else if (!strcmp(a, "--threads")) {
+      NEED_VALUE();
+      if (!parse_int(val, &o->threads))
         return usage_error("bad number '%s'", val);
     } else if (!strcmp(a, "--device")) {
       NEED_VALUE();
@@ -350,8 +369,6 @@ static bool collect_bindings(Run *r, Options *o, FaBinding **out, int *nout) {
 
 /* ---- the default configuration (interpreter) ----------------------------------------- */
 
-static bool is_config_axis(const char *name) { return !strcmp(name, "warps") || !strcmp(name, "stages"); }
-
 static int find_binding(const FaBinding *b, int n, const char *name) {
   for (int i = 0; i < n; i++)
     if (!strcmp(b[i].name, name))
@@ -383,129 +400,43 @@ static FaConst scalar_const(const char *text) {
   return c;
 }
 
-/* Whether @autotune(prune=...) accepts the point (one value per axis), with
- * what a launch binds: the constexprs given (else their defaults), the
- * scalar --arg values, the point, warps and stages.  A prune that cannot be
- * evaluated accepts, as at a launch (specialisation then judges). */
-static bool prune_accepts(const Run *r, const Options *o, const FaBinding *given, int ngiven, const FaConst *point) {
-  const FaKernelInfo *k = r->kinfo;
-  if (!k->prune)
-    return true;
-  FaBinding *env = calloc((size_t)(k->nparams + k->ntune + 2), sizeof *env);
-  if (!env)
-    return true;
-  int n = 0;
-  bool has_warps = false, has_stages = false;
-  for (int t = 0; t < k->ntune; t++) {
-    env[n].name = k->tune[t].name;
-    env[n++].value = point[t];
-    has_warps |= !strcmp(k->tune[t].name, "warps");
-    has_stages |= !strcmp(k->tune[t].name, "stages");
-  }
-  for (int i = 0; i < k->nparams; i++) {
-    const FaParamInfo *pa = &k->params[i];
-    if (find_binding(env, n, pa->name) >= 0)
-      continue;
-    int g = pa->kind == PARAM_CONSTEXPR ? find_binding(given, ngiven, pa->name) : -1;
-    NamedArg *a = pa->kind == PARAM_SCALAR ? find_named(o->args, o->nargs, pa->name) : NULL;
-    FaConst c = g >= 0 ? given[g].value : a ? scalar_const(a->value) : pa->default_value;
-    if (g < 0 && !a && !pa->has_default)
-      continue;
-    if (c.kind != CK_NONE) {
-      env[n].name = pa->name;
-      env[n++].value = c;
-    }
-  }
-  FaConst cfg = {CK_INT, 0, 0, DT_VOID, NULL};
-  if (!has_warps) {
-    cfg.i = o->warps > 0 ? o->warps : 4;
-    env[n].name = "warps";
-    env[n++].value = cfg;
-  }
-  if (!has_stages) {
-    cfg.i = o->stages > 0 ? o->stages : 2;
-    env[n].name = "stages";
-    env[n++].value = cfg;
-  }
-  FaCompiler scratch;
-  fa_compiler_init(&scratch, NULL);
-  FaConst keep;
-  memset(&keep, 0, sizeof keep);
-  bool ok = fa_eval_const(&scratch, r->prog, k->prune, env, n, &keep);
-  fa_compiler_free(&scratch);
-  free(env);
-  if (!ok)
-    return true;
-  return keep.kind == CK_FLOAT ? keep.f != 0 : keep.i != 0;
-}
-
 /* The @autotune axes the user left open (constexprs not given by -D or
- * --arg, warps and stages without --warps / --stages), chosen as a launch
- * chooses them without a tuning database (runtime/launch.c): the first
- * point, in the order of the declaration with the last axis varying
- * fastest, that the prune accepts, else the first values.  Appends the
- * chosen constexprs to b (room for k->ntune more), sets *cfg and returns the
- * new count; *source says where the configuration came from, as the GPU's
- * launch line does ("default", "explicit", "explicit+default"). */
-static int default_point(const Run *r, const Options *o, FaBinding *b, int n, FaLaunchConfig *cfg,
-                         const char **source) {
+ * --arg, configuration axes without --NAME), chosen as a launch without a
+ * tuning database chooses them: the default point (autotune_point.h), the
+ * prune seeing the constexprs given and the scalar --arg values.  When no
+ * point passes, the first values, as a launch takes them, with a warning.
+ * Appends the chosen constexprs to b (room for k->ntune more), sets *cfg and
+ * returns the new count; *source says where the configuration came from, as
+ * the GPU's launch line does ("default", "explicit", "explicit+default"). */
+static int default_point(Run *r, const Options *o, FaBinding *b, int n, FaLaunchConfig *cfg, const char **source) {
   const FaKernelInfo *k = r->kinfo;
-  int nt = k->ntune;
-  FaConst *point = calloc((size_t)(nt + 1), sizeof *point), *first = calloc((size_t)(nt + 1), sizeof *first);
-  bool *open = calloc((size_t)(nt + 1), sizeof *open);
-  int *idx = calloc((size_t)(nt + 1), sizeof *idx);
-  bool any_open = false, any_explicit = o->warps > 0 || o->stages > 0;
-  cfg->warps = o->warps > 0 ? o->warps : 4;
-  cfg->stages = o->stages > 0 ? o->stages : 2;
-  if (!point || !first || !open || !idx)
-    goto done;
-  for (int t = 0; t < nt; t++) {
-    const FaTuneAxis *ax = &k->tune[t];
-    int given = !strcmp(ax->name, "warps") ? o->warps : !strcmp(ax->name, "stages") ? o->stages : 0;
-    int j = is_config_axis(ax->name) ? -1 : find_binding(b, n, ax->name);
-    open[t] = is_config_axis(ax->name) ? given <= 0 : j < 0;
-    if (!open[t])
-      point[t] = j >= 0 ? b[j].value : (FaConst){CK_INT, given, 0, DT_VOID, NULL};
-    else if (ax->nvalues > 0)
-      point[t] = ax->values[0];
-    any_open |= open[t];
-    any_explicit |= !open[t];
+  FaBinding *known = fa_arena_alloc(&r->fc.arena, sizeof *known * (size_t)(n + k->nparams + 1));
+  FaAutotunePoint pt;
+  *cfg = o->config;
+  fa_config_fill_defaults(cfg);
+  *source = "default";
+  if (!known)
+    return n;
+  memcpy(known, b, sizeof *b * (size_t)n);
+  int nknown = n;
+  for (int i = 0; i < k->nparams; i++) {
+    NamedArg *a = k->params[i].kind == PARAM_SCALAR ? find_named(o->args, o->nargs, k->params[i].name) : NULL;
+    FaConst c = a ? scalar_const(a->value) : (FaConst){CK_NONE, 0, 0, DT_VOID, NULL};
+    if (c.kind != CK_NONE)
+      known[nknown++] = (FaBinding){k->params[i].name, c};
   }
-  memcpy(first, point, (size_t)nt * sizeof *point);
-  for (int tries = 0; any_open && tries < 100000; tries++) {
-    for (int t = 0; t < nt; t++)
-      if (open[t] && k->tune[t].nvalues > 0)
-        point[t] = k->tune[t].values[idx[t]];
-    if (prune_accepts(r, o, b, n, point))
-      break;
-    int t = nt - 1;   /* next point: an odometer over the open axes */
-    for (; t >= 0; t--) {
-      if (!open[t] || k->tune[t].nvalues == 0)
-        continue;
-      if (++idx[t] < k->tune[t].nvalues)
-        break;
-      idx[t] = 0;
-    }
-    if (t < 0) {
-      memcpy(point, first, (size_t)nt * sizeof *point);   /* nothing passes: the plain first values */
-      break;
-    }
+  if (!fa_autotune_default_point(&r->fc.arena, r->prog, k, known, nknown, &o->config, &pt))
+    return n;
+  if (pt.none_passes) {
+    StrBuf sb;
+    fa_sb_init(&sb);
+    fa_autotune_none_passes_message(k, &pt, &sb);
+    fa_warning(&r->fc.diag, k->prune->loc, "%s; running the first values", sb.data ? sb.data : "");
+    fa_sb_free(&sb);
   }
-  for (int t = 0; t < nt; t++) {
-    if (!strcmp(k->tune[t].name, "warps"))
-      cfg->warps = (int)point[t].i;
-    else if (!strcmp(k->tune[t].name, "stages"))
-      cfg->stages = (int)point[t].i;
-    else if (open[t])
-      b[n++] = (FaBinding){k->tune[t].name, point[t]};
-  }
-done:
-  *source = !any_explicit ? "default" : any_open ? "explicit+default" : "explicit";
-  free(point);
-  free(first);
-  free(open);
-  free(idx);
-  return n;
+  *cfg = pt.config;
+  *source = pt.source;
+  return n + fa_autotune_point_bindings(k, &pt, b + n);
 }
 
 /* "fadsl-run: add on the interpreter [T=f16 BLOCK=16] warps=4 stages=2
@@ -527,8 +458,12 @@ static void print_interp_config(Run *r, const Options *o, const FaBinding *b, in
   bool grid = o->has_grid || fa_interp_grid(r->in, g);
   if (o->has_grid)
     memcpy(g, o->grid, sizeof g);
-  fprintf(stderr, "fadsl-run: %s on the interpreter [%s] warps=%d stages=%d (%s)", k->name, sb.data ? sb.data : "",
-          cfg.warps, cfg.stages, source);
+  StrBuf label;
+  fa_sb_init(&label);
+  fa_config_print(&cfg, &label);
+  fprintf(stderr, "fadsl-run: %s on the interpreter [%s] %s (%s)", k->name, sb.data ? sb.data : "",
+          label.data ? label.data : "", source);
+  fa_sb_free(&label);
   if (grid)
     fprintf(stderr, ", grid (%lld, %lld, %lld)%s", (long long)g[0], (long long)g[1], (long long)g[2],
             o->has_grid ? " (--grid)" : "");
@@ -774,7 +709,9 @@ static int fill_tunables(Run *r, FaBinding *b, int n) {
     }
     FaCompiler scratch;
     fa_compiler_init(&scratch, NULL);
-    FaLaunchConfig cfg = {4, 2};
+    FaLaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    fa_config_fill_defaults(&cfg);
     bool ok = fa_specialize(&scratch, r->prog, k, b, n + nopen, cfg) != NULL;
     fa_compiler_free(&scratch);
     if (ok)
@@ -849,6 +786,18 @@ static bool bind_constexprs(fadsl_context *ctx, fadsl_args *args, const FaBindin
   return true;
 }
 
+/* The configuration axes given (--warps, ...) on the launch's arguments. */
+static bool set_config(fadsl_context *ctx, fadsl_args *args, const FaLaunchConfig *config) {
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes; x++) {
+    int v = fa_config_get(config, &axes[x]);
+    if (v > 0 && !rt_ok(ctx, fadsl_args_set_config_axis(args, axes[x].name, v), "setting", axes[x].name))
+      return false;
+  }
+  return true;
+}
+
 /* Copies the buffers to the device, launches, copies the --out buffers back
  * into r->data.  binds[0..nuser) are the constexprs the user gave. */
 static bool run_gpu(Run *r, Options *o, const FaBinding *binds, int nuser) {
@@ -872,7 +821,7 @@ static bool run_gpu(Run *r, Options *o, const FaBinding *binds, int nuser) {
       !rt_ok(ctx, fadsl_args_create(kern, &args), "preparing the arguments of", o->kernel) ||
       !bind_constexprs(ctx, args, binds, nuser))
     goto done;
-  if ((o->warps || o->stages) && !rt_ok(ctx, fadsl_args_set_config(args, o->warps, o->stages), "setting", "warps/stages"))
+  if (!set_config(ctx, args, &o->config))
     goto done;
   for (int p = 0; p < np; p++) {
     const IrParam *pa = &fn->params[p];
@@ -964,7 +913,7 @@ static int run(Options *o) {
   /* the GPU path specialises on the host only to size and type the buffers
      (the runtime chooses the launch's configuration); the interpreter runs
      the kernel's default configuration for what is not given */
-  FaLaunchConfig cfg = {o->warps, o->stages};
+  FaLaunchConfig cfg = o->config;
   fa_config_fill_defaults(&cfg);
   const char *source = "default";
   int nhost = o->gpu ? fill_tunables(&r, binds, nbinds) : default_point(&r, o, binds, nbinds, &cfg, &source);
