@@ -2,7 +2,7 @@
  * driver (runtime_fake_cuda.c, loaded through FADSL_CUDA_DRIVER_PATH by
  * tests/runtime-fake-driver.sh), so that it runs on machines without a GPU:
  * device queries and the architecture rule, the grid computed from
- * @kernel(grid=...), the kernel parameters as packed for cuLaunchKernel,
+ * @kernel(grid=...) or given by the caller, the default configuration, the kernel parameters as packed for cuLaunchKernel,
  * declared extents checked against allocations, the dynamic shared memory
  * attribute and the device's shared memory limit, the context push/pop
  * balance, FADSL_LOG=info's lines (launch; libraries loaded).
@@ -374,6 +374,150 @@ START_TEST(test_launch_parameters_and_grid) {
 }
 END_TEST
 
+/* A grid given by the caller (fadsl_args_set_grid) is the launch's, in
+ * place of @kernel(grid=...); (0, 0, 0) and fadsl_args_clear go back to the
+ * kernel's; a zero dimension launches nothing; out of CUDA's range is
+ * refused when set. */
+START_TEST(test_caller_grid) {
+  FILE *log = tmpfile();
+  ctx->log.stream = log;
+  ctx->log.level = FA_LOG_INFO;
+  fadsl_program *prog;
+  ck_assert_int_eq(fadsl_program_load_string(ctx, "scale.fa", scale_fa, &prog), FADSL_SUCCESS);
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "scale", &k), FADSL_SUCCESS);
+  enum { N = 1000 };
+  uint64_t x, y;
+  ck_assert_int_eq(fadsl_malloc(ctx, 4 * N, &x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, 4 * N, &y), FADSL_SUCCESS);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "x", x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "y", y), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_f32(a, "a", 2.5f), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "n", N), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_grid(a, 5, 2, 7), FADSL_SUCCESS);
+  fadsl_kernel_info info;
+  ck_assert_msg(fadsl_launch(k, a, NULL, &info) == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  Launch l = last_launch();
+  ck_assert_uint_eq(l.grid[0], 5);
+  ck_assert_uint_eq(l.grid[1], 2);
+  ck_assert_uint_eq(l.grid[2], 7);
+  ck_assert_uint_eq(info.grid[0], 5);
+  ck_assert_uint_eq(info.grid[2], 7);
+  ck_assert_uint_eq(l.block[0], 128);   /* the configuration is still the default one */
+  fflush(log);
+  rewind(log);
+  char line[512] = "";
+  while (fgets(line, sizeof line, log) && strncmp(line, "fadsl: launch ", 14) != 0) line[0] = '\0';
+  ck_assert_msg(strstr(line, "grid=(5,2,7)"), "%s", line);
+  /* (0, 0, 0): the kernel's grid again */
+  ck_assert_int_eq(fadsl_args_set_grid(a, 0, 0, 0), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  l = last_launch();
+  ck_assert_uint_eq(l.grid[0], (N + 127) / 128);
+  ck_assert_uint_eq(l.grid[1], 3);
+  /* a zero dimension launches nothing */
+  int before = fake_int("fake_cuda_launches");
+  ck_assert_int_eq(fadsl_args_set_grid(a, 4, 0, 1), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_int_eq(fake_int("fake_cuda_launches"), before);
+  ck_assert_uint_eq(info.grid[1], 0);
+  /* limits, checked when the grid is set; a refused grid leaves the old one */
+  ck_assert_int_eq(fadsl_args_set_grid(a, 1, 65536, 1), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_str_eq(fadsl_context_last_error(ctx), "kernel 'scale': grid dimension 1 is 65536 (must be 0..65535)");
+  ck_assert_int_eq(fadsl_args_set_grid(a, 2147483648LL, 1, 1), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fadsl_args_set_grid(a, 1, 1, -3), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_int_eq(fake_int("fake_cuda_launches"), before);
+  ck_assert_int_eq(fadsl_args_set_grid(a, 2147483647LL, 65535, 65535), FADSL_SUCCESS);
+  /* fadsl_args_clear forgets it */
+  fadsl_args_clear(a);
+  fadsl_args_set_ptr(a, "x", x);
+  fadsl_args_set_ptr(a, "y", y);
+  fadsl_args_set_f32(a, "a", 1);
+  fadsl_args_set_i32(a, "n", N);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  l = last_launch();
+  ck_assert_uint_eq(l.grid[0], (N + 127) / 128);
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+  fadsl_args_destroy(a);
+  fadsl_program_destroy(prog);
+  fadsl_free(ctx, x);
+  fadsl_free(ctx, y);
+  fclose(log);
+}
+END_TEST
+
+/* The default point at a launch (autotune_point.h): the first point the
+ * prune admits with the launch's values (here its runtime size n); explicit
+ * values are taken as given even where the prune rejects them; when no point
+ * passes (a problem smaller than every tile), the first values, with a
+ * warning under FADSL_LOG=warn. */
+static const char *tiles_fa =
+    "@kernel(grid=(cdiv(n, BLOCK),))\n"
+    "@autotune(BLOCK=[64, 128, 256], warps=[4, 8], prune=BLOCK >= 32 * warps and BLOCK <= n)\n"
+    "def tiles(x: *f32[n], n: i32, BLOCK: constexpr):\n"
+    "    i = program_id(0) * BLOCK + arange(0, BLOCK)\n"
+    "    store(x + i, zeros((BLOCK,), f32), mask=i < n)\n";
+
+static void launch_tiles(fadsl_kernel *k, uint64_t x, int n, int block, int warps, fadsl_kernel_info *info) {
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "x", x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "n", n), FADSL_SUCCESS);
+  if (block) ck_assert_int_eq(fadsl_args_set_int(a, "BLOCK", block), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_config(a, warps, 0), FADSL_SUCCESS);
+  ck_assert_msg(fadsl_launch(k, a, NULL, info) == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  fadsl_args_destroy(a);
+}
+
+START_TEST(test_default_point_at_launch) {
+  FILE *log = tmpfile();
+  ctx->log.stream = log;
+  ctx->log.level = FA_LOG_WARN;
+  fadsl_program *prog;
+  ck_assert_int_eq(fadsl_program_load_string(ctx, "tiles.fa", tiles_fa, &prog), FADSL_SUCCESS);
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "tiles", &k), FADSL_SUCCESS);
+  uint64_t x;
+  ck_assert_int_eq(fadsl_malloc(ctx, 4 * 1000, &x), FADSL_SUCCESS);
+  fadsl_kernel_info info;
+  /* 64 >= 32 * 4 fails; 128 with 4 warps is the first that passes */
+  launch_tiles(k, x, 1000, 0, 0, &info);
+  ck_assert_str_eq(info.constexprs, "BLOCK=128");
+  ck_assert_int_eq(info.warps, 4);
+  ck_assert_str_eq(info.config_source, "default");
+  /* warps=8 given: BLOCK=256 is the first that passes with it */
+  launch_tiles(k, x, 1000, 0, 8, &info);
+  ck_assert_str_eq(info.constexprs, "BLOCK=256");
+  ck_assert_str_eq(info.config_source, "explicit+default");
+  /* BLOCK=64 and 8 warps, which the prune rejects, are launched as given */
+  launch_tiles(k, x, 1000, 64, 8, &info);
+  ck_assert_str_eq(info.constexprs, "BLOCK=64");
+  ck_assert_int_eq(info.warps, 8);
+  ck_assert_uint_eq(last_launch().block[0], 256);
+  ck_assert_str_eq(info.config_source, "explicit");
+  fflush(log);
+  ck_assert_int_eq(ftell(log), 0);   /* no warning so far */
+  /* n = 40: no tile fits; the first values run, and the log says why */
+  launch_tiles(k, x, 40, 0, 0, &info);
+  ck_assert_str_eq(info.constexprs, "BLOCK=64");
+  ck_assert_int_eq(info.warps, 4);
+  ck_assert_str_eq(info.config_source, "default");
+  ck_assert_uint_eq(last_launch().grid[0], 1);
+  fflush(log);
+  rewind(log);
+  char line[512] = "";
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, log));
+  ck_assert_str_eq(line, "fadsl: warning: tiles.fa:2:53: no point of the @autotune space of kernel 'tiles' passes "
+                         "its prune; using the first values: BLOCK=64 warps=4\n");
+  fadsl_program_destroy(prog);
+  fadsl_free(ctx, x);
+  fclose(log);
+}
+END_TEST
+
 /* attention.fa's forward kernel: the grid of its @kernel and its
  * parameters in order.  The shared memory the backend asks for depends on
  * the configuration (and changes as the backend does), so the test picks
@@ -681,6 +825,8 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_device_and_arch);
   tcase_add_test(tc, test_launch_parameters_and_grid);
+  tcase_add_test(tc, test_caller_grid);
+  tcase_add_test(tc, test_default_point_at_launch);
   tcase_add_test(tc, test_tuned_launch_follows_the_database);
   tcase_add_test(tc, test_attention_launch);
   tcase_add_test(tc, test_launches_specialise_on_arguments);

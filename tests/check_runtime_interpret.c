@@ -2,7 +2,8 @@
  * interpreter over host regions) and fadsl_kernel_param_info, through the
  * public API as a binding layer uses them: results, the configuration rule
  * without a tuning database (explicit, else the space's default under its
- * prune), a given grid, threads, and every refusal: a pointer outside the
+ * prune; explicit values the prune rejects; nothing passing it), a given
+ * grid (in the options or the arguments), threads, and every refusal: a pointer outside the
  * regions, a region smaller than the declared extent, misalignment, an
  * access out of bounds, a failing static_assert, missing arguments. */
 #include <check.h>
@@ -158,6 +159,77 @@ START_TEST(test_default_under_prune) {
 }
 END_TEST
 
+/* Values given explicitly are taken as given, even where the prune would
+ * reject them; when nothing passes the prune with the values given, the open
+ * axes take their first values (the runtime's rule; see autotune_point.h). */
+START_TEST(test_explicit_rejected_and_none_passes) {
+  fadsl_kernel *k;
+  fadsl_args *a = args_for("pick", &k);
+  int32_t out[2] = {0, 0};
+  fadsl_host_region r = {out, sizeof out};
+  fadsl_interpret_info info;
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "out", host(out)), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_int(a, "LIMIT", 4096), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_int(a, "A", 32), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_int(a, "B", 64), FADSL_SUCCESS);   /* 32 % 64 != 0 */
+  ck_assert_msg(fadsl_interpret(k, a, &r, 1, NULL, &info) == FADSL_SUCCESS, "%s", err());
+  ck_assert_int_eq(out[0], 32);
+  ck_assert_int_eq(out[1], 64);
+  ck_assert_str_eq(info.config_source, "explicit");
+  fadsl_args_clear(a);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "out", host(out)), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_int(a, "LIMIT", 100), FADSL_SUCCESS);   /* no A * B is that small */
+  ck_assert_msg(fadsl_interpret(k, a, &r, 1, NULL, &info) == FADSL_SUCCESS, "%s", err());
+  ck_assert_int_eq(out[0], 32);
+  ck_assert_int_eq(out[1], 64);
+  ck_assert_str_eq(info.constexprs, "LIMIT=100 A=32 B=64");
+  ck_assert_str_eq(info.config_source, "default");
+  fadsl_args_destroy(a);
+}
+END_TEST
+
+/* A grid on the arguments (fadsl_args_set_grid), as fadsl_launch takes it:
+ * used instead of the kernel's, after an options grid; a zero dimension
+ * runs nothing; cleared by (0, 0, 0) and by fadsl_args_clear. */
+START_TEST(test_args_grid) {
+  fadsl_kernel *k;
+  fadsl_args *a = args_for("scale", &k);
+  float x[N], y[N];
+  fadsl_host_region r[2];
+  bind_scale(a, x, y, 2.0f, N, r);
+  fadsl_interpret_info info;
+  ck_assert_int_eq(fadsl_args_set_grid(a, 3, 1, 1), FADSL_SUCCESS);   /* 3 programs of 128 */
+  ck_assert_msg(fadsl_interpret(k, a, r, 2, NULL, &info) == FADSL_SUCCESS, "%s", err());
+  ck_assert_int_eq(info.grid[0], 3);
+  for (int i = 0; i < N; i++) ck_assert_float_eq(y[i], i < 384 ? 2.0f * x[i] : -1.0f);
+  fadsl_interpret_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.grid[0] = 1;   /* the options' grid comes first */
+  ck_assert_msg(fadsl_interpret(k, a, r, 2, &opt, &info) == FADSL_SUCCESS, "%s", err());
+  ck_assert_int_eq(info.grid[0], 1);
+  for (int i = 0; i < N; i++) y[i] = -1.0f;
+  ck_assert_int_eq(fadsl_args_set_grid(a, 4, 0, 1), FADSL_SUCCESS);
+  ck_assert_msg(fadsl_interpret(k, a, r, 2, NULL, &info) == FADSL_SUCCESS, "%s", err());
+  ck_assert_int_eq(info.grid[0], 4);
+  ck_assert_int_eq(info.grid[1], 0);
+  for (int i = 0; i < N; i++) ck_assert_float_eq(y[i], -1.0f);   /* nothing ran */
+  ck_assert_int_eq(fadsl_args_set_grid(a, 0, 0, 0), FADSL_SUCCESS);   /* the kernel's again */
+  ck_assert_msg(fadsl_interpret(k, a, r, 2, NULL, &info) == FADSL_SUCCESS, "%s", err());
+  ck_assert_int_eq(info.grid[0], 8);
+  ck_error(fadsl_args_set_grid(a, -1, 1, 1), FADSL_ERROR_INVALID_ARGUMENT,
+           "kernel 'scale': grid dimension 0 is -1 (must be 0..2147483647)");
+  ck_error(fadsl_args_set_grid(a, 1, 70000, 1), FADSL_ERROR_INVALID_ARGUMENT,
+           "grid dimension 1 is 70000 (must be 0..65535)");
+  ck_assert_int_eq(fadsl_args_set_grid(a, 2, 1, 1), FADSL_SUCCESS);
+  fadsl_args_clear(a);
+  bind_scale(a, x, y, 2.0f, N, r);
+  ck_assert_msg(fadsl_interpret(k, a, r, 2, NULL, &info) == FADSL_SUCCESS, "%s", err());
+  ck_assert_int_eq(info.grid[0], 8);
+  ck_assert_int_eq(fadsl_args_set_grid(NULL, 1, 1, 1), FADSL_ERROR_INVALID_ARGUMENT);
+  fadsl_args_destroy(a);
+}
+END_TEST
+
 START_TEST(test_given_grid_and_threads) {
   fadsl_kernel *k;
   fadsl_args *a = args_for("scale", &k);
@@ -293,6 +365,8 @@ int main(void) {
   tcase_add_test(tc, test_explicit_config);
   tcase_add_test(tc, test_default_under_prune);
   tcase_add_test(tc, test_given_grid_and_threads);
+  tcase_add_test(tc, test_explicit_rejected_and_none_passes);
+  tcase_add_test(tc, test_args_grid);
   tcase_add_test(tc, test_pointer_refusals);
   tcase_add_test(tc, test_access_out_of_bounds);
   tcase_add_test(tc, test_program_and_binding_errors);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autotune_point.h"
 #include "sema_internal.h"
 
 #ifndef FA_SRCDIR
@@ -851,6 +852,95 @@ START_TEST(test_config_axes) {
 }
 END_TEST
 
+/* The default point of an @autotune space (autotune_point.h), the one
+ * definition every tool and the runtime use. */
+static const char point_src[] =
+    "@kernel(grid=(1,))\n"
+    "@autotune(A=[16, 32, 64], B=[64, 32], warps=[8, 4], prune=A % B == 0 and A <= n and stages < 3 and C == 7)\n"
+    "def k(x: *f32, n: i32, A: constexpr, B: constexpr, C: constexpr = 7):\n"
+    "    pass\n";
+
+static const char *point_text(const FaKernelInfo *k, const FaAutotunePoint *pt) {
+  static char buf[256];
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (int t = 0; t < k->ntune; t++) {
+    fa_sb_printf(&sb, "%s%s%s=", t ? " " : "", pt->chosen[t] ? "" : "!", k->tune[t].name);
+    fa_const_print(pt->values[t], &sb);
+  }
+  fa_config_print(&pt->config, &sb);
+  snprintf(buf, sizeof buf, "%s", sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  return buf;
+}
+
+START_TEST(test_autotune_default_point) {
+  Ctx c;
+  ctx_init(&c);
+  FaProgram *p = program(&c, point_src);
+  ck_assert_msg(p != NULL, "%s", diag(&c));
+  const FaKernelInfo *k = fa_program_kernel(p, "k");
+  FaAutotunePoint pt;
+  /* nothing known: A % B rejects A=16 and A=32/B=64; at A=32, B=32 the prune
+     reads n, which is unknown, so it admits the point */
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, NULL, 0, NULL, &pt));
+  ck_assert_str_eq(point_text(k, &pt), "A=32 B=32 warps=8 warps=8 stages=2");
+  ck_assert(!pt.none_passes);
+  ck_assert_int_eq(pt.nchosen, 3);
+  ck_assert_str_eq(pt.source, "default");
+  FaBinding out[4];
+  ck_assert_int_eq(fa_autotune_point_bindings(k, &pt, out), 2);
+  ck_assert_str_eq(out[0].name, "A");
+  ck_assert_str_eq(out[1].name, "B");
+  /* a runtime value the prune reads, and a given configuration axis outside
+     the space: n=40 admits A=32, B=32; stages=3 (given) rejects everything */
+  FaBinding known[3] = {bind("n", fa_const_int(40))};
+  FaLaunchConfig given = {0, 3};
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, NULL, &pt));
+  ck_assert_str_eq(point_text(k, &pt), "A=32 B=32 warps=8 warps=8 stages=2");
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, &given, &pt));
+  ck_assert(pt.none_passes);
+  ck_assert_str_eq(point_text(k, &pt), "A=16 B=64 warps=8 warps=8 stages=3");
+  ck_assert_str_eq(pt.source, "explicit+default");
+  /* n=8: no tile fits, nothing passes; the open axes take their first values */
+  known[0] = bind("n", fa_const_int(8));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, NULL, &pt));
+  ck_assert(pt.none_passes);
+  ck_assert_str_eq(point_text(k, &pt), "A=16 B=64 warps=8 warps=8 stages=2");
+  ck_assert_str_eq(pt.source, "default");
+  /* the prune sees the constexprs' defaults, and what the caller gives instead */
+  known[0] = bind("n", fa_const_int(1000));
+  known[1] = bind("C", fa_const_int(8));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 2, NULL, &pt));
+  ck_assert(pt.none_passes);
+  /* a fixed axis keeps its value and is never judged by the prune: A=16 with
+     B=64 and warps=4 given is taken as it is (explicit); A=16 alone leaves
+     B and warps open, and none of their values passes with it */
+  known[1] = bind("A", fa_const_int(16));
+  known[2] = bind("B", fa_const_int(64));
+  given = (FaLaunchConfig){4, 0};
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 3, &given, &pt));
+  ck_assert(!pt.none_passes);
+  ck_assert_int_eq(pt.nchosen, 0);
+  ck_assert_str_eq(point_text(k, &pt), "!A=16 !B=64 !warps=4 warps=4 stages=2");
+  ck_assert_str_eq(pt.source, "explicit");
+  ck_assert_int_eq(fa_autotune_point_bindings(k, &pt, out), 0);
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 2, NULL, &pt));
+  ck_assert(pt.none_passes);
+  ck_assert_str_eq(point_text(k, &pt), "!A=16 B=64 warps=8 warps=8 stages=2");
+  ck_assert_str_eq(pt.source, "explicit+default");
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_autotune_none_passes_message(k, &pt, &sb);
+  ck_assert_str_eq(sb.data, "no point of the @autotune space of kernel 'k' passes its prune with A=16 given");
+  fa_sb_free(&sb);
+  /* the compile-time tools' rule: an error located at the prune */
+  fa_autotune_report_none_passes(&c.fc, k, &pt);
+  expect_error(&c, 2, 59, "passes its prune with A=16 given");
+  ctx_free(&c);
+}
+END_TEST
+
 static Suite *sema_suite(void) {
   Suite *s = suite_create("sema");
   TCase *t = tcase_create("types");
@@ -863,6 +953,7 @@ static Suite *sema_suite(void) {
   tcase_add_test(t, test_const_eval_program);
   tcase_add_test(t, test_const_eval_errors);
   tcase_add_test(t, test_config_axes);
+  tcase_add_test(t, test_autotune_default_point);
   suite_add_tcase(s, t);
   t = tcase_create("lower");
   tcase_add_test(t, test_literal_adapts);

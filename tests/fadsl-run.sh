@@ -166,6 +166,16 @@ expect 0 "[BLOCK=32] warps=2 stages=3 (explicit+default), grid (2, 1, 1)" \
 expect 0 "[BLOCK=8] warps=8 stages=1 (explicit), grid (5, 1, 1)" \
   "$fa" tiles --interpret -D BLOCK=8 --warps 8 --stages 1 --arg n=40 --out out="$dir/t.npy"
 
+# no point passes the prune with warps=4 given: the first values run, as a
+# launch runs them, with a warning at the prune
+expect 0 "warning: no point of the @autotune space of kernel 'tiles' passes its prune with warps=4 given; running the first values" \
+  "$fa" tiles --interpret --warps 4 --arg n=40 --out out="$dir/t.npy"
+expect 0 "[BLOCK=8] warps=4 stages=3 (explicit+default), grid (5, 1, 1)" \
+  "$fa" tiles --interpret --warps 4 --arg n=40 --out out="$dir/t.npy"
+expect_ints "$dir/t.npy" "8 8 8" "BLOCK=8 ran"
+# a configuration axis takes the values its table row allows
+expect 2 "fadsl-run: --warps must be a power of two from 1 to 32, not '3'" "$fa" tiles --interpret --warps 3 --arg n=40
+
 # buffers made for --out start zero-filled; --poison fills float ones with NaN
 # bytes (integers stay zero): the same contents as on the GPU
 # (tests/attention-fake-driver.sh checks the GPU side)
