@@ -9,13 +9,14 @@
  *     launch-configuration axes (their defaults when they are not axes of the
  *     space, see config_axes.c), and the launch's constexpr and scalar
  *     arguments in scope.
- * The default configuration is the first point that satisfies the prune
- * (with the launch's own fixed values) -- what libfadsl launches when the
- * database has nothing. */
+ * The default configuration is the kernel's default point with the launch's
+ * own fixed values (compiler/autotune_point.h) -- what libfadsl launches
+ * when the database has nothing. */
 #include "config.h"
 
 #include <string.h>
 
+#include "autotune_point.h"
 #include "tune.h"
 
 static int param_index(const FaKernelInfo *k, const char *name) {
@@ -132,6 +133,32 @@ static void set_flops(TuneRun *run, TuneJob *job) {
   }
 }
 
+/* Marks the default configuration: the default point (autotune_point.h)
+ * with the launch's values, the one libfadsl launches when the database has
+ * nothing for it; none when no point passes the prune. */
+static bool mark_default(TuneRun *run, TuneJob *job, const FaConst **given) {
+  const FaKernelInfo *k = job->kernel;
+  FaBinding *known = fa_arena_alloc(&run->fc->arena, sizeof *known * (size_t)(job->nfixed + k->ntune + 1));
+  if (!known) return false;
+  memcpy(known, job->fixed, sizeof *known * (size_t)job->nfixed);
+  int n = job->nfixed;
+  for (int t = 0; t < k->ntune; t++)
+    if (given[t]) known[n++] = (FaBinding){k->tune[t].name, *given[t]};
+  FaAutotunePoint pt;
+  if (!fa_autotune_default_point(&run->fc->arena, run->prog, k, known, n, NULL, &pt)) return false;
+  if (pt.none_passes || job->ncands == 0) return true;
+  int p = 0;   /* its index in the enumeration: the last axis fastest */
+  for (int t = 0; t < k->ntune; t++) {
+    int j = 0;
+    while (j < k->tune[t].nvalues && !const_equal(k->tune[t].values[j], pt.values[t])) j++;
+    if (j == k->tune[t].nvalues) return true;   /* a value the problem fixes outside the list */
+    p = p * k->tune[t].nvalues + j;
+  }
+  job->default_cand = p;
+  job->cands[p].is_default = true;
+  return true;
+}
+
 bool fa_tune_space_build(TuneRun *run, TuneJob *job, const TuneOptions *opt) {
   const FaKernelInfo *k = job->kernel;
   Arena *a = &run->fc->arena;
@@ -204,10 +231,6 @@ bool fa_tune_space_build(TuneRun *run, TuneJob *job, const TuneOptions *opt) {
     c->label = point_label(a, k, c->values);
     bool keep = false;
     if (fixed_ok && !eval_prune(run, job, c->values, &keep)) return false;
-    if (fixed_ok && keep && job->default_cand < 0) {
-      job->default_cand = p;
-      c->is_default = true;
-    }
     if (!fixed_ok || !keep || !only_ok) {
       c->status = TUNE_PRUNED;
       c->reason = !fixed_ok ? "fixed by the problem" : !keep ? "prune" : "--only";
@@ -221,6 +244,7 @@ bool fa_tune_space_build(TuneRun *run, TuneJob *job, const TuneOptions *opt) {
       idx[t] = 0;
     }
   }
+  if (!mark_default(run, job, given)) return false;
   set_flops(run, job);
   return true;
 }

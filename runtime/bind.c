@@ -225,7 +225,7 @@ FADSL_API fadsl_status fadsl_args_set_grid(fadsl_args *a, int64_t gx, int64_t gy
   unsigned checked[3];
   fadsl_status st = fa_rt_check_grid(args_ctx(a), a->kernel->info->name, grid, checked);
   if (st != FADSL_SUCCESS) return st;
-  a->has_grid = gx || gy || gz;
+  a->has_grid = true;
   memcpy(a->grid, checked, sizeof checked);
   return FADSL_SUCCESS;
 }

@@ -271,12 +271,12 @@ FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stage
 FADSL_API fadsl_status fadsl_args_set_config_axis(fadsl_args *a, const char *name, int value);
 
 /* Launches gx x gy x gz programs instead of the kernel's @kernel(grid=...)
- * (Triton's kernel[grid](...)); (0, 0, 0) goes back to the kernel's grid.
- * Another grid with a zero dimension launches nothing, as a computed one
- * does.  FADSL_ERROR_INVALID_ARGUMENT beyond CUDA's limits (gx up to
- * 2^31 - 1, gy and gz up to 65535) or below 0.  fadsl_launch and
- * fadsl_interpret use it (an fadsl_interpret_options grid, when given, comes
- * first); fadsl_compile has no grid. */
+ * (Triton's kernel[grid](...)), until fadsl_args_clear.  A grid with a zero
+ * dimension launches nothing, as a computed one does.
+ * FADSL_ERROR_INVALID_ARGUMENT (and the grid set before is kept) below 0 or
+ * beyond CUDA's limits: gx up to 2^31 - 1, gy and gz up to 65535.
+ * fadsl_launch and fadsl_interpret use it (an fadsl_interpret_options grid,
+ * when given, comes first); fadsl_compile has no grid. */
 FADSL_API fadsl_status fadsl_args_set_grid(fadsl_args *a, int64_t gx, int64_t gy, int64_t gz);
 
 /* ---- launching and compiling ------------------------------------------------ */

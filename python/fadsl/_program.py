@@ -3,7 +3,7 @@
 
     prog = fadsl.load("add.fa")
     prog.add(x, y, out, n)                 # grid from @kernel(grid=...)
-    prog.add[(4,)](x, y, out, n, BLOCK=256)   # a given grid (the interpreter)
+    prog.add[(4,)](x, y, out, n, BLOCK=256)   # a given grid (Triton's kernel[grid])
 
 Arguments fill the kernel's parameters in source order, then by name;
 constexprs are keyword (or positional) arguments.  Arrays on a CUDA device
@@ -139,7 +139,8 @@ def load_string(text, name="<string>"):
 
 class Kernel:
     """One @kernel of a program, callable on arrays: kernel(*args, **kw), or
-    kernel[grid](*args, **kw) with a grid for the interpreter.  Keywords besides
+    kernel[grid](*args, **kw) with a grid of 1 to 3 dimensions instead of the
+    kernel's @kernel(grid=...), on the GPU and the interpreter.  Keywords besides
     the parameters: warps, stages (num_warps / num_stages too), grid, threads
     (interpreter threads; default 1, since programs that store to the same
     element would race)."""
@@ -276,10 +277,7 @@ class Kernel:
         device = devices.pop() if devices else -1
         warps = warps if warps is not None else num_warps
         stages = stages if stages is not None else num_stages
-        if device >= 0 and grid is not None:
-            raise FadslError(
-                f"kernel '{self.name}': on the GPU the grid is the kernel's @kernel(grid=...); a given grid is for "
-                "the interpreter (numpy arrays, CPU tensors)", "UNSUPPORTED")
+        grid = self._grid(grid)
         kernel = self.program._kernel(device, self.name)
         ctx = context(device)
         a = ctypes.c_void_p()
@@ -293,13 +291,24 @@ class Kernel:
                 ctx.check(core.fadsl_args_set_at(a, self._index[name], v))
             if warps or stages:
                 ctx.check(core.fadsl_args_set_config(a, int(warps or 0), int(stages or 0)))
+            if grid is not None:
+                ctx.check(core.fadsl_args_set_grid(a, *grid))
             if device < 0:
-                return self._interpret(ctx, kernel, a, values, grid, threads)
+                return self._interpret(ctx, kernel, a, values, threads)
             return self._launch(ctx, kernel, a, device)
         finally:
             core.fadsl_args_destroy(a)
 
-    def _interpret(self, ctx, kernel, a, values, grid, threads):
+    def _grid(self, grid):
+        """A given grid as three dimensions (missing ones 1), or None."""
+        if grid is None:
+            return None
+        g = (grid,) if isinstance(grid, numbers.Integral) else tuple(grid)
+        if not 1 <= len(g) <= 3 or not all(isinstance(n, numbers.Integral) for n in g):
+            raise FadslInvalidArgument(f"kernel '{self.name}': a grid is 1 to 3 integers, not {grid!r}")
+        return tuple(int(n) for n in g) + (1,) * (3 - len(g))
+
+    def _interpret(self, ctx, kernel, a, values, threads):
         ptrs = [values[p.name] for p in self.params if p.kind == PARAM_POINTER and p.name in values]
         regions = (HostRegion * max(1, len(ptrs)))()
         for i, arr in enumerate(ptrs):
@@ -310,17 +319,6 @@ class Kernel:
             regions[i].data, regions[i].bytes = _arrays.region(arr)
         opt = InterpretOptions()
         opt.threads = int(threads or 1)
-        if grid is not None:
-            g = (grid,) if isinstance(grid, int) else tuple(grid)
-            if not 1 <= len(g) <= 3:
-                raise FadslInvalidArgument(f"kernel '{self.name}': a grid has 1 to 3 dimensions, not {g}")
-            for d, n in enumerate(g):
-                opt.grid[d] = int(n)
-            for d in range(len(g), 3):
-                opt.grid[d] = 1
-            if any(int(n) == 0 for n in g):
-                return LaunchInfo(self.name, "", 0, 0, "explicit", tuple(int(n) for n in g) + (1,) * (3 - len(g)),
-                                  "interpreter")
         info = InterpretInfo()
         ctx.check(core.fadsl_interpret(kernel, a, regions, len(ptrs), ctypes.byref(opt), ctypes.byref(info)))
         return LaunchInfo(self.name, info.constexprs.decode(), info.warps, info.stages, _s(info.config_source),

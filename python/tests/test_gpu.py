@@ -180,8 +180,12 @@ def test_kernel_from_python_on_cuda(tmp_path):
     assert torch.allclose(y, want)
     assert info.device == "cuda:0" and info.config_source in ("default", "tuned", "nearest")
     report(test="kernel", info=str(info))
-    with pytest.raises(fadsl.FadslError, match="on the GPU the grid is the kernel's"):
-        prog.axpy[(4,)](x, y, 2.0, x.numel())
+    # a given grid (Triton's kernel[grid](...)): 4 programs of 256 update the first 1024 elements only
+    before = y.clone()
+    info = prog.axpy[(4,)](x, y, 2.0, x.numel(), BLOCK=256)
+    torch.cuda.synchronize()
+    assert info.grid == (4, 1, 1)
+    assert torch.allclose(y[:1024], 2 * x[:1024] + before[:1024]) and torch.equal(y[1024:], before[1024:])
 
 
 def _time(fn, iters=200):

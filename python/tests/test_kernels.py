@@ -105,6 +105,21 @@ def test_keywords_config_and_grid(prog):
     assert (out[:128] == 1).all() and (out[128:] == 0).all()
 
 
+def test_given_grid_shapes(prog):
+    n = 500
+    x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
+    out = np.zeros(n, np.float32)
+    info = prog.axpy[3](x, y, out, 1.0, n, BLOCK=64)   # an int is a 1-D grid
+    assert info.grid == (3, 1, 1) and (out[:192] == 1).all() and (out[192:] == 0).all()
+    out[:] = 0
+    info = prog.axpy[(0,)](x, y, out, 1.0, n, BLOCK=64)   # a zero dimension runs nothing
+    assert info.grid == (0, 1, 1) and (out == 0).all() and info.constexprs == "T=f32 BLOCK=64"
+    with pytest.raises(fadsl.FadslInvalidArgument, match="a grid is 1 to 3 integers"):
+        prog.axpy[(1, 1, 1, 1)](x, y, out, 1.0, n)
+    with pytest.raises(fadsl.FadslError, match="grid dimension 0 is -2"):
+        prog.axpy[(-2,)](x, y, out, 1.0, n)
+
+
 def test_softmax_rows(prog):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((7, 50)).astype(np.float32)
