@@ -90,10 +90,7 @@ static void code_hash(const FaCudaKernel *cuda, const TuneConfig *cfg, uint64_t 
     if (*line) line++;
   }
   fa_sb_printf(&sb, "\n#launch threads=%d shared=%zu", cuda->threads, cuda->shared_bytes);
-  for (int i = 0; i < cfg->nvalues; i++) {
-    fa_sb_printf(&sb, " %s=", cfg->values[i].name);
-    fa_const_print(cfg->values[i].value, &sb);
-  }
+  fa_bindings_print(cfg->values, cfg->nvalues, &sb);
   out[0] = fa_hash64(sb.data, sb.len, 0x243f6a8885a308d3ull);
   out[1] = fa_hash64(sb.data, sb.len, 0x13198a2e03707344ull);
   fa_sb_free(&sb);

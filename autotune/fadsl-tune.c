@@ -266,12 +266,8 @@ static bool same_key(const TuneJob *a, const TuneJob *b) {
   StrBuf x, y;
   fa_sb_init(&x);
   fa_sb_init(&y);
-  for (int i = 0; i < a->nfixed; i++) {
-    fa_sb_printf(&x, "%s=", a->fixed[i].name);
-    fa_const_print(a->fixed[i].value, &x);
-    fa_sb_printf(&y, "%s=", b->fixed[i].name);
-    fa_const_print(b->fixed[i].value, &y);
-  }
+  fa_bindings_print(a->fixed, a->nfixed, &x);
+  fa_bindings_print(b->fixed, b->nfixed, &y);
   bool same = !strcmp(a->key_label, b->key_label) && !strcmp(x.data ? x.data : "", y.data ? y.data : "");
   fa_sb_free(&x);
   fa_sb_free(&y);

@@ -40,10 +40,7 @@ static bool const_equal(FaConst a, FaConst b) {
 char *fa_tune_config_label(Arena *a, const TuneConfig *cfg) {
   StrBuf sb;
   fa_sb_init(&sb);
-  for (int i = 0; i < cfg->nvalues; i++) {
-    fa_sb_printf(&sb, "%s%s=", i ? " " : "", cfg->values[i].name);
-    fa_const_print(cfg->values[i].value, &sb);
-  }
+  fa_bindings_print(cfg->values, cfg->nvalues, &sb);
   fa_config_print(&cfg->config, &sb);
   char *s = fa_arena_strdup(a, sb.data ? sb.data : "");
   fa_sb_free(&sb);

@@ -3,13 +3,6 @@
 
 #include <string.h>
 
-static int find_binding(const FaBinding *b, int n, const char *name) {
-  for (int i = 0; i < n; i++)
-    if (b[i].name && !strcmp(b[i].name, name))
-      return i;
-  return -1;
-}
-
 static bool is_axis(const FaKernelInfo *k, const char *name) {
   for (int t = 0; t < k->ntune; t++)
     if (!strcmp(k->tune[t].name, name))
@@ -28,7 +21,7 @@ static bool fixed_value(const FaKernelInfo *k, int t, const FaBinding *known, in
       *out = (FaConst){CK_INT, v, 0, DT_VOID, NULL};
     return v > 0;
   }
-  int j = find_binding(known, nknown, k->tune[t].name);
+  int j = fa_binding_index(known, nknown, k->tune[t].name);
   if (j >= 0)
     *out = known[j].value;
   return j >= 0;
@@ -50,7 +43,7 @@ static int prune_scope(const FaKernelInfo *k, const FaBinding *known, int nknown
   for (int i = 0; i < k->nparams; i++) {
     const FaParamInfo *pa = &k->params[i];
     if (pa->kind == PARAM_CONSTEXPR && pa->has_default && !is_axis(k, pa->name) &&
-        find_binding(known, nknown, pa->name) < 0)
+        fa_binding_index(known, nknown, pa->name) < 0)
       out[n++] = (FaBinding){pa->name, pa->default_value};
   }
   return n + fa_config_prune_bindings(k, given, out + n);

@@ -419,6 +419,13 @@ void fa_const_print(FaConst c, StrBuf *out) {
   }
 }
 
+void fa_bindings_print(const FaBinding *b, int n, StrBuf *out) {
+  for (int i = 0; i < n; i++) {
+    fa_sb_printf(out, "%s%s=", out->len ? " " : "", b[i].name);
+    fa_const_print(b[i].value, out);
+  }
+}
+
 bool fa_eval_const(FaCompiler *fc, const FaProgram *p, const Node *expr, const FaBinding *binds, int nbinds,
                    FaConst *out) {
   int n = 0;

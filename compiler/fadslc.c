@@ -99,21 +99,6 @@ static bool run_list(Job *job) {
 
 /* ---- --check ---- */
 
-static const FaParamInfo *find_constexpr(const FaKernelInfo *k, const char *name) {
-  for (int i = 0; i < k->nparams; i++)
-    if (k->params[i].kind == PARAM_CONSTEXPR && !strcmp(k->params[i].name, name))
-      return &k->params[i];
-  return NULL;
-}
-
-static bool is_problem_size(const FaProgram *p, const char *name) {
-  for (int i = 0; i < p->nproblems; i++)
-    for (int j = 0; j < p->problems[i]->nsizes; j++)
-      if (!strcmp(p->problems[i]->sizes[j].name, name))
-        return true;
-  return false;
-}
-
 /* Whether a @problem's launch of k passes parameter `index` (by position or
  * by name). */
 static bool problem_passes(const FaProgram *p, const FaKernelInfo *k, int index) {
@@ -159,10 +144,13 @@ static int constexprs_without_value(Job *job, const FaProgram *p, const FaKernel
   return n;
 }
 
-/* The -D values; NULL after reporting one that is not a value. */
-static FaBinding *check_defines(Job *job) {
+/* The -D values; NULL after reporting one that is not a value or a name
+ * given twice. */
+static FaBinding *parse_defines(Job *job) {
   const Options *opt = job->opt;
   FaBinding *binds = fa_arena_alloc(&job->fc->arena, (size_t)(opt->ndefines + 1) * sizeof *binds);
+  if (!binds)
+    fa_error(&job->fc->diag, fa_noloc(), "out of memory");
   for (int i = 0; binds && i < opt->ndefines; i++) {
     binds[i].name = opt->defines[i].name;
     if (!fa_const_parse(opt->defines[i].value, &binds[i].value)) {
@@ -192,7 +180,7 @@ static bool check_kernel(Job *job, const FaProgram *p, const FaKernelInfo *k, co
     return false;
   int ngiven = 0;
   for (int i = 0; i < opt->ndefines; i++)
-    if (find_constexpr(k, defines[i].name) || is_problem_size(p, defines[i].name))
+    if (fa_kernel_constexpr(k, defines[i].name) || fa_program_has_size(p, defines[i].name))
       given[ngiven++] = defines[i];
   const char *missing;
   if (constexprs_without_value(job, p, k, given, ngiven, &missing) > 0) {
@@ -211,14 +199,14 @@ static bool check_kernel(Job *job, const FaProgram *p, const FaKernelInfo *k, co
  * constexprs), then every kernel specialised (check_kernel). */
 static bool run_check(Job *job) {
   FaProgram *p = fa_program_check(job->fc, job->module);
-  FaBinding *defines = p ? check_defines(job) : NULL;
+  FaBinding *defines = p ? parse_defines(job) : NULL;
   if (!defines)
     return false;
   bool ok = true;
   for (int i = 0; i < job->opt->ndefines; i++) {
-    bool known = is_problem_size(p, defines[i].name);
+    bool known = fa_program_has_size(p, defines[i].name);
     for (int k = 0; k < p->nkernels && !known; k++)
-      known = find_constexpr(p->kernels[k], defines[i].name) != NULL;
+      known = fa_kernel_constexpr(p->kernels[k], defines[i].name) != NULL;
     if (!known) {
       fa_error(&job->fc->diag, fa_noloc(), "-D %s: no kernel of %s has a constexpr parameter '%s' (and no problem "
                "size has that name)", defines[i].name, job->src->name, defines[i].name);
@@ -247,18 +235,12 @@ static bool run_ir(Job *job) {
     fa_error(&job->fc->diag, fa_noloc(), "there is no kernel '%s' in %s", opt->kernel, job->src->name);
     return false;
   }
-  FaBinding *binds = fa_arena_alloc(&job->fc->arena, (size_t)(opt->ndefines + 1) * sizeof *binds);
-  for (int i = 0; binds && i < opt->ndefines; i++) {
-    binds[i].name = opt->defines[i].name;
-    if (!fa_const_parse(opt->defines[i].value, &binds[i].value)) {
-      fa_error(&job->fc->diag, fa_noloc(), "-D %s=%s: not a value (an integer, a float, True, False or a dtype)",
-               opt->defines[i].name, opt->defines[i].value);
-      return false;
-    }
-  }
+  FaBinding *binds = parse_defines(job);
+  if (!binds)
+    return false;
   FaLaunchConfig cfg = opt->config;
   fa_config_fill_defaults(&cfg);
-  IrKernel *ir = binds ? fa_specialize(job->fc, p, k, binds, opt->ndefines, cfg) : NULL;
+  IrKernel *ir = fa_specialize(job->fc, p, k, binds, opt->ndefines, cfg);
   if (!ir)
     return false;
   StrBuf sb;
@@ -273,17 +255,11 @@ static bool run_ir(Job *job) {
 /* --emit=cuda|ptx|cubin: the CUDA backend (fadslc_cuda.c). */
 static bool run_cuda_stage(Job *job, const char *what) {
   const Options *opt = job->opt;
-  FaBinding *binds = fa_arena_alloc(&job->fc->arena, (size_t)(opt->ndefines + 1) * sizeof *binds);
-  for (int i = 0; binds && i < opt->ndefines; i++) {
-    binds[i].name = opt->defines[i].name;
-    if (!fa_const_parse(opt->defines[i].value, &binds[i].value)) {
-      fa_error(&job->fc->diag, fa_noloc(), "-D %s=%s: not a value (an integer, a float, True, False or a dtype)",
-               opt->defines[i].name, opt->defines[i].value);
-      return false;
-    }
-  }
+  FaBinding *binds = parse_defines(job);
+  if (!binds)
+    return false;
   FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->config, opt->arch, what, opt->assume, opt->nassume};
-  return binds && fa_fadslc_compile(job->fc, job->module, &req, job->out);
+  return fa_fadslc_compile(job->fc, job->module, &req, job->out);
 }
 static bool run_plan(Job *job) { return run_cuda_stage(job, "plan"); }
 static bool run_cuda(Job *job) { return run_cuda_stage(job, "cuda"); }

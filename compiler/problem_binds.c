@@ -6,23 +6,16 @@
 
 #include "autotune_point.h"
 
-static int find_binding(const FaBinding *b, int n, const char *name) {
-  for (int i = 0; i < n; i++)
-    if (b[i].name && !strcmp(b[i].name, name))
-      return i;
-  return -1;
-}
-
-static const FaParamInfo *find_constexpr(const FaKernelInfo *k, const char *name) {
+const FaParamInfo *fa_kernel_constexpr(const FaKernelInfo *k, const char *name) {
   for (int i = 0; i < k->nparams; i++)
     if (k->params[i].kind == PARAM_CONSTEXPR && !strcmp(k->params[i].name, name))
       return &k->params[i];
   return NULL;
 }
 
-static bool is_problem_size(const FaProgram *p, const char *name) {
+bool fa_program_has_size(const FaProgram *p, const char *name) {
   for (int i = 0; i < p->nproblems; i++)
-    if (find_binding(p->problems[i]->sizes, p->problems[i]->nsizes, name) >= 0)
+    if (fa_binding_index(p->problems[i]->sizes, p->problems[i]->nsizes, name) >= 0)
       return true;
   return false;
 }
@@ -83,10 +76,10 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
   }
   int n = 0;
   for (int i = 0; i < ngiven; i++) {
-    if (find_constexpr(k, given[i].name)) {
-      if (find_binding(b, n, given[i].name) < 0)
+    if (fa_kernel_constexpr(k, given[i].name)) {
+      if (fa_binding_index(b, n, given[i].name) < 0)
         b[n++] = given[i];
-    } else if (!is_problem_size(p, given[i].name)) {
+    } else if (!fa_program_has_size(p, given[i].name)) {
       fa_error(&fc->diag, fa_noloc(), "-D %s: kernel '%s' has no constexpr parameter '%s' (and no problem size "
                "has that name)", given[i].name, k->name, given[i].name);
       return -1;
@@ -100,7 +93,7 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
       continue;
     int ne = 0;
     for (int i = 0; i < pr->nsizes && ne < scap; i++) {
-      int g = find_binding(given, ngiven, pr->sizes[i].name);
+      int g = fa_binding_index(given, ngiven, pr->sizes[i].name);
       env[ne++] = g >= 0 ? given[g] : pr->sizes[i];
     }
     for (int i = 0; i < pr->fn->body.len; i++) {
@@ -116,7 +109,7 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
     }
     for (int i = 0; i < call->kwargs.len; i++) {
       const Node *kw = call->kwargs.items[i];
-      if (!kw->name || !find_constexpr(k, kw->name) || find_binding(b, n, kw->name) >= 0 || n >= cap)
+      if (!kw->name || !fa_kernel_constexpr(k, kw->name) || fa_binding_index(b, n, kw->name) >= 0 || n >= cap)
         continue;
       FaConst v;
       if (!fa_eval_const(fc, p, kw->rhs, env, ne, &v))
@@ -127,7 +120,7 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
     }
     for (int i = 0; i < call->args.len && i < k->nparams; i++) {
       const FaParamInfo *pa = &k->params[i];
-      if (pa->kind != PARAM_CONSTEXPR || find_binding(b, n, pa->name) >= 0 || n >= cap)
+      if (pa->kind != PARAM_CONSTEXPR || fa_binding_index(b, n, pa->name) >= 0 || n >= cap)
         continue;
       FaConst v;
       if (!fa_eval_const(fc, p, call->args.items[i], env, ne, &v))
@@ -144,7 +137,7 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
   /* constexpr defaults */
   for (int i = 0; i < k->nparams; i++) {
     const FaParamInfo *pa = &k->params[i];
-    if (pa->kind == PARAM_CONSTEXPR && pa->has_default && find_binding(b, n, pa->name) < 0 && n < cap) {
+    if (pa->kind == PARAM_CONSTEXPR && pa->has_default && fa_binding_index(b, n, pa->name) < 0 && n < cap) {
       b[n].name = pa->name;
       b[n].value = pa->default_value;
       n++;

@@ -10,6 +10,11 @@
 
 #include "sema.h"
 
+/* The constexpr parameter of k with that name, or NULL. */
+const FaParamInfo *fa_kernel_constexpr(const FaKernelInfo *k, const char *name);
+/* Whether some @problem of p has a size of that name. */
+bool fa_program_has_size(const FaProgram *p, const char *name);
+
 /* `given`: -D values; names that are neither constexpr parameters of the
  * kernel nor sizes of a problem description are errors.  *config is set from
  * the default configuration where its fields are 0.  Stores the bindings

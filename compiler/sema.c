@@ -56,6 +56,13 @@ FaKernelInfo *fa_program_kernel(const FaProgram *p, const char *name) {
   return NULL;
 }
 
+int fa_binding_index(const FaBinding *b, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (b[i].name && !strcmp(b[i].name, name))
+      return i;
+  return -1;
+}
+
 static bool is_dtype_word(const char *name) {
   return !strcmp(name, "bool") || (fa_dtype_from_name(name) != DT_VOID && strcmp(name, "u32"));
 }

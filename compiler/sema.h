@@ -35,6 +35,9 @@ typedef struct FaBinding {
   FaConst value;
 } FaBinding;
 
+/* Appends "BLOCK=64 T=f16" (a space first when out is not empty). */
+void fa_bindings_print(const FaBinding *b, int n, StrBuf *out);
+
 typedef enum FaParamKind { PARAM_POINTER, PARAM_SCALAR, PARAM_CONSTEXPR } FaParamKind;
 
 typedef struct FaParamInfo {
@@ -92,6 +95,8 @@ typedef struct FaProgram {
 /* Checks a parsed module.  Returns NULL after reporting errors. */
 FaProgram *fa_program_check(FaCompiler *fc, const Node *module);
 FaKernelInfo *fa_program_kernel(const FaProgram *p, const char *name);
+/* The index of the binding named `name` in b[0..n), or -1. */
+int fa_binding_index(const FaBinding *b, int n, const char *name);
 
 /* ---- the launch configuration --------------------------------------------------------
  * Choices made per launch that are not kernel parameters.  Each axis is one

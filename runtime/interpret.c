@@ -163,10 +163,7 @@ static fadsl_status bind_all(fadsl_context *ctx, const fadsl_args *a, FaInterp *
 static void describe(const InterpPlan *plan, fadsl_interpret_info *info) {
   StrBuf sb;
   fa_sb_init(&sb);
-  for (int i = 0; i < plan->nbinds; i++) {
-    fa_sb_printf(&sb, "%s%s=", i ? " " : "", plan->binds[i].name);
-    fa_const_print(plan->binds[i].value, &sb);
-  }
+  fa_bindings_print(plan->binds, plan->nbinds, &sb);
   snprintf(info->constexprs, sizeof info->constexprs, "%s", sb.data ? sb.data : "");
   fa_sb_free(&sb);
   info->warps = plan->config.warps;

@@ -200,10 +200,7 @@ static fadsl_status compute_facts(const fadsl_args *a, FaRtPlan *plan) {
 static char *describe_binds(const FaRtPlan *plan) {
   StrBuf sb;
   fa_sb_init(&sb);
-  for (int i = 0; i < plan->nbinds; i++) {
-    fa_sb_printf(&sb, "%s%s=", i ? " " : "", plan->binds[i].name);
-    fa_const_print(plan->binds[i].value, &sb);
-  }
+  fa_bindings_print(plan->binds, plan->nbinds, &sb);
   if (!sb.data) fa_sb_puts(&sb, "");
   return fa_sb_take(&sb);
 }

@@ -369,13 +369,6 @@ static bool collect_bindings(Run *r, Options *o, FaBinding **out, int *nout) {
 
 /* ---- the default configuration (interpreter) ----------------------------------------- */
 
-static int find_binding(const FaBinding *b, int n, const char *name) {
-  for (int i = 0; i < n; i++)
-    if (!strcmp(b[i].name, name))
-      return i;
-  return -1;
-}
-
 /* A scalar --arg as a compile-time value for the prune (CK_NONE when it is
  * not a number). */
 static FaConst scalar_const(const char *text) {
@@ -448,7 +441,7 @@ static void print_interp_config(Run *r, const Options *o, const FaBinding *b, in
   fa_sb_init(&sb);
   for (int i = 0; i < k->nparams; i++) {
     const FaParamInfo *pa = &k->params[i];
-    int j = pa->kind == PARAM_CONSTEXPR ? find_binding(b, n, pa->name) : -1;
+    int j = pa->kind == PARAM_CONSTEXPR ? fa_binding_index(b, n, pa->name) : -1;
     if (j < 0 && !(pa->kind == PARAM_CONSTEXPR && pa->has_default))
       continue;
     fa_sb_printf(&sb, "%s%s=", sb.len ? " " : "", pa->name);
