@@ -144,8 +144,9 @@ static int constexprs_without_value(Job *job, const FaProgram *p, const FaKernel
   return n;
 }
 
-/* The -D values; NULL after reporting one that is not a value or a name
- * given twice. */
+/* The -D values; NULL after reporting one that is not a value.  (A name
+ * given twice is left to specialisation, which locates the error at the
+ * kernel; --check refuses it here, since it specialises every kernel.) */
 static FaBinding *parse_defines(Job *job) {
   const Options *opt = job->opt;
   FaBinding *binds = fa_arena_alloc(&job->fc->arena, (size_t)(opt->ndefines + 1) * sizeof *binds);
@@ -158,12 +159,18 @@ static FaBinding *parse_defines(Job *job) {
                opt->defines[i].name, opt->defines[i].value);
       return NULL;
     }
-    for (int j = 0; j < i; j++)
-      if (!strcmp(binds[j].name, binds[i].name)) {
-        fa_error(&job->fc->diag, fa_noloc(), "-D %s is given twice", binds[i].name);
-        return NULL;
-      }
   }
+  return binds;
+}
+
+/* The -D values for --check: NULL also after reporting a name given twice. */
+static FaBinding *check_defines(Job *job) {
+  FaBinding *binds = parse_defines(job);
+  for (int i = 0; binds && i < job->opt->ndefines; i++)
+    if (fa_binding_index(binds, i, binds[i].name) >= 0) {
+      fa_error(&job->fc->diag, fa_noloc(), "-D %s is given twice", binds[i].name);
+      return NULL;
+    }
   return binds;
 }
 
@@ -199,7 +206,7 @@ static bool check_kernel(Job *job, const FaProgram *p, const FaKernelInfo *k, co
  * constexprs), then every kernel specialised (check_kernel). */
 static bool run_check(Job *job) {
   FaProgram *p = fa_program_check(job->fc, job->module);
-  FaBinding *defines = p ? parse_defines(job) : NULL;
+  FaBinding *defines = p ? check_defines(job) : NULL;
   if (!defines)
     return false;
   bool ok = true;

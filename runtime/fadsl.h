@@ -261,7 +261,10 @@ FADSL_API fadsl_status fadsl_args_set_dtype(fadsl_args *a, const char *name, con
  *   3. default: the first point of the space, in declaration order with the
  *      last axis varying fastest, that satisfies @autotune(prune=...) with
  *      the launch's other arguments (without a prune: the first value of each
- *      list).  warps = 4 and stages = 2 where the space does not list them.
+ *      list; when no point passes: the first values, and a FADSL_LOG=warn
+ *      warning).  warps = 4 and stages = 2 where the space does not list them.
+ * The prune only chooses the axes left open: explicit values are used as
+ * given, even where it would reject them.
  * fadsl_kernel_info.config_source says which: "explicit", "tuned",
  * "nearest", "default", or "explicit+default" when the caller fixed some
  * axes and the defaults filled the rest. */
