@@ -905,7 +905,9 @@ static bool has_effects(IrOpKind k) {
   case IR_STORE_BLOCK:
   case IR_ATOMIC_ADD:
   case IR_ASSERT:
+  case IR_PRINT:
   case IR_FOR:
+  case IR_WHILE:
   case IR_IF:
   case IR_YIELD:
   case IR_RETURN: return true;
@@ -939,8 +941,11 @@ static void compute_liveness(Emitter *em) {
     const IrOp *op = ops.items[n];
     if (!op_live(em, op))
       continue;
+    const IrOp *owner = op->kind == IR_YIELD && op->parent ? op->parent->parent_op : NULL;
     for (int i = 0; i < op->noperands; i++) {
       const IrValue *x = op->operands[i];
+      if (owner && owner->kind == IR_IF && i < owner->nresults && !em->live[owner->results[i]->id])
+        continue; /* an if's result nobody reads (its uses come later: they are marked already) */
       const IrValue *f = fused_cast_source(&em->plan, op, i);
       if (f) {
         x = f;
@@ -960,7 +965,10 @@ static void collect_conversions(Emitter *em, const IrRegion *r) {
   for (const IrOp *op = r->first; op; op = op->next) {
     if (!op_live(em, op))
       continue;
+    const IrOp *owner = op->kind == IR_YIELD ? r->parent_op : NULL;
     for (int i = 0; i < op->noperands; i++) {
+      if (owner && owner->kind == IR_IF && i < owner->nresults && !em->live[owner->results[i]->id])
+        continue;
       const IrValue *f = fused_cast_source(&em->plan, op, i);
       if (f) {
         add_conversion(em, f, need_of(em, op, i));
@@ -1110,6 +1118,7 @@ static const char *unary_expr(Emitter *em, const IrOp *op, const char *a) {
   case UN_CEIL: return aprintf(em, "fa::ceil(%s)", a);
   case UN_SIGMOID: return aprintf(em, "fa::sigmoid(%s)", a);
   case UN_TANH: return aprintf(em, "fa::tanh(%s)", a);
+  case UN_ERF: return aprintf(em, "fa::erf(%s)", a);
   }
   fail(em, op->loc, "the CUDA backend does not support this unary operation");
   return a;
@@ -1137,6 +1146,8 @@ static const char *binary_expr(Emitter *em, const IrOp *op, const char *a, const
   case BIN_SHL: return aprintf(em, "fa::shl(%s, %s)", a, b);
   case BIN_SHR: return aprintf(em, "fa::shr(%s, %s)", a, b);
   case BIN_POW: return aprintf(em, "fa::pow(%s, %s)", a, b);
+  case BIN_MAXNUM: return aprintf(em, "fa::maxnum(%s, %s)", a, b);
+  case BIN_MINNUM: return aprintf(em, "fa::minnum(%s, %s)", a, b);
   }
   if (!sym) {
     fail(em, op->loc, "the CUDA backend does not support this binary operation");
@@ -1910,6 +1921,8 @@ static void emit_for(Emitter *em, const IrOp *op) {
 
 static void emit_if(Emitter *em, const IrOp *op) {
   for (int i = 0; i < op->nresults; i++) {
+    if (!em->live[op->results[i]->id])
+      continue; /* (the flag of an early return after the last statement, say) */
     const char *name = fresh_name(em, op->results[i]->name);
     info(em, op->results[i])->name = name;
     declare_var(em, op->results[i], name);
@@ -1924,11 +1937,278 @@ static void emit_if(Emitter *em, const IrOp *op) {
     const IrOp *y = reg->last;
     if (y && y->kind == IR_YIELD)
       for (int i = 0; i < y->noperands && i < op->nresults; i++)
-        assign_var(em, info(em, op->results[i])->name, op->results[i], y, i);
+        if (em->live[op->results[i]->id])
+          assign_var(em, info(em, op->results[i])->name, op->results[i], y, i);
     em->indent--;
   }
   line(em, "}");
   for (int i = 0; i < op->nresults; i++)
+    emit_conversions(em, op->results[i]);
+}
+
+/* ---- scans, random numbers, device_print, while loops ---------------------------------------------- */
+
+static void emit_fma(Emitter *em, const IrOp *op) {
+  emit_elementwise(em, op->results[0],
+                   aprintf(em, "fa::fma(%s, %s, %s)", operand(em, op, 0), operand(em, op, 1), operand(em, op, 2)));
+}
+
+static void emit_rand(Emitter *em, const IrOp *op) {
+  emit_elementwise(em, op->results[0],
+                   aprintf(em, "fa::%s<%d>(%s, %s)", op->sub == RAND_NORMAL ? "rand_normal" : "rand_uniform",
+                           (int)op->ival, value_ref(em, op->operands[0]), operand(em, op, 1)));
+}
+
+/* Bytes of the struct holding one element of each scanned value (C++ layout). */
+static size_t scan_struct_bytes(const IrOp *op) {
+  size_t off = 0, align = 1;
+  for (int k = 0; k < op->nresults; k++) {
+    size_t s = (size_t)fa_dtype_size(op->results[k]->type.dtype);
+    off = (off + s - 1) / s * s + s;
+    if (s > align)
+      align = s;
+  }
+  return (off + align - 1) / align * align;
+}
+
+/* The struct a scan works on, written ahead of the kernel: one field per
+ * scanned value, the combine region as its `combine`, and a lane shuffle. */
+static const char *emit_scan_struct(Emitter *em, const IrOp *op) {
+  const char *t = aprintf(em, "fa_Scan%d", em->nhelpers++);
+  const IrRegion *c = op->regions[0];
+  int n = op->nresults;
+  StrBuf saved = em->body;
+  int saved_indent = em->indent;
+  fa_sb_init(&em->body);
+  em->indent = 1;
+  line(em, "// the combine function of the scan at line %d", op->loc.line);
+  line(em, "struct %s {", t);
+  for (int k = 0; k < n; k++)
+    line(em, "  %s v%d;", ctype(op->results[k]->type.dtype), k);
+  line(em, "  FA_DEV static %s combine(const %s &fa_a, const %s &fa_b) {", t, t, t);
+  em->indent = 2;
+  for (int k = 0; k < 2 * n; k++) {
+    const IrValue *arg = c->args[k];
+    info(em, arg)->name = fresh_name(em, arg->name);
+    line(em, "const %s %s = fa_%c.v%d;", ctype(arg->type.dtype), info(em, arg)->name, k < n ? 'a' : 'b', k % n);
+  }
+  int last_line = em->last_line;
+  em->last_line = op->loc.line; /* the combine's source lines, not the scan's */
+  emit_region(em, c);
+  em->last_line = last_line;
+  const IrOp *y = c->last;
+  StrBuf init;
+  fa_sb_init(&init);
+  for (int k = 0; y && k < y->noperands; k++)
+    fa_sb_printf(&init, "%s%s", k ? ", " : "", value_ref(em, y->operands[k]));
+  line(em, "return %s{%s};", t, init.data ? init.data : "");
+  fa_sb_free(&init);
+  em->indent = 1;
+  line(em, "  }");
+  StrBuf sh;
+  fa_sb_init(&sh);
+  for (int k = 0; k < n; k++)
+    fa_sb_printf(&sh, "%sfa::shfl_xor(v%d, fa_m)", k ? ", " : "", k);
+  line(em, "  FA_DEV %s shfl_xor(int fa_m) const { return %s{%s}; }", t, t, sh.data ? sh.data : "");
+  fa_sb_free(&sh);
+  line(em, "};");
+  fa_sb_putc(&em->body, '\n');
+  fa_sb_puts(&em->helpers, em->body.data ? em->body.data : "");
+  fa_sb_free(&em->body);
+  em->body = saved;
+  em->indent = saved_indent;
+  return t;
+}
+
+/* scan: the elements packed into the struct, fa::scan over the axis's bits
+ * (whatever hardware holds them), unpacked into the results. */
+static void emit_scan(Emitter *em, const IrOp *op) {
+  const FaLayout *l = op->results[0]->layout;
+  if (!l) {
+    fail(em, op->loc, "internal compiler error: scan without a layout");
+    return;
+  }
+  const char *t = emit_scan_struct(em, op);
+  int first, count;
+  fa_layout_dim_bits(l, op->axis, &first, &count);
+  StrBuf steps;
+  fa_sb_init(&steps);
+  bool warps = false;
+  for (int b = first; b < first + count; b++) {
+    int code = -1;
+    for (int i = 0; i < l->nreg; i++)
+      if (l->reg[i] == b)
+        code = i;
+    for (int i = 0; i < FA_LAYOUT_LANE_BITS; i++)
+      if (l->lane[i] == b)
+        code = 32 + i;
+    for (int i = 0; i < l->nwarp; i++)
+      if (l->warp[i] == b)
+        code = 64 + i, warps = true;
+    fa_sb_printf(&steps, ", %d", code);
+  }
+  const char *buf = fresh_tmp(em, "scan");
+  int nr = nregs(l);
+  line(em, "%s %s[%d];", t, buf, nr);
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e) {", nr);
+  for (int k = 0; k < op->noperands; k++)
+    line(em, "  %s[fa_e].v%d = %s;", buf, k, operand(em, op, k));
+  line(em, "}");
+  line(em, "fa::scan<%s%s>(%s, fa_lane, fa_warp, %s);  // along axis %d of %s", op->ival ? "true" : "false",
+       steps.data ? steps.data : "", buf, scratch(em), op->axis, layout_name(em, l));
+  fa_sb_free(&steps);
+  if (warps)
+    note_scratch(em, (size_t)em->plan.warps * 32u * (size_t)nr * scan_struct_bytes(op));
+  for (int k = 0; k < op->nresults; k++) {
+    const IrValue *r = op->results[k];
+    if (!em->live[r->id])
+      continue;
+    declare_block(em, r, layout_name(em, l));
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nr);
+    line(em, "  %s[fa_e] = %s[fa_e].v%d;", info(em, r)->name, buf, k);
+  }
+}
+
+/* A C string literal's contents for text that goes into a printf format. */
+static const char *format_text(Emitter *em, const char *s) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (const char *p = s ? s : ""; *p; p++) {
+    if (*p == '%')
+      fa_sb_puts(&sb, "%%");
+    else if (*p == '"' || *p == '\\')
+      fa_sb_printf(&sb, "\\%c", *p);
+    else
+      fa_sb_putc(&sb, (unsigned char)*p < 0x20 ? ' ' : *p);
+  }
+  const char *r = aprintf(em, "%s", sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  return r;
+}
+
+/* The printf conversion and argument of one element (as the interpreter prints it). */
+static void print_conversion(Emitter *em, DType dt, bool hex, const char *x, const char **fmt, const char **arg) {
+  bool half = dt == DT_F16 || dt == DT_BF16;
+  if (fa_dtype_is_float(dt) && !hex) {
+    *fmt = dt == DT_F64 ? "%.17g" : "%.9g";
+    *arg = dt == DT_F64 ? x : aprintf(em, "(double)fa::to_f32(%s)", x);
+  } else if (fa_dtype_is_float(dt)) {
+    *fmt = dt == DT_F64 ? "0x%016llx" : half ? "0x%04x" : "0x%08x";
+    *arg = dt == DT_F64 ? aprintf(em, "fa::Raw<double>::get(%s)", x)
+           : half       ? aprintf(em, "(unsigned)%s.bits", x)
+                        : aprintf(em, "fa::f32_to_bits(%s)", x);
+  } else if (hex) {
+    int bits = fa_dtype_bits(dt);
+    *fmt = "0x%llx";
+    *arg = bits >= 64 ? aprintf(em, "(unsigned long long)%s", x)
+                      : aprintf(em, "((unsigned long long)%s & 0x%llxull)", x, (1ull << bits) - 1);
+  } else {
+    *fmt = "%lld";
+    *arg = aprintf(em, "(long long)%s", x);
+  }
+}
+
+/* device_print: scalars from thread 0, block elements from their owners,
+ * with the program id and the element's coordinates. */
+static void emit_print(Emitter *em, const IrOp *op) {
+  const char *prefix = format_text(em, op->str);
+  if (op->noperands == 0) {
+    line(em, "if (threadIdx.x == 0)");
+    line(em, "  printf(\"pid (%%d, %%d, %%d) %s\\n\", (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z);", prefix);
+    return;
+  }
+  for (int k = 0; k < op->noperands; k++) {
+    const IrValue *x = op->operands[k];
+    const char *which = op->noperands > 1 ? aprintf(em, " (operand %d)", k) : "";
+    const char *fmt, *arg;
+    if (!is_block(x)) {
+      print_conversion(em, x->type.dtype, op->ival != 0, value_ref(em, x), &fmt, &arg);
+      line(em, "if (threadIdx.x == 0)");
+      line(em, "  printf(\"pid (%%d, %%d, %%d) %s%s: %s\\n\", (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, %s);",
+           prefix, which, fmt, arg);
+      continue;
+    }
+    const FaLayout *l = op->aux;
+    const char *ln = layout_name(em, l), *toff = thread_offset(em, l);
+    print_conversion(em, x->type.dtype, op->ival != 0, operand(em, op, k), &fmt, &arg);
+    StrBuf idx, coords;
+    fa_sb_init(&idx);
+    fa_sb_init(&coords);
+    for (int d = 0; d < x->type.rank; d++) {
+      fa_sb_printf(&idx, "%s%%d", d ? ", " : "");
+      fa_sb_printf(&coords, ", %s::coord(%s, fa_e, %d)", ln, toff, d);
+    }
+    if (fa_layout_lane_dups(l) || fa_layout_warp_dups(l))
+      line(em, "if (%s::owner(fa_lane, fa_warp))", ln);
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(l));
+    line(em, "  printf(\"pid (%%d, %%d, %%d) idx (%s) %s%s: %s\\n\", (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z%s, "
+             "%s);", idx.data ? idx.data : "", prefix, which, fmt, coords.data ? coords.data : "", arg);
+    fa_sb_free(&idx);
+    fa_sb_free(&coords);
+  }
+}
+
+/* while: the carried variables (one C variable for the condition's and the
+ * body's arguments and the results), the condition at the top of an endless
+ * loop, the body and the updates. */
+static void emit_while(Emitter *em, const IrOp *op) {
+  const IrRegion *cond = op->regions[0], *body = op->regions[1];
+  int n = op->nresults;
+  for (int i = 0; i < n; i++) {
+    const char *name = fresh_name(em, body->args[i]->name ? body->args[i]->name : op->results[i]->name);
+    info(em, cond->args[i])->name = name;
+    info(em, body->args[i])->name = name;
+    info(em, op->results[i])->name = name;
+    declare_var(em, body->args[i], name);
+    assign_var(em, name, body->args[i], op, i);
+  }
+  line(em, "while (true) {");
+  em->indent++;
+  for (int i = 0; i < n; i++)
+    emit_conversions(em, cond->args[i]);
+  emit_region(em, cond);
+  const IrOp *yc = cond->last;
+  if (yc && yc->kind == IR_YIELD && yc->noperands == 1)
+    line(em, "if (!(%s))", value_ref(em, yc->operands[0]));
+  line(em, "  break;");
+  for (int i = 0; i < n; i++)
+    emit_conversions(em, body->args[i]);
+  emit_region(em, body);
+  const IrOp *y = body->last;
+  if (y && y->kind == IR_YIELD && y->noperands == n) {
+    /* through temporaries: an update may read another carried variable */
+    const char **tmp = fa_arena_alloc(&em->fc->arena, (size_t)(n + 1) * sizeof *tmp);
+    if (!tmp) {
+      em->ok = false;
+      return;
+    }
+    for (int i = 0; i < n; i++) {
+      tmp[i] = NULL;
+      if (y->operands[i] == body->args[i])
+        continue;
+      tmp[i] = fresh_tmp(em, "next");
+      declare_var(em, body->args[i], tmp[i]);
+      assign_var(em, tmp[i], body->args[i], y, i);
+    }
+    for (int i = 0; i < n; i++) {
+      if (!tmp[i])
+        continue;
+      const IrValue *arg = body->args[i];
+      if (is_block(arg)) {
+        line(em, "#pragma unroll");
+        line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(arg->layout));
+        line(em, "  %s[fa_e] = %s[fa_e];", info(em, arg)->name, tmp[i]);
+      } else {
+        line(em, "%s = %s;", info(em, arg)->name, tmp[i]);
+      }
+    }
+  }
+  em->indent--;
+  line(em, "}");
+  for (int i = 0; i < n; i++)
     emit_conversions(em, op->results[i]);
 }
 
@@ -1942,7 +2222,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
     return;
   source_comment(em, op->loc);
   const IrValue *r = op->nresults > 0 ? op->results[0] : NULL;
-  if (r && op->kind != IR_FOR && op->kind != IR_IF) {
+  if (r && op->kind != IR_FOR && op->kind != IR_IF && op->kind != IR_WHILE) {
     for (int i = 0; i < op->nresults; i++)
       info(em, op->results[i])->name = fresh_name(em, op->results[i]->name);
   }
@@ -2001,6 +2281,11 @@ static void emit_op(Emitter *em, const IrOp *op) {
   case IR_FOR: emit_for(em, op); return;
   case IR_IF: emit_if(em, op); return;
   case IR_ASSERT: emit_assert(em, op); break;
+  case IR_FMA: emit_fma(em, op); break;
+  case IR_RAND: emit_rand(em, op); break;
+  case IR_SCAN: emit_scan(em, op); break;
+  case IR_PRINT: emit_print(em, op); break;
+  case IR_WHILE: emit_while(em, op); return;
   default: fail(em, op->loc, "the CUDA backend does not support '%s' yet", fa_ir_op_name(op->kind)); return;
   }
   for (int i = 0; i < op->nresults; i++)

@@ -121,6 +121,9 @@ typedef struct FaInterpOptions {
   const int64_t *grid;      /* 3 dims to use instead of the kernel's grid function, or NULL */
 } FaInterpOptions;
 
+/* Where device_print writes (default, or NULL: stdout). */
+void fa_interp_set_print(FaInterp *in, FILE *out);
+
 /* Runs the kernel over its grid.  Every parameter must be bound; a pointer
  * parameter with a declared extent must be bound to at least that many
  * elements (accesses are then checked against the extent).  On an error
