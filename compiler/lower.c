@@ -2169,8 +2169,8 @@ static IrValue *combine_result(Lower *L, LVal *v, DType dt, int k, SrcLoc loc) {
     return const_ir(L, v->c, fa_type_scalar(dt), loc);
   if (is_data(v) && v->v->type.rank == 0 && v->v->type.dtype == dt)
     return v->v;
-  lerr(L, loc, "the combine function must return a %s scalar for operand %d (its dtype), got %s", fa_dtype_name(dt),
-       k, describe(L, v));
+  lerr(L, loc, "the combine function must return a scalar of dtype %s (the dtype of operand %d), got %s",
+       fa_dtype_name(dt), k, describe(L, v));
   return NULL;
 }
 
@@ -2853,6 +2853,8 @@ static IrValue *poison_ir(Lower *L, IrType t, SrcLoc loc) {
   return op->results[0];
 }
 
+static const char *fn_name(Lower *L) { return L->fx && L->fx->fn ? L->fx->fn->name : "this function"; }
+
 /* One branch of a runtime if (or of the guard after an early return). */
 typedef struct Branch {
   IrRegion *region;
@@ -2886,7 +2888,7 @@ static bool add_if_result(Lower *L, IfMerge *m, const Branch *bt, const Branch *
     const char *da = a && runtime_type(a, &ta) ? fa_type_str(L->A, ta) : describe(L, a);
     const char *db = b && runtime_type(b, &tb) ? fa_type_str(L->A, tb) : describe(L, b);
     if (is_pseudo(name))
-      lerr(L, loc, "this function returns %s on one path and %s on another", da, db);
+      lerr(L, loc, "'%s' returns %s on one path and %s on another", fn_name(L), da, db);
     else
       lerr(L, loc, "'%s' has type %s in one branch of this 'if' and %s in the other", name, da, db);
     return false;
@@ -2904,8 +2906,8 @@ static bool merged_type(Lower *L, const char *name, LVal *a, LVal *b, IrType *t,
   bool ka = a && runtime_type(a, &ta), kb = b && runtime_type(b, &tb);
   if ((a && !ka) || (b && !kb)) {
     if (is_pseudo(name))
-      lerr(L, loc, "this function returns %s on one path and %s on another; only numbers, blocks and pointers can "
-                   "be returned under a runtime condition", describe(L, a), describe(L, b));
+      lerr(L, loc, "'%s' returns %s on one path and %s on another; only numbers, blocks and pointers can be returned "
+                   "under a runtime condition", fn_name(L), describe(L, a), describe(L, b));
     else
       lerr(L, loc, "'%s' holds %s in one branch of this runtime 'if' and %s in the other; only numbers and "
                    "blocks can differ between branches", name, describe(L, a), describe(L, b));
