@@ -2022,18 +2022,14 @@ static const char *emit_scan_struct(Emitter *em, const IrOp *op) {
 
 /* scan: the elements packed into the struct, fa::scan over the axis's bits
  * (whatever hardware holds them), unpacked into the results. */
-static void emit_scan(Emitter *em, const IrOp *op) {
-  const FaLayout *l = op->results[0]->layout;
-  if (!l) {
-    fail(em, op->loc, "internal compiler error: scan without a layout");
-    return;
-  }
-  const char *t = emit_scan_struct(em, op);
+/* The hardware bits that hold an axis of layout l, lowest first, as
+ * fa::scan's step codes; *warps: some are warp bits. */
+static const char *axis_steps(Emitter *em, const FaLayout *l, int axis, bool *warps) {
   int first, count;
-  fa_layout_dim_bits(l, op->axis, &first, &count);
+  fa_layout_dim_bits(l, axis, &first, &count);
   StrBuf steps;
   fa_sb_init(&steps);
-  bool warps = false;
+  *warps = false;
   for (int b = first; b < first + count; b++) {
     int code = -1;
     for (int i = 0; i < l->nreg; i++)
@@ -2044,10 +2040,17 @@ static void emit_scan(Emitter *em, const IrOp *op) {
         code = 32 + i;
     for (int i = 0; i < l->nwarp; i++)
       if (l->warp[i] == b)
-        code = 64 + i, warps = true;
+        code = 64 + i, *warps = true;
     fa_sb_printf(&steps, ", %d", code);
   }
-  const char *buf = fresh_tmp(em, "scan");
+  const char *r = aprintf(em, "%s", steps.data ? steps.data : "");
+  fa_sb_free(&steps);
+  return r;
+}
+
+/* The operands packed into an array of the combine struct, in layout l. */
+static const char *pack_operands(Emitter *em, const IrOp *op, const char *t, const FaLayout *l) {
+  const char *buf = fresh_tmp(em, "comb");
   int nr = nregs(l);
   line(em, "%s %s[%d];", t, buf, nr);
   line(em, "#pragma unroll");
@@ -2055,9 +2058,76 @@ static void emit_scan(Emitter *em, const IrOp *op) {
   for (int k = 0; k < op->noperands; k++)
     line(em, "  %s[fa_e].v%d = %s;", buf, k, operand(em, op, k));
   line(em, "}");
-  line(em, "fa::scan<%s%s>(%s, fa_lane, fa_warp, %s);  // along axis %d of %s", op->ival ? "true" : "false",
-       steps.data ? steps.data : "", buf, scratch(em), op->axis, layout_name(em, l));
-  fa_sb_free(&steps);
+  return buf;
+}
+
+/* reduce with a combine function: every element combined with the whole of
+ * its row (fa::combine_all), then the registers of the axis dropped (the
+ * slice layout), converted where a result is wanted in another layout. */
+static void emit_reduce_fn(Emitter *em, const IrOp *op) {
+  const FaLayout *src = need_of(em, op, 0);
+  const char *t = emit_scan_struct(em, op);
+  bool warps;
+  const char *steps = axis_steps(em, src, op->axis, &warps);
+  const char *buf = pack_operands(em, op, t, src);
+  line(em, "fa::combine_all<%s>(%s, fa_lane, fa_warp, %s);  // along axis %d of %s", steps[0] ? steps + 2 : "", buf,
+       scratch(em), op->axis, layout_name(em, src));
+  if (warps)
+    note_scratch(em, (size_t)em->plan.warps * 32u * (size_t)nregs(src) * scan_struct_bytes(op));
+  int first, count, keep[FA_LAYOUT_MAX_BITS], nk = 0;
+  fa_layout_dim_bits(src, op->axis, &first, &count);
+  for (int i = 0; i < src->nreg; i++)
+    if (src->reg[i] < first || src->reg[i] >= first + count)
+      keep[nk++] = i;
+  const FaLayout *sl = NULL;
+  if (is_block(op->results[0])) {
+    FaLayout x;
+    fa_layout_slice(&x, src, op->axis);
+    sl = fa_layout_intern(em->fc, &em->plan, &x);
+    if (!sl || sl->id >= em->nlayouts_alloc) {
+      fail(em, op->loc, "internal compiler error: too many layouts");
+      return;
+    }
+  }
+  const char *red = fresh_tmp(em, "red");
+  line(em, "%s %s[%d];", t, red, 1 << nk);
+  line(em, "fa::regmap<%s>(%s, %s);", bits_list(em, keep, nk), red, buf);
+  for (int k = 0; k < op->nresults; k++) {
+    const IrValue *r = op->results[k];
+    if (!em->live[r->id])
+      continue;
+    if (!is_block(r)) {
+      line(em, "const %s %s = %s[0].v%d;", ctype(r->type.dtype), info(em, r)->name, red, k);
+      continue;
+    }
+    const char *dst = sl == r->layout ? info(em, r)->name : fresh_tmp(em, "red");
+    if (sl == r->layout)
+      declare_block(em, r, layout_name(em, sl));
+    else
+      line(em, "%s %s[%d];", ctype(r->type.dtype), dst, nregs(sl));
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(sl));
+    line(em, "  %s[fa_e] = %s[fa_e].v%d;", dst, red, k);
+    if (sl != r->layout) {
+      declare_block(em, r, layout_name(em, r->layout));
+      emit_convert(em, info(em, r)->name, dst, r->type, sl, r->layout);
+    }
+  }
+}
+
+static void emit_scan(Emitter *em, const IrOp *op) {
+  const FaLayout *l = op->results[0]->layout;
+  if (!l) {
+    fail(em, op->loc, "internal compiler error: scan without a layout");
+    return;
+  }
+  const char *t = emit_scan_struct(em, op);
+  bool warps;
+  const char *steps = axis_steps(em, l, op->axis, &warps);
+  const char *buf = pack_operands(em, op, t, l);
+  int nr = nregs(l);
+  line(em, "fa::scan<%s%s>(%s, fa_lane, fa_warp, %s);  // along axis %d of %s", op->ival ? "true" : "false", steps, buf,
+       scratch(em), op->axis, layout_name(em, l));
   if (warps)
     note_scratch(em, (size_t)em->plan.warps * 32u * (size_t)nr * scan_struct_bytes(op));
   for (int k = 0; k < op->nresults; k++) {
@@ -2284,6 +2354,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
   case IR_FMA: emit_fma(em, op); break;
   case IR_RAND: emit_rand(em, op); break;
   case IR_SCAN: emit_scan(em, op); break;
+  case IR_REDUCE_FN: emit_reduce_fn(em, op); break;
   case IR_PRINT: emit_print(em, op); break;
   case IR_WHILE: emit_while(em, op); return;
   default: fail(em, op->loc, "the CUDA backend does not support '%s' yet", fa_ir_op_name(op->kind)); return;

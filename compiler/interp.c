@@ -1608,6 +1608,61 @@ static bool scan_step(Exec *x, const IrOp *op, Slot **src, Slot **dst, int64_t p
   return true;
 }
 
+/* Reduction with a combine region: acc = combine(acc, x[i]) in index order. */
+static bool op_reduce_fn(Exec *x, const IrOp *op) {
+  int n = op->noperands;
+  if (op->nregions != 1 || op->nresults != n || op->regions[0]->nargs != 2 * n || n > 64)
+    return fail(x, op->loc, "malformed reduction");
+  IrType t = op->operands[0]->type;
+  int axis = op->axis;
+  if (axis < 0 || axis >= t.rank)
+    return fail(x, op->loc, "reduction axis %d out of range", op->axis);
+  int64_t outer = 1, len = t.shape[axis], inner = 1;
+  for (int d = 0; d < axis; d++)
+    outer *= t.shape[d];
+  for (int d = axis + 1; d < t.rank; d++)
+    inner *= t.shape[d];
+  /* a scan into scratch slots, of which the last element of each row is kept */
+  Slot *src[64], *dst[64], *res[64];
+  Slot tmp[64];
+  memset(tmp, 0, sizeof tmp);
+  bool ok = true;
+  int64_t numel = type_numel(t);
+  for (int k = 0; k < n && ok; k++) {
+    src[k] = slot_of(x, op->operands[k]);
+    dst[k] = &tmp[k];
+    bool fl = cat_of(op->operands[k]->type.dtype) == CAT_FLOAT;
+    if (fl ? !(tmp[k].f = malloc((size_t)numel * sizeof(double))) : !(tmp[k].i = malloc((size_t)numel * sizeof(int64_t))))
+      ok = fail(x, op->loc, "out of memory in the interpreter");
+    if (ok && !(res[k] = def_slot(x, op->results[k])))
+      ok = false;
+  }
+  for (int64_t o = 0; ok && o < outer; o++)
+    for (int64_t j = 0; ok && j < inner; j++) {
+      int64_t base = o * len * inner + j;
+      for (int k = 0; k < n; k++) {
+        if (cat_of(op->operands[k]->type.dtype) == CAT_FLOAT)
+          dst[k]->f[base] = src[k]->f[base];
+        else
+          dst[k]->i[base] = src[k]->i[base];
+      }
+      for (int64_t m = 1; ok && m < len; m++)
+        ok = scan_step(x, op, src, dst, base + (m - 1) * inner, base + m * inner);
+      for (int k = 0; ok && k < n; k++) {
+        int64_t last = base + (len - 1) * inner;
+        if (cat_of(op->operands[k]->type.dtype) == CAT_FLOAT)
+          res[k]->f[o * inner + j] = dst[k]->f[last];
+        else
+          res[k]->i[o * inner + j] = dst[k]->i[last];
+      }
+    }
+  for (int k = 0; k < n; k++) {
+    free(tmp[k].f);
+    free(tmp[k].i);
+  }
+  return ok;
+}
+
 /* Inclusive scan along an axis, element by element in index order (from the
  * last element for a reverse scan). */
 static bool op_scan(Exec *x, const IrOp *op) {
@@ -1689,6 +1744,7 @@ static bool exec_op(Exec *x, const IrOp *op) {
   case IR_ASSERT: return op_assert(x, op);
   case IR_FMA: return op_fma(x, op);
   case IR_SCAN: return op_scan(x, op);
+  case IR_REDUCE_FN: return op_reduce_fn(x, op);
   case IR_RAND: return op_rand(x, op);
   case IR_PRINT: return op_print(x, op);
   case IR_WHILE: return op_while(x, op);

@@ -263,7 +263,7 @@ static const char *const op_names[IR_OP_COUNT] = {
     [IR_ADVANCE] = "advance",       [IR_LOAD_BLOCK] = "load_block",   [IR_STORE_BLOCK] = "store_block",
     [IR_FOR] = "for",               [IR_IF] = "if",                   [IR_YIELD] = "yield",
     [IR_RETURN] = "return",         [IR_ASSERT] = "assert",           [IR_FMA] = "fma",
-    [IR_SCAN] = "scan",             [IR_RAND] = "rand",               [IR_PRINT] = "print",
+    [IR_SCAN] = "scan",             [IR_REDUCE_FN] = "reduce_fn",     [IR_RAND] = "rand",               [IR_PRINT] = "print",
     [IR_WHILE] = "while",
 };
 
@@ -367,6 +367,7 @@ static void print_attrs(const IrOp *op, StrBuf *out) {
       fa_sb_puts(out, " hex");
     break;
   case IR_SCAN:
+  case IR_REDUCE_FN:
     fa_sb_printf(out, " axis=%d%s", op->axis, op->ival ? " reverse" : "");
     break;
   case IR_RAND:
@@ -381,7 +382,8 @@ static const char *region_label(const IrOp *op, int r) {
   switch (op->kind) {
   case IR_IF: return r == 0 ? "then" : "else";
   case IR_WHILE: return r == 0 ? "cond" : "body";
-  case IR_SCAN: return "combine";
+  case IR_SCAN:
+  case IR_REDUCE_FN: return "combine";
   default: return "body";
   }
 }
@@ -518,8 +520,14 @@ static void verify_scan(Verifier *v, const IrOp *op) {
   for (int i = 0; i < n; i++) {
     IrType t = op->operands[i]->type;
     const IrRegion *c = op->regions[0];
-    if (!same_shape(t, t0) || !fa_type_equal(t, op->results[i]->type))
-      verify_fail(v, op, "operands of one shape; each result of its operand's type");
+    IrType rt = op->results[i]->type, want = t;
+    if (op->kind == IR_REDUCE_FN && op->axis >= 0 && op->axis < t.rank) {
+      for (int d = op->axis; d + 1 < t.rank; d++)
+        want.shape[d] = t.shape[d + 1];
+      want.rank--;
+    }
+    if (!same_shape(t, t0) || !fa_type_equal(want, rt))
+      verify_fail(v, op, "operands of one shape; each result of its operand's type (a reduction drops the axis)");
     if (c->args[i]->type.rank != 0 || c->args[n + i]->type.rank != 0 || c->args[i]->type.dtype != t.dtype ||
         c->args[n + i]->type.dtype != t.dtype)
       verify_fail(v, op, "the combine region takes scalars of the operands' dtypes");
@@ -688,7 +696,8 @@ static void verify_types(Verifier *v, const IrOp *op) {
     if (n != 3 || !fa_type_equal(a[0]->type, r) || !fa_type_equal(a[1]->type, r) || !fa_type_equal(a[2]->type, r))
       verify_fail(v, op, "operands and result have the same type");
     break;
-  case IR_SCAN: verify_scan(v, op); break;
+  case IR_SCAN:
+  case IR_REDUCE_FN: verify_scan(v, op); break;
   case IR_RAND:
     if (n != 2 || a[0]->type.dtype != DT_I64 || is_block(a[0]->type) || a[1]->type.dtype != DT_I32 ||
         r.dtype != DT_F32 || !same_shape(a[1]->type, r))
@@ -739,7 +748,7 @@ static void verify_terminator(Verifier *v, const IrRegion *r, const IrOp *owner)
       verify_fail(v, last, "the condition region of a while loop yields one i1 scalar");
     return;
   }
-  if (owner->kind == IR_SCAN) {
+  if (owner->kind == IR_SCAN || owner->kind == IR_REDUCE_FN) {
     bool ok = last->noperands == owner->nresults;
     for (int i = 0; ok && i < last->noperands; i++)
       ok = !is_block(last->operands[i]->type) && last->operands[i]->type.dtype == owner->results[i]->type.dtype;

@@ -4,7 +4,7 @@
  * A specialised kernel is an IrFunction: SSA values over scalars and blocks
  * (tensors of static, power-of-two shape), organised in regions with
  * structured control flow (IR_FOR, IR_WHILE, IR_IF, each region ending in
- * IR_YIELD; IR_SCAN's region is its combine function).
+ * IR_YIELD; the region of IR_SCAN and IR_REDUCE_FN is a combine function).
  * Every constexpr has been substituted, every helper inlined, and every
  * implicit conversion made explicit: the operands of an elementwise op have
  * the same dtype and shape (lower.c inserts IR_CAST, IR_SPLAT, IR_BROADCAST,
@@ -120,6 +120,8 @@ typedef enum IrOpKind {
                        (a_0..a_n-1, b_0..b_n-1) scalars of the operands' dtypes, a the earlier part of
                        the scan, b the later, yielding n scalars; results: n blocks of the operands' types.
                        The region is closed: it uses only its arguments and values it defines. */
+  IR_REDUCE_FN,     /* reduction of n blocks of one shape along `axis` with a combine region (as IR_SCAN's,
+                       in index order); results: n values of the operands' dtypes, the axis dropped */
   IR_RAND,          /* sub = IrRandKind: seed (i64 scalar), offsets (i32 scalar or block) -> f32 of the
                        offsets' shape; ival = Philox rounds (see interp.h for the exact numerics) */
   IR_PRINT,         /* device_print: str = prefix, ival = 1 for hex; operands scalars or blocks (all blocks

@@ -661,10 +661,18 @@ static void propagate_through(Pass *p, IrOp *op, IrValue *v) {
     }
     break;
   case IR_REDUCE:
-    if (!is_result && is_block(op->results[0])) {
+  case IR_REDUCE_FN:
+    /* the results: slices of the (first) operand's layout; the operands of a
+       reduction with a combine function are taken in the first one's */
+    if (is_result || (op->kind == IR_REDUCE_FN && v != op->operands[0]))
+      break;
+    for (int i = 1; op->kind == IR_REDUCE_FN && i < op->noperands; i++)
+      set_layout(p, op->operands[i], l);
+    if (is_block(op->results[0])) {
       FaLayout x;
       fa_layout_slice(&x, l, op->axis);
-      set_layout(p, op->results[0], fa_layout_intern(p->fc, p->plan, &x));
+      for (int i = 0; i < op->nresults; i++)
+        set_layout(p, op->results[i], fa_layout_intern(p->fc, p->plan, &x));
     }
     break;
   case IR_DOT:
@@ -674,7 +682,8 @@ static void propagate_through(Pass *p, IrOp *op, IrValue *v) {
   case IR_YIELD: {
     IrOp *parent = op->parent ? op->parent->parent_op : NULL;
     /* (a while loop's condition yields its i1 scalar, a scan's combine scalars) */
-    if (parent && parent->kind != IR_SCAN && !(parent->kind == IR_WHILE && op->parent == parent->regions[0]))
+    if (parent && parent->kind != IR_SCAN && parent->kind != IR_REDUCE_FN &&
+        !(parent->kind == IR_WHILE && op->parent == parent->regions[0]))
       for (int i = 0; i < op->noperands; i++)
         if (op->operands[i] == v)
           set_carried(p, parent, i, l);
@@ -904,6 +913,10 @@ const FaLayout *fa_layout_operand_need(FaCompiler *fc, FaLayoutPlan *plan, const
     return own;
   }
   case IR_REDUCE: return own;
+  case IR_REDUCE_FN: {
+    const IrValue *x0 = op->operands[0];
+    return x0->layout ? x0->layout : fa_layout_default(fc, plan, x0->type);
+  }
   case IR_STORE_BLOCK: return l;
   case IR_YIELD: {
     const IrOp *parent = op->parent ? op->parent->parent_op : NULL;

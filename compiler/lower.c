@@ -1641,6 +1641,8 @@ static LVal *reduce_value(Lower *L, int red, IrValue *v, int axis, SrcLoc loc) {
 }
 
 static IrValue *expand_at(Lower *L, IrValue *v, int axis, SrcLoc loc);
+static bool want_flag(Lower *L, const Node *n, const char *what, bool dflt, bool *out);
+static LVal *arg_index(Lower *L, IrValue *v, int axis, bool is_max, bool first, bool keep, SrcLoc loc);
 
 /* max / min / sum along an axis; max(a, b, ...) of compile-time numbers. */
 static LVal *b_reduce(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
@@ -1672,20 +1674,26 @@ static LVal *b_reduce(Lower *L, const Builtin *bi, const Node *call, const Node 
     return lerr(L, a[0]->loc, "%s() reduces a block along an axis; got %s", bi->name, describe(L, x));
   IrValue *v = x->v;
   int rank = v->type.rank;
-  bool keep = false;
-  if (a[2]) {
-    LVal *k = eval(L, a[2]);
-    if (!k)
+  bool sum = bi->sub == RED_SUM, keep, indices = false, first = true;
+  if (!want_flag(L, sum ? a[2] : a[4], "keep_dims", false, &keep) ||
+      (!sum && !want_flag(L, a[2], "return_indices", false, &indices)) ||
+      (!sum && !want_flag(L, a[3], "return_indices_tie_break_left", true, &first)))
+    return NULL;
+  if (sum && a[3]) {
+    LVal *dv = eval(L, a[3]);
+    DType dt;
+    if (!dv)
       return NULL;
-    if (k->kind != LV_CONST || (k->c.kind != CK_BOOL && k->c.kind != CK_INT))
-      return lerr(L, a[2]->loc, "keep_dims must be True or False, got %s", describe(L, k));
-    keep = k->c.i != 0;
+    if (!is_none(dv) && (!want_dtype(L, dv, a[3], "dtype", &dt) || !(v = cast_ir(L, v, dt, call->loc))))
+      return NULL;
   }
   if (v->type.dtype == DT_I1 && !(v = cast_ir(L, v, DT_I32, call->loc)))
     return NULL;
   LVal *axv = eval_opt(L, a[1]);
   if (!axv)
     return NULL;
+  if (indices && is_none(axv))
+    return lerr(L, call->loc, "%s(return_indices=True) needs an axis", bi->name);
   if (is_none(axv)) {
     /* all axes, innermost first */
     LVal *r = x;
@@ -1712,9 +1720,17 @@ static LVal *b_reduce(Lower *L, const Builtin *bi, const Node *call, const Node 
   if (axis < 0)
     axis += rank;
   LVal *r = reduce_value(L, bi->sub, v, (int)axis, call->loc);
-  if (!r || !keep)
+  if (r && keep)
+    r = lv_ir(L, expand_at(L, r->v, (int)axis, call->loc));
+  if (!r || !indices)
     return r;
-  return lv_ir(L, expand_at(L, r->v, (int)axis, call->loc));
+  /* max(x, axis, return_indices=True): the values and their indices */
+  LVal *t = lv_tuple(L, 2), *i = t ? arg_index(L, v, (int)axis, bi->sub == RED_MAX, first, keep, call->loc) : NULL;
+  if (!i)
+    return NULL;
+  t->elems[0] = r;
+  t->elems[1] = i;
+  return t;
 }
 
 /* where(c, x, y): promotion of x and y, broadcasting of all three. */
@@ -2072,9 +2088,11 @@ static LVal *b_clamp(Lower *L, const Builtin *bi, const Node *call, const Node *
   return m ? lv_ir(L, minmax_ir(L, false, nan_all, m, hi, call->loc)) : NULL;
 }
 
-/* An IR_SCAN of n values along axis; its combine region is empty (the caller
- * fills it and ends it with a yield).  The region's arguments are args[0..2n). */
-static IrOp *new_scan(Lower *L, IrValue **xs, int n, int axis, bool reverse, SrcLoc loc, IrRegion **region) {
+/* An IR_SCAN or IR_REDUCE_FN of n values along axis; its combine region is
+ * empty (the caller fills it and ends it with a yield).  The region's
+ * arguments are args[0..2n). */
+static IrOp *new_scan(Lower *L, IrOpKind kind, IrValue **xs, int n, int axis, bool reverse, SrcLoc loc,
+                      IrRegion **region) {
   IrRegion *c = fa_ir_region_new(L->b.fn);
   if (!c)
     return oom(L), NULL;
@@ -2083,9 +2101,15 @@ static IrOp *new_scan(Lower *L, IrValue **xs, int n, int axis, bool reverse, Src
       if (!fa_ir_region_add_arg(L->b.fn, c, fa_type_scalar(xs[k]->type.dtype), h ? "b" : "a", loc))
         return oom(L), NULL;
   IrType types[MAX_SCAN_VALUES];
-  for (int k = 0; k < n; k++)
+  for (int k = 0; k < n; k++) {
     types[k] = xs[k]->type;
-  IrOp *op = emit(L, IR_SCAN, 0, loc, xs, n, types, n);
+    if (kind == IR_REDUCE_FN) {
+      for (int d = axis; d + 1 < types[k].rank; d++)
+        types[k].shape[d] = types[k].shape[d + 1];
+      types[k].rank--;
+    }
+  }
+  IrOp *op = emit(L, kind, 0, loc, xs, n, types, n);
   if (!op)
     return NULL;
   op->axis = axis;
@@ -2126,7 +2150,7 @@ static LVal *b_cumulative(Lower *L, const Builtin *bi, const Node *call, const N
   if (!(v = cast_ir(L, v, acc, call->loc)))
     return NULL;
   IrRegion *c;
-  IrOp *op = new_scan(L, &v, 1, axis, reverse, call->loc, &c);
+  IrOp *op = new_scan(L, IR_SCAN, &v, 1, axis, reverse, call->loc, &c);
   if (!op)
     return NULL;
   IrRegion *outer = L->b.region;
@@ -2174,54 +2198,44 @@ static IrValue *combine_result(Lower *L, LVal *v, DType dt, int k, SrcLoc loc) {
   return NULL;
 }
 
-/* associative_scan(input, axis, combine_fn, reverse=False): input a block or a
- * tuple of blocks of one shape; combine_fn a helper (or builtin) taking
- * 2n scalars (the earlier values, then the later ones) and returning n. */
-static LVal *b_associative_scan(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
-  (void)bi;
-  LVal *in = eval(L, a[0]);
-  if (!in)
-    return NULL;
-  bool tuple = in->kind == LV_TUPLE;
-  int n = tuple ? in->n : 1;
+/* The blocks of a scan or reduction: one block, or a tuple of blocks of one shape. */
+static int combine_inputs(Lower *L, const char *fname, LVal *in, const Node *at, IrValue **xs, bool *tuple) {
+  *tuple = in->kind == LV_TUPLE;
+  int n = *tuple ? in->n : 1;
   if (n < 1 || n > MAX_SCAN_VALUES)
-    return lerr(L, a[0]->loc, "associative_scan() takes a block or a tuple of 1 to %d blocks, got %s",
-                MAX_SCAN_VALUES, describe(L, in));
-  IrValue *xs[MAX_SCAN_VALUES];
+    return lerr(L, at->loc, "%s() takes a block or a tuple of 1 to %d blocks, got %s", fname, MAX_SCAN_VALUES,
+                describe(L, in)), -1;
   for (int k = 0; k < n; k++) {
-    LVal *e = tuple ? in->elems[k] : in;
+    LVal *e = *tuple ? in->elems[k] : in;
     if (!is_data(e) || e->v->type.rank == 0)
-      return lerr(L, a[0]->loc, "associative_scan() needs blocks, got %s", describe(L, e));
+      return lerr(L, at->loc, "%s() needs blocks, got %s", fname, describe(L, e)), -1;
     xs[k] = e->v;
     if (k > 0 && (xs[k]->type.rank != xs[0]->type.rank ||
                   memcmp(xs[k]->type.shape, xs[0]->type.shape, sizeof(int) * (size_t)xs[0]->type.rank)))
-      return lerr(L, a[0]->loc, "associative_scan(): the blocks have different shapes %s and %s",
+      return lerr(L, at->loc, "%s(): the blocks have different shapes %s and %s", fname,
                   fa_shape_str(L->A, xs[0]->type.rank, xs[0]->type.shape),
-                  fa_shape_str(L->A, xs[k]->type.rank, xs[k]->type.shape));
+                  fa_shape_str(L->A, xs[k]->type.rank, xs[k]->type.shape)), -1;
   }
-  int axis;
-  bool reverse;
-  if (!want_axis(L, a[1], xs[0]->type.rank, &axis) || !want_flag(L, a[3], "reverse", false, &reverse))
-    return NULL;
-  LVal *fn = eval(L, a[2]);
-  if (!fn)
-    return NULL;
-  if (fn->kind != LV_FUNC)
-    return lerr(L, a[2]->loc, "associative_scan() needs a function as combine_fn, got %s", describe(L, fn));
-  IrRegion *c;
-  IrOp *op = new_scan(L, xs, n, axis, reverse, call->loc, &c);
-  if (!op)
-    return NULL;
-  /* combine_fn(a_0, ..., a_n-1, b_0, ..., b_n-1), lowered into the region */
-  Node *fcall = fa_node_new(L->fc, N_CALL, call->loc);
-  Node *callee = fcall ? tmp_name(L, fn, a[2]->loc) : NULL;
+  return n;
+}
+
+/* Lowers combine_fn(a_0, ..., a_n-1, b_0, ..., b_n-1) into the region c of a
+ * scan or reduction (the arguments are c's), ending it with the yield. */
+static bool lower_combine(Lower *L, const char *fname, IrRegion *c, IrValue **xs, int n, bool tuple, LVal *fn,
+                          const Node *fn_at, SrcLoc loc) {
+  if (fn->kind != LV_FUNC) {
+    lerr(L, fn_at->loc, "%s() needs a function as combine_fn, got %s", fname, describe(L, fn));
+    return false;
+  }
+  Node *fcall = fa_node_new(L->fc, N_CALL, loc);
+  Node *callee = fcall ? tmp_name(L, fn, fn_at->loc) : NULL;
   if (!callee)
-    return L->err ? NULL : oom(L);
+    return L->err ? false : (oom(L), false);
   fcall->lhs = callee;
   for (int i = 0; i < 2 * n; i++) {
-    Node *arg = tmp_name(L, lv_ir(L, c->args[i]), a[2]->loc);
+    Node *arg = tmp_name(L, lv_ir(L, c->args[i]), fn_at->loc);
     if (!arg)
-      return NULL;
+      return false;
     fa_nodelist_push(L->fc, &fcall->args, arg);
   }
   IrRegion *outer = L->b.region;
@@ -2230,30 +2244,142 @@ static LVal *b_associative_scan(Lower *L, const Builtin *bi, const Node *call, c
   IrValue *ys[MAX_SCAN_VALUES];
   bool ok = r != NULL;
   if (ok && tuple != (r->kind == LV_TUPLE)) {
-    lerr(L, a[2]->loc, "the combine function must return %s, got %s",
+    lerr(L, fn_at->loc, "the combine function must return %s, got %s",
          tuple ? fa_arena_printf(L->A, "a tuple of %d scalars", n) : "one scalar", describe(L, r));
     ok = false;
   } else if (ok && tuple && r->n != n) {
-    lerr(L, a[2]->loc, "the combine function must return a tuple of %d scalars, got %d", n, r->n);
+    lerr(L, fn_at->loc, "the combine function must return a tuple of %d scalars, got %d", n, r->n);
     ok = false;
   }
   for (int k = 0; ok && k < n; k++)
-    ok = (ys[k] = combine_result(L, tuple ? r->elems[k] : r, xs[k]->type.dtype, k, a[2]->loc)) != NULL;
-  ok = ok && emit(L, IR_YIELD, 0, call->loc, ys, n, NULL, 0);
+    ok = (ys[k] = combine_result(L, tuple ? r->elems[k] : r, xs[k]->type.dtype, k, fn_at->loc)) != NULL;
+  ok = ok && emit(L, IR_YIELD, 0, loc, ys, n, NULL, 0);
   L->b.region = outer;
   if (!ok)
-    return NULL;
+    return false;
   const IrOp *bad = foreign_op(c);
-  if (bad)
-    return lerr(L, bad->loc, "the combine function of associative_scan() may only compute on its scalar "
-                             "arguments; '%s' is not allowed there", fa_ir_op_name(bad->kind));
+  if (bad) {
+    lerr(L, bad->loc, "the combine function of %s() may only compute on its scalar arguments; '%s' is not allowed "
+                      "there", fname, fa_ir_op_name(bad->kind));
+    return false;
+  }
+  return true;
+}
+
+/* The results of a scan or reduction: a value, or a tuple. */
+static LVal *combine_results(Lower *L, IrOp *op, bool tuple) {
   if (!tuple)
     return lv_ir(L, op->results[0]);
-  LVal *t = lv_tuple(L, n);
-  for (int k = 0; t && k < n; k++)
+  LVal *t = lv_tuple(L, op->nresults);
+  for (int k = 0; t && k < op->nresults; k++)
     if (!(t->elems[k] = lv_ir(L, op->results[k])))
       return NULL;
   return t;
+}
+
+/* associative_scan(input, axis, combine_fn, reverse=False): input a block or a
+ * tuple of blocks of one shape; combine_fn a helper (or builtin) taking
+ * 2n scalars (the earlier values, then the later ones) and returning n. */
+static LVal *b_associative_scan(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *in = eval(L, a[0]);
+  IrValue *xs[MAX_SCAN_VALUES];
+  bool tuple, reverse;
+  int n = in ? combine_inputs(L, bi->name, in, a[0], xs, &tuple) : -1, axis;
+  if (n < 0 || !want_axis(L, a[1], xs[0]->type.rank, &axis) || !want_flag(L, a[3], "reverse", false, &reverse))
+    return NULL;
+  LVal *fn = eval(L, a[2]);
+  IrRegion *c;
+  IrOp *op = fn ? new_scan(L, IR_SCAN, xs, n, axis, reverse, call->loc, &c) : NULL;
+  if (!op || !lower_combine(L, bi->name, c, xs, n, tuple, fn, a[2], call->loc))
+    return NULL;
+  return combine_results(L, op, tuple);
+}
+
+/* A reduction with a combine region along one axis, or all (axis None:
+ * innermost first); keep_dims keeps the reduced axes as size 1.  The region
+ * is filled by lower_combine (fn) or holds the binary op `sub`. */
+static LVal *reduce_with(Lower *L, const char *fname, IrValue **xs, int n, bool tuple, LVal *axv, const Node *axis_at,
+                         bool keep, LVal *fn, const Node *fn_at, int sub, SrcLoc loc) {
+  int rank = xs[0]->type.rank, axes[FA_MAX_RANK], naxes = 0;
+  if (is_none(axv)) {
+    for (int d = rank - 1; d >= 0; d--)
+      axes[naxes++] = d;
+  } else {
+    int64_t ax;
+    if (!want_int(L, axv, axis_at, "the axis", &ax))
+      return NULL;
+    if (ax < -rank || ax >= rank)
+      return lerr(L, axis_at->loc, "axis %lld is out of range for a block of rank %d", (long long)ax, rank);
+    axes[naxes++] = (int)(ax < 0 ? ax + rank : ax);
+  }
+  IrValue *cur[MAX_SCAN_VALUES];
+  memcpy(cur, xs, (size_t)n * sizeof *cur);
+  for (int i = 0; i < naxes; i++) {
+    IrRegion *c;
+    IrOp *op = new_scan(L, IR_REDUCE_FN, cur, n, axes[i], false, loc, &c);
+    if (!op)
+      return NULL;
+    if (fn) {
+      if (!lower_combine(L, fname, c, cur, n, tuple, fn, fn_at, loc))
+        return NULL;
+    } else {
+      IrRegion *outer = L->b.region;
+      L->b.region = c;
+      IrValue *ops[2] = {c->args[0], c->args[1]};
+      IrValue *r = emit1(L, IR_BINARY, sub, loc, fa_type_scalar(cur[0]->type.dtype), ops, 2);
+      bool ok = r && emit(L, IR_YIELD, 0, loc, &r, 1, NULL, 0);
+      L->b.region = outer;
+      if (!ok)
+        return NULL;
+    }
+    for (int k = 0; k < n; k++)
+      cur[k] = op->results[k];
+  }
+  for (int k = 0; keep && k < n; k++) {
+    if (naxes == 1) {
+      cur[k] = expand_at(L, cur[k], axes[0], loc);
+    } else {
+      int shape[FA_MAX_RANK];
+      for (int d = 0; d < rank; d++)
+        shape[d] = 1;
+      cur[k] = bcast_ir(L, cur[k], rank, shape, loc);
+    }
+    if (!cur[k])
+      return NULL;
+  }
+  if (!tuple)
+    return lv_ir(L, cur[0]);
+  LVal *t = lv_tuple(L, n);
+  for (int k = 0; t && k < n; k++)
+    if (!(t->elems[k] = lv_ir(L, cur[k])))
+      return NULL;
+  return t;
+}
+
+/* reduce(input, axis, combine_fn, keep_dims=False), as Triton's tl.reduce. */
+static LVal *b_reduce_fn(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *in = eval(L, a[0]);
+  IrValue *xs[MAX_SCAN_VALUES];
+  bool tuple, keep;
+  int n = in ? combine_inputs(L, bi->name, in, a[0], xs, &tuple) : -1;
+  LVal *axv = n > 0 ? eval(L, a[1]) : NULL;
+  LVal *fn = axv ? eval(L, a[2]) : NULL;
+  if (!fn || !want_flag(L, a[3], "keep_dims", false, &keep))
+    return NULL;
+  return reduce_with(L, bi->name, xs, n, tuple, axv, a[1], keep, fn, a[2], 0, call->loc);
+}
+
+/* xor_sum(input, axis=None, keep_dims=False): the exclusive or of integers. */
+static LVal *b_xor_sum(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *x = want_block(L, bi->name, a[0]);
+  bool keep;
+  if (!x || !want_flag(L, a[2], "keep_dims", false, &keep))
+    return NULL;
+  IrValue *v = x->v;
+  if (!fa_dtype_is_int(v->type.dtype))
+    return lerr(L, a[0]->loc, "xor_sum() needs integers, got %s", describe(L, x));
+  LVal *axv = eval_opt(L, a[1]);
+  return axv ? reduce_with(L, bi->name, &v, 1, false, axv, a[1], keep, NULL, NULL, BIN_XOR, call->loc) : NULL;
 }
 
 /* Inserts a size-1 dimension at axis (a scalar becomes a block of one). */
@@ -2277,22 +2403,13 @@ static IrValue *expand_at(Lower *L, IrValue *v, int axis, SrcLoc loc) {
  * (minimum) is, as i32; NaN counts as larger (smaller) than every number, as
  * in max / min.  Lowered as the reduction, a comparison with its broadcast
  * result and a min (max) reduction of the matching indices. */
-static LVal *b_argmax(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
-  LVal *x = want_block(L, bi->name, a[0]);
-  if (!x)
-    return NULL;
-  IrValue *v = x->v;
+/* The index part of argmax / argmin (and max(return_indices=True)) of v along axis. */
+static LVal *arg_index(Lower *L, IrValue *v, int axis, bool is_max, bool first, bool keep, SrcLoc loc) {
   IrType t = v->type;
-  int axis;
-  bool first, keep;
-  if (!want_axis(L, a[1], t.rank, &axis) || !want_flag(L, a[2], "tie_break_left", true, &first) ||
-      !want_flag(L, a[3], "keep_dims", false, &keep))
-    return NULL;
-  SrcLoc loc = call->loc;
   if (t.dtype == DT_I1 && !(v = cast_ir(L, v, DT_I32, loc)))
     return NULL;
   t = v->type;
-  LVal *m = reduce_value(L, bi->sub, v, axis, loc);
+  LVal *m = reduce_value(L, is_max ? RED_MAX : RED_MIN, v, axis, loc);
   IrValue *mb = m ? expand_at(L, m->v, axis, loc) : NULL;
   if (!(mb = mb ? bcast_ir(L, mb, t.rank, t.shape, loc) : NULL))
     return NULL;
@@ -2331,6 +2448,23 @@ static LVal *b_argmax(Lower *L, const Builtin *bi, const Node *call, const Node 
   if (!r || !keep)
     return r;
   return lv_ir(L, expand_at(L, r->v, axis, loc));
+}
+
+/* argmax / argmin(input, axis, tie_break_left=True, keep_dims=False): the
+ * first (tie_break_left=False: the last) index along axis where the maximum
+ * (minimum) is, as i32; NaN counts as larger (smaller) than every number, as
+ * in max / min.  Lowered as the reduction, a comparison with its broadcast
+ * result and a min (max) reduction of the matching indices. */
+static LVal *b_argmax(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *x = want_block(L, bi->name, a[0]);
+  if (!x)
+    return NULL;
+  int axis;
+  bool first, keep;
+  if (!want_axis(L, a[1], x->v->type.rank, &axis) || !want_flag(L, a[2], "tie_break_left", true, &first) ||
+      !want_flag(L, a[3], "keep_dims", false, &keep))
+    return NULL;
+  return arg_index(L, x->v, axis, bi->sub == RED_MAX, first, keep, call->loc);
 }
 
 /* rand / randn(seed, offset, n_rounds=10): Philox 4x32 on the counter
@@ -2514,9 +2648,13 @@ static const Builtin builtins[] = {
     {"clamp", b_clamp, 3, true, 0, P("x", "min", "max", "propagate_nan"), 0},
     {"maximum", b_maximum, 2, true, BIN_MAX, P("x", "y", "propagate_nan"), 0},
     {"minimum", b_maximum, 2, true, BIN_MIN, P("x", "y", "propagate_nan"), 0},
-    {"max", b_reduce, 1, true, RED_MAX, P("input", "axis", "keep_dims"), 0},
-    {"min", b_reduce, 1, true, RED_MIN, P("input", "axis", "keep_dims"), 0},
-    {"sum", b_reduce, 1, false, RED_SUM, P("input", "axis", "keep_dims"), 0},
+    {"max", b_reduce, 1, true, RED_MAX,
+     P("input", "axis", "return_indices", "return_indices_tie_break_left", "keep_dims"), 0},
+    {"min", b_reduce, 1, true, RED_MIN,
+     P("input", "axis", "return_indices", "return_indices_tie_break_left", "keep_dims"), 0},
+    {"sum", b_reduce, 1, false, RED_SUM, P("input", "axis", "keep_dims", "dtype"), 0},
+    {"reduce", b_reduce_fn, 3, false, 0, P("input", "axis", "combine_fn", "keep_dims"), 0},
+    {"xor_sum", b_xor_sum, 1, false, 0, P("input", "axis", "keep_dims"), 0},
     {"argmax", b_argmax, 2, false, RED_MAX, P("input", "axis", "tie_break_left", "keep_dims"), 0},
     {"argmin", b_argmax, 2, false, RED_MIN, P("input", "axis", "tie_break_left", "keep_dims"), 0},
     {"cumsum", b_cumulative, 1, false, BIN_ADD, P("input", "axis", "reverse", "dtype"), 0},
@@ -2583,7 +2721,8 @@ static LVal *call_builtin(Lower *L, const Builtin *bi, const Node *call) {
 
 /* Builtins that are also methods of blocks: x.sum(axis=1) is sum(x, axis=1). */
 static const char *const method_names[] = {
-    "sum", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "associative_scan", "reshape", "permute",
+    "sum", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "associative_scan", "reduce", "xor_sum", "reshape",
+    "permute",
     "trans", "broadcast_to", "expand_dims", "ravel", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin",
     "cos", "floor", "ceil", "sigmoid", "tanh", "erf", "fma", "cdiv",
 };

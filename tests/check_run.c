@@ -257,6 +257,50 @@ START_TEST(test_argx) {
 }
 END_TEST
 
+/* ---- reduce with a combine function, xor_sum, max(return_indices) ---------------------------- */
+
+START_TEST(test_reduce_fn) {
+  Run r;
+  enum { BM = 8, N = 16 };
+  r_init(&r, "reducefn", "BM=8 N=16");
+  float *x = r_buf(&r, "x", NULL), *m1 = r_buf(&r, "m1", NULL), *m0 = r_buf(&r, "m0", NULL);
+  float *top = r_buf(&r, "top", NULL);
+  int32_t *k = r_buf(&r, "k", NULL), *i1 = r_buf(&r, "i1", NULL), *x1 = r_buf(&r, "x1", NULL);
+  int32_t *x0 = r_buf(&r, "x0", NULL), *mi = r_buf(&r, "mi", NULL);
+  for (int i = 0; i < BM * N; i++) {
+    x[i] = (float)floor(urand(-4, 4)); /* ties */
+    k[i] = (int32_t)floor(urand(-1e6, 1e6));
+  }
+  r_run(&r);
+  double best = -INFINITY;
+  for (int row = 0; row < BM; row++) {
+    int at = 0, xr = 0;
+    for (int col = 0; col < N; col++) {
+      if (x[row * N + col] > x[row * N + at])
+        at = col;
+      xr ^= k[row * N + col];
+      best = fmax(best, x[row * N + col]);
+    }
+    ck_assert(m1[row] == x[row * N + at]);
+    ck_assert_int_eq(i1[row], at);
+    ck_assert_int_eq(mi[row], at);
+    ck_assert_int_eq(x1[row], xr);
+  }
+  for (int col = 0; col < N; col++) {
+    double m = -INFINITY;
+    int xc = 0;
+    for (int row = 0; row < BM; row++) {
+      m = fmax(m, x[row * N + col]);
+      xc ^= k[row * N + col];
+    }
+    ck_assert(m0[col] == m);
+    ck_assert_int_eq(x0[col], xc);
+  }
+  ck_assert(top[0] == best);
+  r_free(&r);
+}
+END_TEST
+
 /* ---- Philox ------------------------------------------------------------------------------ */
 
 /* Philox 4x32 written from the paper (Salmon et al., "Parallel random numbers:
@@ -508,6 +552,7 @@ static Suite *run_suite(void) {
   tcase_add_test(tc, test_erf_fma_clamp);
   tcase_add_test(tc, test_scans);
   tcase_add_test(tc, test_argx);
+  tcase_add_test(tc, test_reduce_fn);
   tcase_add_test(tc, test_philox_known_answers);
   tcase_add_test(tc, test_rand);
   tcase_add_test(tc, test_randn);

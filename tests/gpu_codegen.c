@@ -100,6 +100,10 @@ static const Case cases[] = {
     {CG, "argx", "T=f32 BM=16 N=64", "", 4, 2, NULL, 0, 0},
     {CG, "argx", "T=f16 BM=64 N=32", "", 8, 2, NULL, 0, 0},
     {CG, "argx", "T=bf16 BM=2 N=256", "", 4, 2, NULL, 0, 0},
+    /* reduce with combine functions, xor_sum, max(return_indices=True): exact */
+    {CG, "reducefn", "BM=16 N=64", "", 4, 2, "k=-100000:100000", 0, 0},
+    {CG, "reducefn", "BM=128 N=8", "", 8, 2, "k=-100000:100000", 0, 0},
+    {CG, "reducefn", "BM=2 N=512", "", 4, 2, "k=-100000:100000", 0, 0},
     /* rand: the same bits; randn: logf and cosf of the GPU */
     {CG, "philox", "BLOCK=256", "n=3000 seed=1234 p=0.3", 4, 2, NULL, 0, 0},
     {CG, "philox", "BLOCK=64", "n=100 seed=-7 p=0.5", 2, 2, NULL, 0, 0},

@@ -277,6 +277,16 @@ template <bool REVERSE, int... STEPS, class T, int N> FA_DEV void scan(T (&v)[N]
   scan_steps<REVERSE, STEPS...>(v, tot, lane, warp, smem);
 }
 
+/* Every element becomes the combination (in index order) of all the elements
+ * along the axis: a reduction's result, in each of its copies. */
+template <int... STEPS, class T, int N> FA_DEV void combine_all(T (&v)[N], int lane, int warp, void *smem) {
+  T pre[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e)
+    pre[e] = v[e];
+  scan_steps<false, STEPS...>(pre, v, lane, warp, smem);
+}
+
 /* ---- bit-level packing of elements ------------------------------------------------------------------- */
 
 template <class T> struct Raw;
