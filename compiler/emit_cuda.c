@@ -2425,7 +2425,8 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   } else {
     fa_sb_puts(out, "  extern __shared__ __attribute__((aligned(16))) unsigned char fa_smem[];\n");
   }
-  fa_sb_puts(out, "  const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
+  /* (maybe_unused: a kernel of scalars only uses neither) */
+  fa_sb_puts(out, "  [[maybe_unused]] const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
   for (int i = 0; i < em->plan.layouts.len; i++) {
     const FaLayout *l = em->plan.layouts.items[i];
     if (em->toff_used[l->id])

@@ -477,6 +477,25 @@ START_TEST(test_control) {
 }
 END_TEST
 
+static void check_returns(int lim) {
+  Run r;
+  r_init(&r, "returns", "");
+  r_scalar(&r, "lim", lim);
+  int32_t *o = r_buf(&r, "o", NULL);
+  r_run(&r);
+  for (int pid = 0; pid < 8; pid++) {
+    int want = pid < 2 ? -1 : pid < 4 ? pid : (pid % 2 && lim > 0) ? -1 : pid * 10;
+    ck_assert_msg(o[pid] == want, "lim=%d: o[%d] = %d, not %d", lim, pid, o[pid], want);
+  }
+  r_free(&r);
+}
+
+START_TEST(test_returns) {
+  check_returns(1);
+  check_returns(0);
+}
+END_TEST
+
 /* ---- shapes and methods -------------------------------------------------------------------- */
 
 START_TEST(test_shapes) {
@@ -557,6 +576,7 @@ static Suite *run_suite(void) {
   tcase_add_test(tc, test_rand);
   tcase_add_test(tc, test_randn);
   tcase_add_test(tc, test_control);
+  tcase_add_test(tc, test_returns);
   tcase_add_test(tc, test_shapes);
   tcase_add_test(tc, test_device_print);
   suite_add_tcase(s, tc);
