@@ -693,7 +693,7 @@ static int span_end_of_use(const PtrVec *ops, const IrOp *use, const IrOp *def_o
     for (const IrRegion *d = def_op ? def_op->parent : NULL; d && d->parent_op; d = d->parent_op->parent)
       if (d->parent_op == owner)
         contains_def = true;
-    if (owner->kind == IR_FOR && !contains_def) {
+    if ((owner->kind == IR_FOR || owner->kind == IR_WHILE) && !contains_def) {
       int e = op_position(ops, owner) + subtree_ops(owner);
       if (e > end)
         end = e;

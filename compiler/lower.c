@@ -3089,8 +3089,12 @@ static bool merge_name(Lower *L, IfMerge *m, const Branch *bt, const Branch *be,
   if (care_a != care_b) {
     LVal *v = care_a ? a : b;
     const Branch *br = care_a ? bt : be;
-    if (!v || v->kind == LV_UNDEF || v == old || !is_ir(v) || (!pseudo && !live_after(L, name)))
+    if (!v || v->kind == LV_UNDEF || v == old || !is_ir(v))
       return scope_assign(L, &fx->scope, name, v, scope_loc((Scope *)&br->scope, name));
+    if (!pseudo && !live_after(L, name)) {
+      LVal *u = lv_undef(L, fa_arena_printf(L->A, "it was changed inside the runtime 'if' at line %d", loc.line));
+      return u && scope_assign(L, &fx->scope, name, u, scope_loc((Scope *)&br->scope, name));
+    }
     IrType t;
     return merged_type(L, name, v, NULL, &t, loc) &&
            add_if_result(L, m, bt, be, name, care_a ? a : NULL, care_b ? b : NULL, t, scope_loc((Scope *)&br->scope, name),

@@ -496,6 +496,28 @@ START_TEST(test_returns) {
 }
 END_TEST
 
+START_TEST(test_while_matmul) {
+  Run r;
+  int M = 40, N = 24, K = 50;
+  r_init(&r, "mmw", "T=f32 BM=16 BN=16 BK=16");
+  r_scalar(&r, "M", M);
+  r_scalar(&r, "N", N);
+  r_scalar(&r, "K", K);
+  float *a = r_buf(&r, "a", NULL), *b = r_buf(&r, "b", NULL), *c = r_buf(&r, "c", NULL);
+  fill_f32(a, M * K, -1, 1);
+  fill_f32(b, K * N, -1, 1);
+  r_run(&r);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double d = 0;
+      for (int k = 0; k < K; k++)
+        d += (double)a[i * K + k] * b[k * N + j];
+      ck_assert_msg(close_to(c[i * N + j], d, 1e-5, 1e-5), "c[%d][%d] = %g, not %g", i, j, c[i * N + j], d);
+    }
+  r_free(&r);
+}
+END_TEST
+
 /* ---- shapes and methods -------------------------------------------------------------------- */
 
 START_TEST(test_shapes) {
@@ -577,6 +599,7 @@ static Suite *run_suite(void) {
   tcase_add_test(tc, test_randn);
   tcase_add_test(tc, test_control);
   tcase_add_test(tc, test_returns);
+  tcase_add_test(tc, test_while_matmul);
   tcase_add_test(tc, test_shapes);
   tcase_add_test(tc, test_device_print);
   suite_add_tcase(s, tc);

@@ -112,6 +112,8 @@ static const Case cases[] = {
     {CG, "control", "BLOCK=128 NP=16", "n=1000 k=5 lo=0.25", 4, 2, "x=-5:5", 1e-6, 1e-6},
     {CG, "control", "BLOCK=64 NP=32", "n=700 k=-1 lo=0.25", 2, 2, "x=-5:5", 1e-6, 1e-6},
     {CG, "control", "BLOCK=256 NP=8", "n=1000 k=200 lo=-0.5", 8, 2, "x=-5:5", 1e-6, 1e-6},
+    {CG, "mmw", "T=f16 BM=64 BN=64 BK=32", "M=100 N=90 K=70", 4, 2, NULL, 1e-3, 2e-3},
+    {CG, "mmw", "T=f32 BM=32 BN=32 BK=16", "M=50 N=45 K=20", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "returns", "", "lim=1", 1, 2, NULL, 0, 0},
     {CG, "returns", "", "lim=0", 2, 2, NULL, 0, 0},
     /* @, reshape, 3-D permute, trans with dims, methods */
