@@ -7,7 +7,7 @@
  * usage: gpu_codegen SRCDIR [FILTER]
  *        gpu_codegen SRCDIR --compile [FILTER]   no GPU needed: the kernels of
  *            tests/gpu/codegen.fa emitted and compiled by NVRTC for sm_80 and
- *            sm_90a (one case per kernel; FADSL_SWEEP=space: every case); a
+ *            sm_90a (one case per kernel; FADSL_CODEGEN_COMPILE=all: every case); a
  *            compile error or an NVRTC warning fails
  * Exit status: 0 all cases passed, 1 some failed, 77 no GPU (no NVRTC) (skipped).
  * FADSL_TEST_SEED=N reproduces a run's inputs.
@@ -511,7 +511,7 @@ static int compile_all(const char *srcdir, const char *filter) {
     fa_loader_free(&loader);
     return 77;
   }
-  bool every = getenv("FADSL_SWEEP") && !strcmp(getenv("FADSL_SWEEP"), "space");
+  bool every = getenv("FADSL_CODEGEN_COMPILE") && !strcmp(getenv("FADSL_CODEGEN_COMPILE"), "all");
   static const char *const archs[] = {"sm_80", "sm_90a"};
   int failures = 0, run = 0;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -527,7 +527,7 @@ static int compile_all(const char *srcdir, const char *filter) {
       failures += compile_case(srcdir, c, api, archs[a]);
   }
   printf("%d of %d compiles succeeded (%s)\n", run - failures, run,
-         every ? "every case" : "one case per kernel; FADSL_SWEEP=space for every case");
+         every ? "every case" : "one case per kernel; FADSL_CODEGEN_COMPILE=all for every case");
   fa_loader_free(&loader);
   return failures ? 1 : 0;
 }
