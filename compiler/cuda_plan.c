@@ -207,7 +207,8 @@ static void analyse_divisibility(Planner *pl, const IrRegion *r) {
 }
 
 /* Divisibility of a block pointer's offset along dimension dim, over every
- * way the value can be reached (advances, loop iterations). */
+ * way the value can be reached (advances, iterations of for and while
+ * loops, branches). */
 static int blockptr_offset_div(const Planner *pl, const IrValue *v, int dim, const IrValue *stop, int depth) {
   if (!v || depth > 64)
     return 0;
@@ -228,6 +229,12 @@ static int blockptr_offset_div(const Planner *pl, const IrValue *v, int dim, con
           return blockptr_offset_div(pl, op->regions[0]->args[1 + i], dim, stop, depth + 1);
       return 0;
     }
+    case IR_WHILE: {
+      for (int i = 0; i < op->nresults; i++)
+        if (op->results[i] == v && op->nregions == 2)
+          return blockptr_offset_div(pl, op->regions[1]->args[i], dim, stop, depth + 1);
+      return 0;
+    }
     case IR_IF: {
       int d = FA_DIV_MAX;
       for (int i = 0; i < op->nresults; i++)
@@ -242,6 +249,24 @@ static int blockptr_offset_div(const Planner *pl, const IrValue *v, int dim, con
     }
     default: return 0;
     }
+  }
+  /* a while loop's condition and body see the same carried values: the
+     initial one and what each iteration of the body makes of it */
+  if (v->region && v->region->parent_op && v->region->parent_op->kind == IR_WHILE &&
+      v->region->parent_op->nregions == 2) {
+    const IrOp *w = v->region->parent_op;
+    const IrRegion *body = w->regions[1];
+    for (int j = 0; j < v->region->nargs; j++)
+      if (v->region->args[j] == v) {
+        if (j >= w->noperands || j >= body->nargs)
+          return 0;
+        int init = blockptr_offset_div(pl, w->operands[j], dim, stop, depth + 1);
+        const IrOp *y = body->last;
+        if (!y || y->kind != IR_YIELD || j >= y->noperands)
+          return 0;
+        int step = blockptr_offset_div(pl, y->operands[j], dim, body->args[j], depth + 1);
+        return min_i(init, step);
+      }
   }
   if (v->region && v->region->parent_op && v->region->parent_op->kind == IR_FOR) {
     const IrOp *f = v->region->parent_op;
