@@ -6,9 +6,10 @@
  *
  * usage: gpu_codegen SRCDIR [FILTER]
  *        gpu_codegen SRCDIR --compile [FILTER]   no GPU needed: the kernels of
- *            tests/gpu/codegen.fa emitted and compiled by NVRTC for sm_80 and
- *            sm_90a (one case per kernel; FADSL_CODEGEN_COMPILE=all: every case); a
- *            compile error or an NVRTC warning fails
+ *            tests/gpu/codegen.fa emitted (the variant a launch with the case's
+ *            scalars runs: their divisibility facts) and compiled by NVRTC for
+ *            sm_80 and sm_90a (one case per kernel; FADSL_CODEGEN_COMPILE=all:
+ *            every case); a compile error or an NVRTC warning fails
  * Exit status: 0 all cases passed, 1 some failed, 77 no GPU (no NVRTC) (skipped).
  * FADSL_TEST_SEED=N reproduces a run's inputs.
  */
@@ -21,6 +22,7 @@
 
 #include "../compiler/cuda.h" /* not the toolkit's <cuda.h> */
 #include "ast.h"
+#include "cuda_plan.h"
 #include "cuda_loader.h"
 #include "fadsl.h"
 #include "interp.h"
@@ -473,18 +475,50 @@ done:
 
 /* ---- compiling (gpu_codegen SRCDIR --compile): NVRTC, no GPU --------------------------------------- */
 
+/* The facts a launch with the case's scalars gives the plan (the runtime's
+ * rule, compute_facts in runtime/launch.c; the buffers it allocates are
+ * aligned, so the pointers give none): the variant the GPU run compiles. */
+static int case_facts(const Case *c, const IrFunction *fn, FaArgFact *facts, int max) {
+  int n = 0;
+  for (int i = 0; i < fn->nparams && n < max; i++) {
+    const IrValue *v = fn->params[i].value;
+    char text[64];
+    if (v->type.dtype == DT_PTR || !fa_dtype_is_int(v->type.dtype) ||
+        !lookup(c->scalars, fn->params[i].name, text, sizeof text))
+      continue;
+    if (fa_arg_fact_of_int(fn->params[i].name, strtoll(text, NULL, 10), &facts[n]))
+      n++;
+  }
+  return n;
+}
+
 static int compile_case(const char *srcdir, const Case *c, const FaNvrtcApi *api, const char *arch) {
-  char path[4096], label[512];
+  char path[4096], label[600];
   snprintf(path, sizeof path, "%s/%s", srcdir, c->file);
-  snprintf(label, sizeof label, "%s [%s] warps=%d stages=%d %s", c->kernel, c->constexprs, c->warps, c->stages, arch);
   FaCompiler fc;
   fa_compiler_init(&fc, stderr);
   FaBinding binds[32];
   int nb = 0, failed = 1;
+  snprintf(label, sizeof label, "%s [%s] warps=%d stages=%d %s", c->kernel, c->constexprs, c->warps, c->stages, arch);
   IrKernel *ir = specialise_case(&fc, path, c, label, binds, &nb);
+  FaArgFact facts[32];
+  int nf = ir ? case_facts(c, ir->device, facts, 32) : 0;
+  if (nf > 0) {
+    StrBuf sb;
+    fa_sb_init(&sb);
+    fa_arg_facts_print(facts, nf, &sb);
+    snprintf(label, sizeof label, "%s [%s] warps=%d stages=%d assume=[%s] %s", c->kernel, c->constexprs, c->warps,
+             c->stages, sb.data ? sb.data : "", arch);
+    fa_sb_free(&sb);
+  }
   FaCudaTarget target;
   FaCudaKernel ck;
-  if (!ir || !fa_cuda_target_parse(arch, &target) || !fa_emit_cuda(&fc, ir, target, &ck)) {
+  FaCudaPlan plan;
+  bool planned = ir && fa_cuda_target_parse(arch, &target) && fa_cuda_plan(&fc, ir, target, facts, nf, &plan);
+  bool emitted = planned && fa_emit_cuda_plan(&plan, &ck);
+  if (planned)
+    fa_cuda_plan_free(&plan);
+  if (!emitted) {
     fprintf(stderr, "FAIL %s: could not emit CUDA\n", label);
     fa_compiler_free(&fc);
     return 1;
