@@ -10,7 +10,9 @@
  * what needs no types: the keywords' names, the number of positional
  * arguments and the required ones.  Builtins are checked against their table
  * in lower.c (fa_builtin_signature), so a new builtin is checked by the row
- * that defines it.  The messages are the ones specialisation would give.
+ * that defines it; so are the methods of blocks (x.sum(axis=1) is
+ * sum(x, axis=1); x.to(dtype)).  The messages are the ones specialisation
+ * would give.
  */
 #include <string.h>
 
