@@ -10,7 +10,9 @@
  * what needs no types: the keywords' names, the number of positional
  * arguments and the required ones.  Builtins are checked against their table
  * in lower.c (fa_builtin_signature), so a new builtin is checked by the row
- * that defines it.  The messages are the ones specialisation would give.
+ * that defines it; so are the methods of blocks (x.sum(axis=1) is
+ * sum(x, axis=1); x.to(dtype)).  The messages are the ones specialisation
+ * would give.
  */
 #include <string.h>
 
@@ -30,29 +32,28 @@ static bool in_list(const PtrVec *v, const char *name) {
   return false;
 }
 
-/* Matches the call's positional and keyword arguments to the parameters
- * `names` (required[i]: parameter i must be given) and reports the first
- * mismatch, in the words of bind_args in lower.c (of the @problem runner,
- * autotune/problem.c, for a kernel launch); `exactly` words the message
- * about too many arguments. */
-static void check_binding(CallChecker *K, const Node *call, const char *fname, const char *const *names, int n,
-                          const bool *required, bool exactly) {
+/* Matches the call's `npos` positional arguments (a method's receiver
+ * counted) and its keyword arguments to the parameters `names` (required[i]:
+ * parameter i must be given) and reports the first mismatch, in the words of
+ * bind_args in lower.c (of the @problem runner, autotune/problem.c, for a
+ * kernel launch); `exactly` words the message about too many arguments. */
+static void check_binding(CallChecker *K, const Node *call, int npos, const char *fname, const char *const *names,
+                          int n, const bool *required, bool exactly) {
   bool launch = K->launches;
   bool *given = fa_arena_alloc(&K->fc->arena, (size_t)(n + 1) * sizeof *given);
   if (!given)
     return;
   memset(given, 0, (size_t)(n + 1) * sizeof *given);
-  if (call->args.len > n && launch) {
-    fa_error(&K->fc->diag, call->args.items[n]->loc, "kernel '%s' takes %d arguments, not %d", fname, n,
-             call->args.len);
+  if (npos > n && launch) {
+    fa_error(&K->fc->diag, call->args.items[n]->loc, "kernel '%s' takes %d arguments, not %d", fname, n, npos);
     return;
   }
-  if (call->args.len > n) {
+  if (npos > n) {
     fa_error(&K->fc->diag, call->loc, "%s() takes %s %d argument%s (%d given)", fname, exactly ? "exactly" : "at most",
-             n, n == 1 ? "" : "s", call->args.len);
+             n, n == 1 ? "" : "s", npos);
     return;
   }
-  for (int i = 0; i < call->args.len; i++)
+  for (int i = 0; i < npos; i++)
     given[i] = true;
   for (int k = 0; k < call->kwargs.len; k++) {
     const Node *kw = call->kwargs.items[k];
@@ -81,15 +82,19 @@ static void check_binding(CallChecker *K, const Node *call, const char *fname, c
     }
 }
 
-static void check_builtin_call(CallChecker *K, const Node *call, const char *name, const FaBuiltinSignature *sig) {
-  if (sig->variadic && call->args.len > sig->nparams && call->kwargs.len == 0)
+/* npos: the positional arguments, a method's receiver included. */
+static void check_builtin_call(CallChecker *K, const Node *call, int npos, const char *name,
+                               const FaBuiltinSignature *sig) {
+  if (sig->variadic && npos > sig->nparams && call->kwargs.len == 0)
     return;
+  if (sig->vararg > 0 && npos > sig->vararg + 1)
+    npos = sig->vararg + 1; /* the arguments from `vararg` on are gathered into one */
   bool *required = fa_arena_alloc(&K->fc->arena, (size_t)(sig->nparams + 1) * sizeof *required);
   if (!required)
     return;
   for (int i = 0; i < sig->nparams; i++)
     required[i] = i < sig->nreq;
-  check_binding(K, call, name, sig->params, sig->nparams, required, sig->nreq == sig->nparams);
+  check_binding(K, call, npos, name, sig->params, sig->nparams, required, sig->nreq == sig->nparams);
 }
 
 /* A helper, or (in a @problem) a kernel: its parameter list is the signature;
@@ -107,13 +112,31 @@ static void check_function_call(CallChecker *K, const Node *call, const Node *fn
     names[i] = pa->name;
     required[i] = !kernel && !pa->rhs;
   }
-  check_binding(K, call, fn->name, names, n, required, false);
+  check_binding(K, call, call->args.len, fn->name, names, n, required, false);
+}
+
+/* x.to(dtype) and x.NAME(...) for the builtins that are methods of blocks
+ * (NAME(x, ...)); other attributes are left to specialisation. */
+static void check_method_call(CallChecker *K, const Node *call, const char *name) {
+  if (!strcmp(name, "to")) {
+    static const char *const dtype[] = {"dtype"};
+    static const bool req[] = {true};
+    check_binding(K, call, call->args.len, "to", dtype, 1, req, true);
+    return;
+  }
+  FaBuiltinSignature sig;
+  if (fa_builtin_is_method(name) && fa_builtin_signature(name, &sig))
+    check_builtin_call(K, call, call->args.len + 1, name, &sig);
 }
 
 static void check_call(CallChecker *K, const Node *call) {
   const Node *callee = call->lhs;
+  if (callee && callee->kind == N_ATTR && !K->launches) {
+    check_method_call(K, call, callee->name);
+    return;
+  }
   if (!callee || callee->kind != N_NAME)
-    return;   /* methods (x.to(...)) are checked when specialised */
+    return;
   const char *name = callee->name;
   if (in_list(K->locals, name) || in_list(K->consts, name))
     return;
@@ -130,12 +153,12 @@ static void check_call(CallChecker *K, const Node *call) {
   if ((dt != DT_VOID && strcmp(name, "u32")) || !strcmp(name, "bool")) {
     static const char *const x[] = {"x"};
     static const bool req[] = {true};
-    check_binding(K, call, name, x, 1, req, true);
+    check_binding(K, call, call->args.len, name, x, 1, req, true);
     return;
   }
   FaBuiltinSignature sig;
   if (fa_builtin_signature(name, &sig))
-    check_builtin_call(K, call, name, &sig);
+    check_builtin_call(K, call, call->args.len, name, &sig);
 }
 
 static void walk(CallChecker *K, const Node *e);

@@ -13,8 +13,9 @@
  *   7. tile offsets (tiles with disjoint lifetimes share memory);
  *   8. products: instruction and operand sources;
  *   9. loads and stores: method and vector width;
- *  10. reductions; the synchronisation steps of each pipeline; the shared
- *      memory budget; warp roles, barriers and the schedule.
+ *  10. reductions, scans and prints; the synchronisation steps of each
+ *      pipeline; the shared memory budget; warp roles, barriers and the
+ *      schedule.
  */
 #include "config.h"
 
@@ -33,6 +34,8 @@ typedef struct FaOpPlan {
   FaAccessPlan *access;
   FaProductPlan *product;
   FaReducePlan *reduce;
+  FaScanPlan *scan;
+  FaPrintPlan *print;
   FaPipelinePlan *pipeline;
 } FaOpPlan;
 
@@ -73,7 +76,7 @@ static FaOpPlan *op_insert(FaOpMap *m, const IrOp *op) {
 typedef struct Planner {
   FaCudaPlan *p;
   FaCompiler *fc;
-  PtrVec tiles, accesses, pipelines, products, reduces;
+  PtrVec tiles, accesses, pipelines, products, reduces, scans, prints;
   const IrOp **fused_add;   /* by value id, on a product's result: the addition computing it */
   int *fused_addend;        /* by value id, on the addition's result */
   const IrOp **fused_dot;   /* by value id, on the addition's result: the product */
@@ -204,7 +207,8 @@ static void analyse_divisibility(Planner *pl, const IrRegion *r) {
 }
 
 /* Divisibility of a block pointer's offset along dimension dim, over every
- * way the value can be reached (advances, loop iterations). */
+ * way the value can be reached (advances, iterations of for and while
+ * loops, branches). */
 static int blockptr_offset_div(const Planner *pl, const IrValue *v, int dim, const IrValue *stop, int depth) {
   if (!v || depth > 64)
     return 0;
@@ -225,6 +229,12 @@ static int blockptr_offset_div(const Planner *pl, const IrValue *v, int dim, con
           return blockptr_offset_div(pl, op->regions[0]->args[1 + i], dim, stop, depth + 1);
       return 0;
     }
+    case IR_WHILE: {
+      for (int i = 0; i < op->nresults; i++)
+        if (op->results[i] == v && op->nregions == 2)
+          return blockptr_offset_div(pl, op->regions[1]->args[i], dim, stop, depth + 1);
+      return 0;
+    }
     case IR_IF: {
       int d = FA_DIV_MAX;
       for (int i = 0; i < op->nresults; i++)
@@ -239,6 +249,24 @@ static int blockptr_offset_div(const Planner *pl, const IrValue *v, int dim, con
     }
     default: return 0;
     }
+  }
+  /* a while loop's condition and body see the same carried values: the
+     initial one and what each iteration of the body makes of it */
+  if (v->region && v->region->parent_op && v->region->parent_op->kind == IR_WHILE &&
+      v->region->parent_op->nregions == 2) {
+    const IrOp *w = v->region->parent_op;
+    const IrRegion *body = w->regions[1];
+    for (int j = 0; j < v->region->nargs; j++)
+      if (v->region->args[j] == v) {
+        if (j >= w->noperands || j >= body->nargs)
+          return 0;
+        int init = blockptr_offset_div(pl, w->operands[j], dim, stop, depth + 1);
+        const IrOp *y = body->last;
+        if (!y || y->kind != IR_YIELD || j >= y->noperands)
+          return 0;
+        int step = blockptr_offset_div(pl, y->operands[j], dim, body->args[j], depth + 1);
+        return min_i(init, step);
+      }
   }
   if (v->region && v->region->parent_op && v->region->parent_op->kind == IR_FOR) {
     const IrOp *f = v->region->parent_op;
@@ -376,7 +404,9 @@ static bool has_effects(IrOpKind k) {
   case IR_STORE_BLOCK:
   case IR_ATOMIC_ADD:
   case IR_ASSERT:
+  case IR_PRINT:
   case IR_FOR:
+  case IR_WHILE:
   case IR_IF:
   case IR_YIELD:
   case IR_RETURN: return true;
@@ -393,8 +423,18 @@ bool fa_plan_op_live(const FaCudaPlan *p, const IrOp *op) {
   return false;
 }
 
+/* Whether operand i of op is yielded into a result of an if that nobody
+ * reads (the flag of an early return after the last statement, say): it is
+ * no use of the value. */
+static bool yields_unread(const FaCudaPlan *p, const IrOp *op, int i) {
+  const IrOp *owner = op->kind == IR_YIELD && op->parent ? op->parent->parent_op : NULL;
+  return owner && owner->kind == IR_IF && i < owner->nresults && !p->values[owner->results[i]->id].live;
+}
+
 /* One backward pass: in the flattened program order every use comes after
- * its definition, so marking in reverse order reaches a fixed point. */
+ * its definition, so marking in reverse order reaches a fixed point (an if's
+ * results are used after the if's regions, so they are marked before its
+ * yields are seen). */
 static void compute_liveness(Planner *pl) {
   FaCudaPlan *p = pl->p;
   for (int n = p->nops - 1; n >= 0; n--) {
@@ -402,6 +442,8 @@ static void compute_liveness(Planner *pl) {
     if (!fa_plan_op_live(p, op))
       continue;
     for (int i = 0; i < op->noperands; i++) {
+      if (yields_unread(p, op, i))
+        continue;
       const IrValue *x = op->operands[i];
       const IrValue *f = fused_cast_source(pl, op, i);
       if (f) {
@@ -520,6 +562,8 @@ static void collect_operands(Planner *pl) {
     if (!o->needs)
       return;
     for (int i = 0; i < op->noperands; i++) {
+      if (yields_unread(p, op, i))
+        continue;
       const IrValue *f = fused_cast_source(pl, op, i);
       if (fa_plan_reads_tile(op, i) && !f) {
         bool flip;
@@ -676,9 +720,9 @@ static void plan_fused_adds(Planner *pl, const IrRegion *r) {
  * loops of the causal forward pass, say).  A lifetime is a range of
  * positions in the program (ops in pre-order): from the definition (for a
  * pipelined load, its loop: the first buffers are filled before it) to the
- * last product reading the tile, extended to the end of every loop around
- * that product which does not also contain the definition (the tile is read
- * again in the next iteration). */
+ * last product reading the tile, extended to the end of every loop (for or
+ * while) around that product which does not also contain the definition
+ * (the tile is read again in the next iteration). */
 
 static int subtree_ops(const IrOp *op) {
   int n = 0;
@@ -698,7 +742,7 @@ static int span_end_of_use(const FaCudaPlan *p, const IrOp *use, const IrOp *def
     for (const IrRegion *d = def_op ? def_op->parent : NULL; d && d->parent_op; d = d->parent_op->parent)
       if (d->parent_op == owner)
         contains_def = true;
-    if (owner->kind == IR_FOR && !contains_def) {
+    if ((owner->kind == IR_FOR || owner->kind == IR_WHILE) && !contains_def) {
       int e = op_position(p, owner) + subtree_ops(owner);
       if (e > end)
         end = e;
@@ -938,14 +982,92 @@ static void plan_access(Planner *pl, const IrOp *op) {
   fa_ptrvec_push(&pl->accesses, ap);
 }
 
-/* ---- 10. reductions -------------------------------------------------------------------------------- */
+/* ---- 10. reductions, scans, prints ------------------------------------------------------------- */
 
+static void plan_fail(Planner *pl, const IrOp *op, const char *msg) {
+  fa_error(&pl->fc->diag, op->loc, "%s", msg);
+  pl->ok = false;
+}
+
+/* The lane and warp bits of layout l that hold axis `axis`. */
+static void axis_masks(const FaLayout *l, int axis, unsigned *lanes, unsigned *warps) {
+  int first, count;
+  fa_layout_dim_bits(l, axis, &first, &count);
+  *lanes = *warps = 0;
+  for (int i = 0; i < FA_LAYOUT_LANE_BITS; i++)
+    if (l->lane[i] >= first && l->lane[i] < first + count)
+      *lanes |= 1u << i;
+  for (int i = 0; i < l->nwarp; i++)
+    if (l->warp[i] >= first && l->warp[i] < first + count)
+      *warps |= 1u << i;
+}
+
+/* The hardware bits of layout l that select the flat-index bits of an axis,
+ * lowest first; false if one is held by none (no layout does that). */
+static bool axis_steps(const FaLayout *l, int axis, FaAxisSteps *out) {
+  int first, count;
+  fa_layout_dim_bits(l, axis, &first, &count);
+  memset(out, 0, sizeof *out);
+  for (int b = first; b < first + count; b++) {
+    FaAxisBit x = {FA_AXIS_REGISTER, -1};
+    for (int i = 0; i < l->nreg; i++)
+      if (l->reg[i] == b)
+        x = (FaAxisBit){FA_AXIS_REGISTER, i};
+    for (int i = 0; i < FA_LAYOUT_LANE_BITS; i++)
+      if (l->lane[i] == b)
+        x = (FaAxisBit){FA_AXIS_LANE, i};
+    for (int i = 0; i < l->nwarp; i++)
+      if (l->warp[i] == b)
+        x = (FaAxisBit){FA_AXIS_WARP, i};
+    if (x.bit < 0 || out->nbits >= FA_LAYOUT_MAX_BITS)
+      return false;
+    out->across_warps |= x.kind == FA_AXIS_WARP;
+    out->bits[out->nbits++] = x;
+  }
+  return true;
+}
+
+/* Bytes of the struct that holds one element of each value an op scans or
+ * reduces with its combine function (C++'s layout of the fields in order). */
+static size_t combine_struct_bytes(const IrOp *op) {
+  size_t off = 0, align = 1;
+  for (int k = 0; k < op->nresults; k++) {
+    size_t size = (size_t)fa_dtype_size(op->results[k]->type.dtype);
+    off = (off + size - 1) / size * size + size;
+    if (size > align)
+      align = size;
+  }
+  return (off + align - 1) / align * align;
+}
+
+/* The way a reduction's result k leaves the slice layout for its own. */
+static void plan_to_result(Planner *pl, FaReducePlan *rp, int k) {
+  const IrValue *r = rp->op->results[k];
+  FaConversionPlan *c = &rp->to_result[k];
+  c->from = c->to = rp->slice;
+  if (!rp->slice || !is_block(r) || !val(pl, r)->live || rp->slice == r->layout)
+    return;
+  int perm[FA_LAYOUT_MAX_BITS];
+  c->to = r->layout;
+  c->in_registers = fa_layout_register_permutation(rp->slice, r->layout, perm);
+  int size = r->type.dtype == DT_PTR ? 8 : fa_dtype_size(r->type.dtype);
+  if (!c->in_registers)
+    c->scratch = (size_t)fa_type_numel(r->type) * (size_t)(size > 0 ? size : 1);
+}
+
+/* sum / max / min along an axis (fa::reduce), or a reduction with a combine
+ * function (fa::combine_all over the axis's bits). */
 static void plan_reduce(Planner *pl, const IrOp *op) {
   const IrValue *x = op->operands[0], *r = op->results[0];
+  bool combine = op->kind == IR_REDUCE_FN;
   DType dt = x->type.dtype;
-  if (dt == DT_I1 || dt == DT_PTR) {
+  if (!combine && (dt == DT_I1 || dt == DT_PTR)) {
     fa_error(&pl->fc->diag, op->loc, "the CUDA backend cannot reduce %s values", fa_dtype_name(dt));
     pl->ok = false;
+    return;
+  }
+  if (op->nresults > FA_COMBINE_MAX_VALUES) {
+    plan_fail(pl, op, "internal compiler error: a reduction of too many values");
     return;
   }
   FaReducePlan *rp = palloc(pl, sizeof *rp);
@@ -954,9 +1076,9 @@ static void plan_reduce(Planner *pl, const IrOp *op) {
   const FaLayout *src = fa_plan_operand_layout(pl->p, op, 0);
   rp->op = op;
   rp->src = src;
+  rp->nresults = op->nresults;
   if (!src) {
-    fa_error(&pl->fc->diag, op->loc, "internal compiler error: a reduction without a layout");
-    pl->ok = false;
+    plan_fail(pl, op, "internal compiler error: a reduction without a layout");
     return;
   }
   int first, count, nk = 0;
@@ -964,42 +1086,85 @@ static void plan_reduce(Planner *pl, const IrOp *op) {
   for (int i = 0; i < src->nreg; i++)
     if (!(src->reg[i] >= first && src->reg[i] < first + count))
       nk++;
-  for (int i = 0; i < FA_LAYOUT_LANE_BITS; i++)
-    if (src->lane[i] >= first && src->lane[i] < first + count)
-      rp->lane_mask |= 1u << i;
-  for (int i = 0; i < src->nwarp; i++)
-    if (src->warp[i] >= first && src->warp[i] < first + count)
-      rp->warp_mask |= 1u << i;
-  bool widen = dt == DT_F16 || dt == DT_BF16; /* f16 / bf16 accumulate in f32, like the interpreter */
-  if (rp->warp_mask) {
+  axis_masks(src, op->axis, &rp->lane_mask, &rp->warp_mask);
+  if (combine) {
+    if (!axis_steps(src, op->axis, &rp->steps)) {
+      plan_fail(pl, op, "internal compiler error: an axis that no thread holds");
+      return;
+    }
+    rp->elem_bytes = combine_struct_bytes(op);
+    /* every thread's struct of every register, exchanged between warps */
+    if (rp->steps.across_warps)
+      rp->scratch = (size_t)pl->p->warps * 32u * ((size_t)1 << src->nreg) * rp->elem_bytes;
+  } else if (rp->warp_mask) {
+    bool widen = dt == DT_F16 || dt == DT_BF16; /* f16 / bf16 accumulate in f32, like the interpreter */
     int size = widen ? 4 : fa_dtype_size(dt);
     rp->scratch = (size_t)pl->p->warps * 32u * ((size_t)1 << nk) * (size_t)size;
   }
   if (is_block(r)) {
-    /* the result comes out in the slice of the operand's layout */
+    /* the results come out in the slice of the operand's layout */
     FaLayout s;
     fa_layout_slice(&s, src, op->axis);
     rp->slice = fa_layout_intern(pl->fc, &pl->p->layouts, &s);
     if (!rp->slice) {
-      fa_error(&pl->fc->diag, op->loc, "internal compiler error: too many layouts");
-      pl->ok = false;
+      plan_fail(pl, op, "internal compiler error: too many layouts");
       return;
     }
-    rp->to_result.from = rp->to_result.to = rp->slice;
-    if (rp->slice != r->layout) {
-      int perm[FA_LAYOUT_MAX_BITS];
-      rp->to_result.to = r->layout;
-      rp->to_result.in_registers = fa_layout_register_permutation(rp->slice, r->layout, perm);
-      int size = r->type.dtype == DT_PTR ? 8 : fa_dtype_size(r->type.dtype);
-      if (!rp->to_result.in_registers)
-        rp->to_result.scratch = (size_t)fa_type_numel(r->type) * (size_t)(size > 0 ? size : 1);
-    }
   }
+  for (int k = 0; k < op->nresults; k++)
+    plan_to_result(pl, rp, k);
   op_insert(pl->p->ops, op)->reduce = rp;
   fa_ptrvec_push(&pl->reduces, rp);
 }
 
-/* Products, accesses and reductions of the live ops, in program order. */
+/* An inclusive scan runs in the layout its operands and results share
+ * (fa::scan over the axis's bits: registers, then shuffles, then warps
+ * through shared memory). */
+static void plan_scan(Planner *pl, const IrOp *op) {
+  const FaLayout *l = op->results[0]->layout;
+  if (!l) {
+    plan_fail(pl, op, "internal compiler error: a scan without a layout");
+    return;
+  }
+  FaScanPlan *sp = palloc(pl, sizeof *sp);
+  if (!sp)
+    return;
+  sp->op = op;
+  sp->layout = l;
+  sp->reverse = op->ival != 0;
+  if (!axis_steps(l, op->axis, &sp->steps)) {
+    plan_fail(pl, op, "internal compiler error: an axis that no thread holds");
+    return;
+  }
+  sp->elem_bytes = combine_struct_bytes(op);
+  if (sp->steps.across_warps)
+    sp->scratch = (size_t)pl->p->warps * 32u * ((size_t)1 << l->nreg) * sp->elem_bytes;
+  op_insert(pl->p->ops, op)->scan = sp;
+  fa_ptrvec_push(&pl->scans, sp);
+}
+
+/* device_print reads its blocks in the op's layout; where that layout has
+ * copies of an element in several threads, only its owner prints it. */
+static void plan_print(Planner *pl, const IrOp *op) {
+  FaPrintPlan *pp = palloc(pl, sizeof *pp);
+  if (!pp)
+    return;
+  pp->op = op;
+  bool blocks = false;
+  for (int i = 0; i < op->noperands; i++)
+    blocks |= is_block(op->operands[i]);
+  pp->layout = blocks ? op->aux : NULL;
+  if (blocks && !pp->layout) {
+    plan_fail(pl, op, "internal compiler error: a print without a layout");
+    return;
+  }
+  pp->owners_only = pp->layout && (fa_layout_lane_dups(pp->layout) || fa_layout_warp_dups(pp->layout));
+  op_insert(pl->p->ops, op)->print = pp;
+  fa_ptrvec_push(&pl->prints, pp);
+}
+
+/* Products, accesses, reductions, scans and prints of the live ops, in
+ * program order. */
 static void plan_ops(Planner *pl) {
   FaCudaPlan *p = pl->p;
   for (int n = 0; n < p->nops && pl->ok; n++) {
@@ -1020,6 +1185,9 @@ static void plan_ops(Planner *pl) {
       if (!fa_value_is_virtual(&p->layouts, op->results[0]) || !is_block(op->results[0]))
         plan_reduce(pl, op);
       break;
+    case IR_REDUCE_FN: plan_reduce(pl, op); break;
+    case IR_SCAN: plan_scan(pl, op); break;
+    case IR_PRINT: plan_print(pl, op); break;
     default: break;
     }
   }
@@ -1068,8 +1236,11 @@ static size_t scratch_bytes(const FaCudaPlan *p) {
       note(&s, p->values[i].convs[c].scratch);
   for (int i = 0; i < p->nreduces; i++) {
     note(&s, p->reduces[i]->scratch);
-    note(&s, p->reduces[i]->to_result.scratch);
+    for (int k = 0; k < p->reduces[i]->nresults; k++)
+      note(&s, p->reduces[i]->to_result[k].scratch);
   }
+  for (int i = 0; i < p->nscans; i++)
+    note(&s, p->scans[i]->scratch);
   for (int i = 0; i < p->nproducts; i++)
     note(&s, p->products[i]->scratch);
   for (int i = 0; i < p->naccesses; i++)
@@ -1183,6 +1354,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   out->products = (FaProductPlan **)freeze(&pl, &pl.products, &out->nproducts);
   out->accesses = (FaAccessPlan **)freeze(&pl, &pl.accesses, &out->naccesses);
   out->reduces = (FaReducePlan **)freeze(&pl, &pl.reduces, &out->nreduces);
+  out->scans = (FaScanPlan **)freeze(&pl, &pl.scans, &out->nscans);
+  out->prints = (FaPrintPlan **)freeze(&pl, &pl.prints, &out->nprints);
   fa_ptrvec_free(&pl.tiles);
   if (pl.ok)
     plan_kernel(&pl);
@@ -1220,4 +1393,14 @@ const FaReducePlan *fa_plan_reduce(const FaCudaPlan *plan, const IrOp *op) {
 const FaPipelinePlan *fa_plan_pipeline(const FaCudaPlan *plan, const IrOp *loop) {
   const FaOpPlan *o = op_find(plan->ops, loop);
   return o ? o->pipeline : NULL;
+}
+
+const FaScanPlan *fa_plan_scan(const FaCudaPlan *plan, const IrOp *op) {
+  const FaOpPlan *o = op_find(plan->ops, op);
+  return o ? o->scan : NULL;
+}
+
+const FaPrintPlan *fa_plan_print(const FaCudaPlan *plan, const IrOp *op) {
+  const FaOpPlan *o = op_find(plan->ops, op);
+  return o ? o->print : NULL;
 }

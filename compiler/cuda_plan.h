@@ -26,7 +26,10 @@
  *              the synchronisation steps in order (where each wait sits);
  *   products   every dot: instruction (wgmma, mma.sync, FMA), operand
  *              sources (registers, tiles), warp split, fused additions;
- *   reductions the slice layout of each result and its scratch space;
+ *   reductions the slice layout of each result and its scratch space (with
+ *              a combine function: the axis's bits as steps);
+ *   scans      the axis's bits as steps, and the scratch across warps;
+ *   prints     device_print: the layout read, which threads print;
  *   smem       the shared-memory budget: tiles, library scratch, alignment;
  *   roles      which warps do what and their register budgets;
  *   barriers   the barriers the kernel uses and what for;
@@ -224,14 +227,57 @@ typedef struct FaProductPlan {
 
 /* ---- reductions ---------------------------------------------------------------------------- */
 
+/* The bits of a block's flat element index that an axis spans, lowest
+ * first, each named by the bit of the register index, lane or warp that
+ * selects it: the steps of fa::scan and fa::combine_all (fa_tile.cuh). */
+typedef enum FaAxisBitKind { FA_AXIS_REGISTER, FA_AXIS_LANE, FA_AXIS_WARP } FaAxisBitKind;
+
+typedef struct FaAxisBit {
+  FaAxisBitKind kind;
+  int bit;                  /* of the register index, lane or warp */
+} FaAxisBit;
+
+typedef struct FaAxisSteps {
+  FaAxisBit bits[FA_LAYOUT_MAX_BITS];
+  int nbits;
+  bool across_warps;        /* some bit is a warp bit: totals exchanged through shared memory */
+} FaAxisSteps;
+
+enum { FA_COMBINE_MAX_VALUES = 8 }; /* blocks scanned or reduced together with one combine function */
+
 typedef struct FaReducePlan {
-  const IrOp *op;
-  const FaLayout *src;      /* the operand's layout */
-  const FaLayout *slice;    /* where the result comes out (NULL for a scalar) */
+  const IrOp *op;           /* IR_REDUCE, or IR_REDUCE_FN (a combine function) */
+  const FaLayout *src;      /* the operands' layout */
+  const FaLayout *slice;    /* where the results come out (NULL for scalars) */
   unsigned lane_mask, warp_mask; /* lane / warp bits combined (shuffles; across warps: shared memory) */
   size_t scratch;           /* across warps: bytes */
-  FaConversionPlan to_result; /* slice -> the result's layout (from == to: none) */
+  int nresults;
+  FaConversionPlan to_result[FA_COMBINE_MAX_VALUES]; /* per result: slice -> its layout (from == to: none) */
+  /* IR_REDUCE_FN: every element combined with its whole row (fa::combine_all
+     over `steps`, in index order), on structs of one element of each operand
+     (elem_bytes each), then the axis's registers dropped */
+  FaAxisSteps steps;
+  size_t elem_bytes;
 } FaReducePlan;
+
+/* ---- scans ----------------------------------------------------------------------------------- */
+
+typedef struct FaScanPlan {
+  const IrOp *op;           /* IR_SCAN */
+  const FaLayout *layout;   /* of the operands and the results: the scan runs in any */
+  bool reverse;
+  FaAxisSteps steps;        /* fa::scan's steps along the axis */
+  size_t elem_bytes;        /* the struct of one element of each scanned value */
+  size_t scratch;           /* across warps: warps * 32 * registers * elem_bytes */
+} FaScanPlan;
+
+/* ---- device_print ------------------------------------------------------------------------------ */
+
+typedef struct FaPrintPlan {
+  const IrOp *op;           /* IR_PRINT */
+  const FaLayout *layout;   /* the layout its blocks are read in (NULL: scalars only, from thread 0) */
+  bool owners_only;         /* the layout has copies in several threads: only each element's owner prints */
+} FaPrintPlan;
 
 /* ---- the kernel as a whole ------------------------------------------------------------- */
 
@@ -261,7 +307,8 @@ typedef enum FaBarrierKind {
 enum {
   FA_BARRIER_FOR_TILES = 1,     /* writing tiles from registers */
   FA_BARRIER_FOR_PIPELINE = 2,  /* pipeline buffers */
-  FA_BARRIER_FOR_SCRATCH = 4,   /* library scratch (conversions, reductions across warps, FMA, atomics) */
+  FA_BARRIER_FOR_SCRATCH = 4,   /* library scratch (conversions, reductions and scans across warps, FMA,
+                                   atomics) */
 };
 
 typedef struct FaBarrierPlan {
@@ -313,6 +360,10 @@ struct FaCudaPlan {
   int nproducts;
   FaReducePlan **reduces;
   int nreduces;
+  FaScanPlan **scans;
+  int nscans;
+  FaPrintPlan **prints;
+  int nprints;
   bool async_proxy_reads;   /* some product reads tiles through the async proxy (wgmma): every
                                tile write is followed by a proxy fence */
   FaSmemPlan smem;
@@ -340,6 +391,8 @@ const FaProductPlan *fa_plan_product(const FaCudaPlan *plan, const IrOp *dot);
 const FaAccessPlan *fa_plan_access(const FaCudaPlan *plan, const IrOp *op);
 const FaReducePlan *fa_plan_reduce(const FaCudaPlan *plan, const IrOp *op);
 const FaPipelinePlan *fa_plan_pipeline(const FaCudaPlan *plan, const IrOp *loop);
+const FaScanPlan *fa_plan_scan(const FaCudaPlan *plan, const IrOp *op);
+const FaPrintPlan *fa_plan_print(const FaCudaPlan *plan, const IrOp *op);
 static inline const FaValuePlan *fa_plan_value(const FaCudaPlan *plan, const IrValue *v) {
   return &plan->values[v->id];
 }

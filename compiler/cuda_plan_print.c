@@ -3,7 +3,8 @@
  * One decision per line, each starting with what it is about:
  *     kernel, arg, role, schedule, barrier, smem, layout   (the kernel as a whole)
  *     tile, pipeline                                         (shared memory)
- *     load, store, atomic, product, convert, reduce          (ops, in program order)
+ *     load, store, atomic, product, convert, reduce, scan, print
+ *                                                            (ops, in program order)
  * and naming the source location (FILE:LINE:COL) of the op it belongs to,
  * so that test cases can look for a decision with a plain substring.  The
  * form is meant to stay stable: change it only together with tests/plan/. */
@@ -336,25 +337,78 @@ static void print_conversions(const FaCudaPlan *p, const IrValue *x, StrBuf *out
   }
 }
 
+/* " steps reg 0, lane 1, warp 0": the hardware bits an axis runs along. */
+static void put_steps(StrBuf *out, const FaAxisSteps *st) {
+  static const char *const kinds[] = {"reg", "lane", "warp"};
+  fa_sb_puts(out, ", steps");
+  for (int i = 0; i < st->nbits; i++)
+    fa_sb_printf(out, "%s%s %d", i ? ", " : " ", kinds[st->bits[i].kind], st->bits[i].bit);
+  if (!st->nbits)
+    fa_sb_puts(out, " none");
+}
+
 static void print_reduce(const FaReducePlan *rp, StrBuf *out) {
   const IrOp *op = rp->op;
   static const char *const names[] = {"sum", "max", "min"};
+  bool combine = op->kind == IR_REDUCE_FN;
   fa_sb_puts(out, "reduce ");
   put_value(out, op->results[0]);
   fa_sb_puts(out, " (");
   put_loc(out, op->loc);
-  fa_sb_printf(out, "): %s along axis %d of L%d, lanes 0x%x", op->sub >= 0 && op->sub < 3 ? names[op->sub] : "?",
-               op->axis, rp->src->id, rp->lane_mask);
+  fa_sb_puts(out, "): ");
+  if (combine)
+    fa_sb_printf(out, "combine function of %d value%s (%zu bytes per element)", rp->nresults, rp->nresults == 1 ? "" : "s",
+                 rp->elem_bytes);
+  else
+    fa_sb_puts(out, op->sub >= 0 && op->sub < 3 ? names[op->sub] : "?");
+  fa_sb_printf(out, " along axis %d of L%d, lanes 0x%x", op->axis, rp->src->id, rp->lane_mask);
   if (rp->warp_mask)
     fa_sb_printf(out, ", across warps 0x%x (scratch %zu)", rp->warp_mask, rp->scratch);
   else
     fa_sb_puts(out, ", within warps");
+  if (combine)
+    put_steps(out, &rp->steps);
   if (rp->slice) {
     fa_sb_printf(out, ", result in L%d", rp->slice->id);
-    if (rp->to_result.to != rp->to_result.from)
-      fa_sb_printf(out, " then L%d %s", rp->to_result.to->id,
-                   rp->to_result.in_registers ? "in registers" : "through shared memory");
+    for (int k = 0; k < rp->nresults; k++) {
+      const FaConversionPlan *c = &rp->to_result[k];
+      if (c->to == c->from)
+        continue;
+      if (rp->nresults > 1)
+        fa_sb_printf(out, ", result %d", k);
+      fa_sb_printf(out, " then L%d %s", c->to->id, c->in_registers ? "in registers" : "through shared memory");
+    }
   }
+  fa_sb_putc(out, '\n');
+}
+
+static void print_scan(const FaScanPlan *sp, StrBuf *out) {
+  const IrOp *op = sp->op;
+  fa_sb_puts(out, "scan ");
+  put_value(out, op->results[0]);
+  fa_sb_puts(out, " (");
+  put_loc(out, op->loc);
+  fa_sb_printf(out, "): inclusive%s, %d value%s (%zu bytes per element), along axis %d of L%d",
+               sp->reverse ? " reversed" : "", op->nresults, op->nresults == 1 ? "" : "s", sp->elem_bytes, op->axis,
+               sp->layout->id);
+  put_steps(out, &sp->steps);
+  if (sp->steps.across_warps)
+    fa_sb_printf(out, ", across warps (scratch %zu)", sp->scratch);
+  else
+    fa_sb_puts(out, ", within warps");
+  fa_sb_putc(out, '\n');
+}
+
+static void print_print(const FaPrintPlan *pp, StrBuf *out) {
+  fa_sb_puts(out, "print (");
+  put_loc(out, pp->op->loc);
+  fa_sb_puts(out, "): ");
+  if (!pp->layout)
+    fa_sb_puts(out, "scalars from thread 0");
+  else
+    fa_sb_printf(out, "blocks in L%d, %s", pp->layout->id,
+                 pp->owners_only ? "each element by its owner (the copies in other threads skipped)"
+                                 : "each element by the thread holding it");
   fa_sb_putc(out, '\n');
 }
 
@@ -380,12 +434,18 @@ void fa_cuda_plan_print(const FaCudaPlan *p, StrBuf *out) {
     const FaAccessPlan *ap = fa_plan_access(p, op);
     const FaProductPlan *pp = fa_plan_product(p, op);
     const FaReducePlan *rp = fa_plan_reduce(p, op);
+    const FaScanPlan *sp = fa_plan_scan(p, op);
+    const FaPrintPlan *prp = fa_plan_print(p, op);
     if (ap)
       print_access(ap, out);
     if (pp)
       print_product(pp, out);
     if (rp)
       print_reduce(rp, out);
+    if (sp)
+      print_scan(sp, out);
+    if (prp)
+      print_print(prp, out);
     print_op_conversions(p, op, out);
   }
   for (int i = 0; i < p->layouts.layouts.len; i++) {

@@ -20,9 +20,10 @@
  *   - where a value's layout differs from what a use needs, a converted copy
  *     is made once, right after the value's definition.
  * Shared memory is one dynamic buffer; every library routine that needs
- * scratch space (layout conversions, reductions across warps, FMA dots)
- * finds it free on entry and leaves it free, so they all share offset 0 and
- * the kernel asks for the largest.
+ * scratch space (layout conversions, reductions and scans across warps,
+ * FMA dots) finds it free on entry and leaves it free, so they all share
+ * offset 0 above the tiles and the kernel asks for the largest (the plan's
+ * FaSmemPlan).
  */
 #include "config.h"
 
@@ -515,6 +516,7 @@ static const char *unary_expr(Emitter *em, const IrOp *op, const char *a) {
   case UN_CEIL: return aprintf(em, "fa::ceil(%s)", a);
   case UN_SIGMOID: return aprintf(em, "fa::sigmoid(%s)", a);
   case UN_TANH: return aprintf(em, "fa::tanh(%s)", a);
+  case UN_ERF: return aprintf(em, "fa::erf(%s)", a);
   }
   fail(em, op->loc, "the CUDA backend does not support this unary operation");
   return a;
@@ -546,6 +548,8 @@ static const char *binary_expr(Emitter *em, const IrOp *op, const char *a, const
   case BIN_SHL: return aprintf(em, "fa::shl(%s, %s)", a, b);
   case BIN_SHR: return aprintf(em, "fa::shr(%s, %s)", a, b);
   case BIN_POW: return aprintf(em, "fa::pow(%s, %s)", a, b);
+  case BIN_MAXNUM: return aprintf(em, "fa::maxnum(%s, %s)", a, b);
+  case BIN_MINNUM: return aprintf(em, "fa::minnum(%s, %s)", a, b);
   }
   if (!sym) {
     fail(em, op->loc, "the CUDA backend does not support this binary operation");
@@ -801,7 +805,7 @@ static void emit_reduce(Emitter *em, const IrOp *op) {
     }
     if (sl != r->layout) {
       declare_block(em, r, layout_name(em, r->layout));
-      emit_convert(em, names_of(em, r)->name, dst, &rp->to_result);
+      emit_convert(em, names_of(em, r)->name, dst, &rp->to_result[0]);
     }
   } else {
     line(em, "const %s %s = %s;", ctype(dt), names_of(em, r)->name,
@@ -1272,6 +1276,8 @@ static void emit_for(Emitter *em, const IrOp *op) {
 
 static void emit_if(Emitter *em, const IrOp *op) {
   for (int i = 0; i < op->nresults; i++) {
+    if (!vplan(em, op->results[i])->live)
+      continue; /* (the flag of an early return after the last statement, say) */
     const char *name = fresh_name(em, op->results[i]->name);
     names_of(em, op->results[i])->name = name;
     declare_var(em, op->results[i], name);
@@ -1286,11 +1292,320 @@ static void emit_if(Emitter *em, const IrOp *op) {
     const IrOp *y = reg->last;
     if (y && y->kind == IR_YIELD)
       for (int i = 0; i < y->noperands && i < op->nresults; i++)
-        assign_var(em, names_of(em, op->results[i])->name, op->results[i], y, i);
+        if (vplan(em, op->results[i])->live)
+          assign_var(em, names_of(em, op->results[i])->name, op->results[i], y, i);
     em->indent--;
   }
   line(em, "}");
   for (int i = 0; i < op->nresults; i++)
+    emit_conversions(em, op->results[i]);
+}
+
+/* ---- scans, reductions with a combine function, random numbers, device_print, while loops ------------ */
+
+static void emit_fma_op(Emitter *em, const IrOp *op) {
+  emit_elementwise(em, op->results[0],
+                   aprintf(em, "fa::fma(%s, %s, %s)", operand(em, op, 0), operand(em, op, 1), operand(em, op, 2)));
+}
+
+static void emit_rand(Emitter *em, const IrOp *op) {
+  emit_elementwise(em, op->results[0],
+                   aprintf(em, "fa::%s<%d>(%s, %s)", op->sub == RAND_NORMAL ? "rand_normal" : "rand_uniform",
+                           (int)op->ival, value_ref(em, op->operands[0]), operand(em, op, 1)));
+}
+
+/* The struct a scan or a reduction with a combine function works on,
+ * written ahead of the kernel: one field per value, the combine region as
+ * its `combine`, and a lane shuffle. */
+static const char *emit_combine_struct(Emitter *em, const IrOp *op) {
+  const char *t = aprintf(em, "fa_Scan%d", em->nhelpers++);
+  const IrRegion *c = op->regions[0];
+  int n = op->nresults;
+  StrBuf saved = em->body;
+  int saved_indent = em->indent;
+  fa_sb_init(&em->body);
+  em->indent = 1;
+  line(em, "// the combine function of the %s at line %d", op->kind == IR_SCAN ? "scan" : "reduction", op->loc.line);
+  line(em, "struct %s {", t);
+  for (int k = 0; k < n; k++)
+    line(em, "  %s v%d;", ctype(op->results[k]->type.dtype), k);
+  line(em, "  FA_DEV static %s combine(const %s &fa_a, const %s &fa_b) {", t, t, t);
+  em->indent = 2;
+  for (int k = 0; k < 2 * n; k++) {
+    const IrValue *arg = c->args[k];
+    names_of(em, arg)->name = fresh_name(em, arg->name);
+    line(em, "const %s %s = fa_%c.v%d;", ctype(arg->type.dtype), names_of(em, arg)->name, k < n ? 'a' : 'b', k % n);
+  }
+  int last_line = em->last_line;
+  em->last_line = op->loc.line; /* the combine's source lines, not the scan's */
+  emit_region(em, c);
+  em->last_line = last_line;
+  const IrOp *y = c->last;
+  StrBuf init;
+  fa_sb_init(&init);
+  for (int k = 0; y && k < y->noperands; k++)
+    fa_sb_printf(&init, "%s%s", k ? ", " : "", value_ref(em, y->operands[k]));
+  line(em, "return %s{%s};", t, init.data ? init.data : "");
+  fa_sb_free(&init);
+  em->indent = 1;
+  line(em, "  }");
+  StrBuf sh;
+  fa_sb_init(&sh);
+  for (int k = 0; k < n; k++)
+    fa_sb_printf(&sh, "%sfa::shfl_xor(v%d, fa_m)", k ? ", " : "", k);
+  line(em, "  FA_DEV %s shfl_xor(int fa_m) const { return %s{%s}; }", t, t, sh.data ? sh.data : "");
+  fa_sb_free(&sh);
+  line(em, "};");
+  fa_sb_putc(&em->body, '\n');
+  fa_sb_puts(&em->helpers, em->body.data ? em->body.data : "");
+  fa_sb_free(&em->body);
+  em->body = saved;
+  em->indent = saved_indent;
+  return t;
+}
+
+/* fa::scan's step codes of the planned axis bits, each after ", ": r
+ * (register bit r), 32 + l (lane bit l), 64 + w (warp bit w). */
+static const char *step_codes(Emitter *em, const FaAxisSteps *st) {
+  static const int base[] = {[FA_AXIS_REGISTER] = 0, [FA_AXIS_LANE] = 32, [FA_AXIS_WARP] = 64};
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (int i = 0; i < st->nbits; i++)
+    fa_sb_printf(&sb, ", %d", base[st->bits[i].kind] + st->bits[i].bit);
+  const char *r = aprintf(em, "%s", sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  return r;
+}
+
+/* The operands packed into an array of the combine struct, in layout l. */
+static const char *pack_operands(Emitter *em, const IrOp *op, const char *t, const FaLayout *l) {
+  const char *buf = fresh_tmp(em, "comb");
+  int nr = nregs(l);
+  line(em, "%s %s[%d];", t, buf, nr);
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e) {", nr);
+  for (int k = 0; k < op->noperands; k++)
+    line(em, "  %s[fa_e].v%d = %s;", buf, k, operand(em, op, k));
+  line(em, "}");
+  return buf;
+}
+
+/* reduce with a combine function: every element combined with the whole of
+ * its row (fa::combine_all), then the registers of the axis dropped (the
+ * slice layout), converted where a result is wanted in another layout. */
+static void emit_reduce_fn(Emitter *em, const IrOp *op) {
+  const FaReducePlan *rp = fa_plan_reduce(em->plan, op);
+  if (!rp) {
+    fail(em, op->loc, "internal compiler error: a reduction without a plan");
+    return;
+  }
+  const FaLayout *src = rp->src, *sl = rp->slice;
+  const char *t = emit_combine_struct(em, op);
+  const char *steps = step_codes(em, &rp->steps);
+  const char *buf = pack_operands(em, op, t, src);
+  line(em, "fa::combine_all<%s>(%s, fa_lane, fa_warp, %s);  // along axis %d of %s", steps[0] ? steps + 2 : "", buf,
+       scratch(em), op->axis, layout_name(em, src));
+  int first, count, keep[FA_LAYOUT_MAX_BITS], nk = 0;
+  fa_layout_dim_bits(src, op->axis, &first, &count);
+  for (int i = 0; i < src->nreg; i++)
+    if (src->reg[i] < first || src->reg[i] >= first + count)
+      keep[nk++] = i;
+  const char *red = fresh_tmp(em, "red");
+  line(em, "%s %s[%d];", t, red, 1 << nk);
+  line(em, "fa::regmap<%s>(%s, %s);", bits_list(em, keep, nk), red, buf);
+  for (int k = 0; k < op->nresults; k++) {
+    const IrValue *r = op->results[k];
+    if (!vplan(em, r)->live)
+      continue;
+    if (!is_block(r)) {
+      line(em, "const %s %s = %s[0].v%d;", ctype(r->type.dtype), names_of(em, r)->name, red, k);
+      continue;
+    }
+    const FaConversionPlan *c = &rp->to_result[k];
+    bool direct = c->to == c->from;
+    const char *dst = direct ? names_of(em, r)->name : fresh_tmp(em, "red");
+    if (direct)
+      declare_block(em, r, layout_name(em, sl));
+    else
+      line(em, "%s %s[%d];", ctype(r->type.dtype), dst, nregs(sl));
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(sl));
+    line(em, "  %s[fa_e] = %s[fa_e].v%d;", dst, red, k);
+    if (!direct) {
+      declare_block(em, r, layout_name(em, r->layout));
+      emit_convert(em, names_of(em, r)->name, dst, c);
+    }
+  }
+}
+
+/* scan: the elements packed into the struct, fa::scan over the axis's bits
+ * (whatever hardware holds them), unpacked into the results. */
+static void emit_scan(Emitter *em, const IrOp *op) {
+  const FaScanPlan *sp = fa_plan_scan(em->plan, op);
+  if (!sp) {
+    fail(em, op->loc, "internal compiler error: a scan without a plan");
+    return;
+  }
+  const FaLayout *l = sp->layout;
+  const char *t = emit_combine_struct(em, op);
+  const char *buf = pack_operands(em, op, t, l);
+  int nr = nregs(l);
+  line(em, "fa::scan<%s%s>(%s, fa_lane, fa_warp, %s);  // along axis %d of %s", sp->reverse ? "true" : "false",
+       step_codes(em, &sp->steps), buf, scratch(em), op->axis, layout_name(em, l));
+  for (int k = 0; k < op->nresults; k++) {
+    const IrValue *r = op->results[k];
+    if (!vplan(em, r)->live)
+      continue;
+    declare_block(em, r, layout_name(em, l));
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nr);
+    line(em, "  %s[fa_e] = %s[fa_e].v%d;", names_of(em, r)->name, buf, k);
+  }
+}
+
+/* A C string literal's contents for text that goes into a printf format. */
+static const char *format_text(Emitter *em, const char *s) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (const char *p = s ? s : ""; *p; p++) {
+    if (*p == '%')
+      fa_sb_puts(&sb, "%%");
+    else if (*p == '"' || *p == '\\')
+      fa_sb_printf(&sb, "\\%c", *p);
+    else
+      fa_sb_putc(&sb, (unsigned char)*p < 0x20 ? ' ' : *p);
+  }
+  const char *r = aprintf(em, "%s", sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  return r;
+}
+
+/* The printf conversion and argument of one element (as the interpreter prints it). */
+static void print_conversion(Emitter *em, DType dt, bool hex, const char *x, const char **fmt, const char **arg) {
+  bool half = dt == DT_F16 || dt == DT_BF16;
+  if (fa_dtype_is_float(dt) && !hex) {
+    *fmt = dt == DT_F64 ? "%.17g" : "%.9g";
+    *arg = dt == DT_F64 ? x : aprintf(em, "(double)fa::to_f32(%s)", x);
+  } else if (fa_dtype_is_float(dt)) {
+    *fmt = dt == DT_F64 ? "0x%016llx" : half ? "0x%04x" : "0x%08x";
+    *arg = dt == DT_F64 ? aprintf(em, "fa::Raw<double>::get(%s)", x)
+           : half       ? aprintf(em, "(unsigned)%s.bits", x)
+                        : aprintf(em, "fa::f32_to_bits(%s)", x);
+  } else if (hex) {
+    int bits = fa_dtype_bits(dt);
+    *fmt = "0x%llx";
+    *arg = bits >= 64 ? aprintf(em, "(unsigned long long)%s", x)
+                      : aprintf(em, "((unsigned long long)%s & 0x%llxull)", x, (1ull << bits) - 1);
+  } else {
+    *fmt = "%lld";
+    *arg = aprintf(em, "(long long)%s", x);
+  }
+}
+
+/* device_print: scalars from thread 0, block elements from the threads the
+ * plan names, with the program id and the element's coordinates. */
+static void emit_print(Emitter *em, const IrOp *op) {
+  const FaPrintPlan *pp = fa_plan_print(em->plan, op);
+  if (!pp) {
+    fail(em, op->loc, "internal compiler error: a print without a plan");
+    return;
+  }
+  const char *prefix = format_text(em, op->str);
+  if (op->noperands == 0) {
+    line(em, "if (threadIdx.x == 0)");
+    line(em, "  printf(\"pid (%%d, %%d, %%d) %s\\n\", (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z);", prefix);
+    return;
+  }
+  for (int k = 0; k < op->noperands; k++) {
+    const IrValue *x = op->operands[k];
+    const char *which = op->noperands > 1 ? aprintf(em, " (operand %d)", k) : "";
+    const char *fmt, *arg;
+    if (!is_block(x)) {
+      print_conversion(em, x->type.dtype, op->ival != 0, value_ref(em, x), &fmt, &arg);
+      line(em, "if (threadIdx.x == 0)");
+      line(em, "  printf(\"pid (%%d, %%d, %%d) %s%s: %s\\n\", (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, %s);",
+           prefix, which, fmt, arg);
+      continue;
+    }
+    const FaLayout *l = pp->layout;
+    const char *ln = layout_name(em, l), *toff = thread_offset(em, l);
+    print_conversion(em, x->type.dtype, op->ival != 0, operand(em, op, k), &fmt, &arg);
+    StrBuf idx, coords;
+    fa_sb_init(&idx);
+    fa_sb_init(&coords);
+    for (int d = 0; d < x->type.rank; d++) {
+      fa_sb_printf(&idx, "%s%%d", d ? ", " : "");
+      fa_sb_printf(&coords, ", %s::coord(%s, fa_e, %d)", ln, toff, d);
+    }
+    if (pp->owners_only)
+      line(em, "if (%s::owner(fa_lane, fa_warp))", ln);
+    line(em, "#pragma unroll");
+    line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(l));
+    line(em, "  printf(\"pid (%%d, %%d, %%d) idx (%s) %s%s: %s\\n\", (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z%s, "
+             "%s);", idx.data ? idx.data : "", prefix, which, fmt, coords.data ? coords.data : "", arg);
+    fa_sb_free(&idx);
+    fa_sb_free(&coords);
+  }
+}
+
+/* while: the carried variables (one C variable for the condition's and the
+ * body's arguments and the results), the condition at the top of an endless
+ * loop, the body and the updates. */
+static void emit_while(Emitter *em, const IrOp *op) {
+  const IrRegion *cond = op->regions[0], *body = op->regions[1];
+  int n = op->nresults;
+  for (int i = 0; i < n; i++) {
+    const char *name = fresh_name(em, body->args[i]->name ? body->args[i]->name : op->results[i]->name);
+    names_of(em, cond->args[i])->name = name;
+    names_of(em, body->args[i])->name = name;
+    names_of(em, op->results[i])->name = name;
+    declare_var(em, body->args[i], name);
+    assign_var(em, name, body->args[i], op, i);
+  }
+  line(em, "while (true) {");
+  em->indent++;
+  for (int i = 0; i < n; i++)
+    emit_conversions(em, cond->args[i]);
+  emit_region(em, cond);
+  const IrOp *yc = cond->last;
+  if (yc && yc->kind == IR_YIELD && yc->noperands == 1)
+    line(em, "if (!(%s))", value_ref(em, yc->operands[0]));
+  line(em, "  break;");
+  for (int i = 0; i < n; i++)
+    emit_conversions(em, body->args[i]);
+  emit_region(em, body);
+  const IrOp *y = body->last;
+  if (y && y->kind == IR_YIELD && y->noperands == n) {
+    /* through temporaries: an update may read another carried variable */
+    const char **tmp = fa_arena_alloc(&em->fc->arena, (size_t)(n + 1) * sizeof *tmp);
+    if (!tmp) {
+      em->ok = false;
+      return;
+    }
+    for (int i = 0; i < n; i++) {
+      tmp[i] = NULL;
+      if (y->operands[i] == body->args[i])
+        continue;
+      tmp[i] = fresh_tmp(em, "next");
+      declare_var(em, body->args[i], tmp[i]);
+      assign_var(em, tmp[i], body->args[i], y, i);
+    }
+    for (int i = 0; i < n; i++) {
+      if (!tmp[i])
+        continue;
+      const IrValue *arg = body->args[i];
+      if (is_block(arg)) {
+        line(em, "#pragma unroll");
+        line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(arg->layout));
+        line(em, "  %s[fa_e] = %s[fa_e];", names_of(em, arg)->name, tmp[i]);
+      } else {
+        line(em, "%s = %s;", names_of(em, arg)->name, tmp[i]);
+      }
+    }
+  }
+  em->indent--;
+  line(em, "}");
+  for (int i = 0; i < n; i++)
     emit_conversions(em, op->results[i]);
 }
 
@@ -1304,7 +1619,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
     return;
   source_comment(em, op->loc);
   const IrValue *r = op->nresults > 0 ? op->results[0] : NULL;
-  if (r && op->kind != IR_FOR && op->kind != IR_IF) {
+  if (r && op->kind != IR_FOR && op->kind != IR_IF && op->kind != IR_WHILE) {
     for (int i = 0; i < op->nresults; i++)
       names_of(em, op->results[i])->name = fresh_name(em, op->results[i]->name);
   }
@@ -1363,6 +1678,12 @@ static void emit_op(Emitter *em, const IrOp *op) {
   case IR_FOR: emit_for(em, op); return;
   case IR_IF: emit_if(em, op); return;
   case IR_ASSERT: emit_assert(em, op); break;
+  case IR_FMA: emit_fma_op(em, op); break;
+  case IR_RAND: emit_rand(em, op); break;
+  case IR_SCAN: emit_scan(em, op); break;
+  case IR_REDUCE_FN: emit_reduce_fn(em, op); break;
+  case IR_PRINT: emit_print(em, op); break;
+  case IR_WHILE: emit_while(em, op); return;
   default: fail(em, op->loc, "the CUDA backend does not support '%s' yet", fa_ir_op_name(op->kind)); return;
   }
   for (int i = 0; i < op->nresults; i++)
@@ -1419,7 +1740,8 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   } else {
     fa_sb_puts(out, "  extern __shared__ __attribute__((aligned(16))) unsigned char fa_smem[];\n");
   }
-  fa_sb_puts(out, "  const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
+  /* (maybe_unused: a kernel of scalars only uses neither) */
+  fa_sb_puts(out, "  [[maybe_unused]] const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
   for (int i = 0; i < em->layouts->layouts.len; i++) {
     const FaLayout *l = em->layouts->layouts.items[i];
     if (em->toff_used[l->id])

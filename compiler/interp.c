@@ -191,7 +191,8 @@ typedef struct Shared {
   const FaHostValue *scalars;   /* per parameter; NULL for host functions' pointer args */
   int64_t grid[3];
   bool threaded;
-  pthread_mutex_t atomic_lock;
+  pthread_mutex_t atomic_lock;   /* atomic_add and device_print with threads */
+  FILE *print_to;               /* device_print; NULL: stdout */
 } Shared;
 
 /* One interpreter thread: the slots of every value, and the first error. */
@@ -498,6 +499,7 @@ static double un_float(IrUnaryOp u, DType dt, double a, bool *ok) {
     case UN_CEIL: return ceil(a);
     case UN_SIGMOID: return 1.0 / (1.0 + exp(-a));
     case UN_TANH: return tanh(a);
+    case UN_ERF: return erf(a);
     default: *ok = false; return 0;
     }
   }
@@ -517,6 +519,7 @@ static double un_float(IrUnaryOp u, DType dt, double a, bool *ok) {
   case UN_CEIL: return ceilf(f);
   case UN_SIGMOID: return 1.0f / (1.0f + expf(-f));
   case UN_TANH: return tanhf(f);
+  case UN_ERF: return erff(f);
   default: *ok = false; return 0;
   }
 }
@@ -563,6 +566,8 @@ static double bin_float(IrBinaryOp b, DType dt, double p, double q, bool *ok) {
   case BIN_MAX: return isnan(p) || isnan(q) ? NAN : p > q ? p : q;
   case BIN_MIN: return isnan(p) || isnan(q) ? NAN : p < q ? p : q;
   case BIN_POW: return dt == DT_F64 ? pow(p, q) : (double)powf((float)p, (float)q);
+  case BIN_MAXNUM: return isnan(p) ? q : isnan(q) ? p : p > q ? p : q;
+  case BIN_MINNUM: return isnan(p) ? q : isnan(q) ? p : p < q ? p : q;
   default: *ok = false; return 0;
   }
 }
@@ -586,8 +591,10 @@ static bool bin_int(Exec *x, const IrOp *op, DType dt, int64_t p, int64_t q, int
     else
       *out = op->sub == BIN_DIV ? p / q : p % q;
     break;
-  case BIN_MAX: *out = p > q ? p : q; break;
-  case BIN_MIN: *out = p < q ? p : q; break;
+  case BIN_MAX:
+  case BIN_MAXNUM: *out = p > q ? p : q; break;
+  case BIN_MIN:
+  case BIN_MINNUM: *out = p < q ? p : q; break;
   case BIN_AND: *out = p & q; break;
   case BIN_OR: *out = p | q; break;
   case BIN_XOR: *out = p ^ q; break;
@@ -729,6 +736,156 @@ static bool op_select(Exec *x, const IrOp *op) {
   default:
     return fail(x, op->loc, "the interpreter does not support where() on %s", fa_dtype_name(r->type.dtype));
   }
+}
+
+/* fma(a, b, c): one rounding in f32 (f16 / bf16 then round the f32 result),
+ * in f64 for f64; integers wrap. */
+static bool op_fma(Exec *x, const IrOp *op) {
+  const IrValue *r = op->results[0];
+  Slot *sa = slot_of(x, op->operands[0]), *sb = slot_of(x, op->operands[1]), *sc = slot_of(x, op->operands[2]);
+  Slot *sr = def_slot(x, r);
+  if (!sr)
+    return false;
+  int64_t n = type_numel(r->type), ta = estride(op->operands[0]), tb = estride(op->operands[1]),
+          tc = estride(op->operands[2]);
+  DType dt = r->type.dtype;
+  if (dt == DT_F64) {
+    for (int64_t i = 0; i < n; i++) sr->f[i] = fma(sa->f[i * ta], sb->f[i * tb], sc->f[i * tc]);
+  } else if (cat_of(dt) == CAT_FLOAT) {
+    for (int64_t i = 0; i < n; i++)
+      sr->f[i] = round_dt(dt, fmaf((float)sa->f[i * ta], (float)sb->f[i * tb], (float)sc->f[i * tc]));
+  } else if (cat_of(dt) == CAT_INT) {
+    for (int64_t i = 0; i < n; i++)
+      sr->i[i] = wrap_int(dt, (int64_t)((uint64_t)sa->i[i * ta] * (uint64_t)sb->i[i * tb] + (uint64_t)sc->i[i * tc]));
+  } else {
+    return fail(x, op->loc, "the interpreter does not support fma on %s", fa_dtype_name(dt));
+  }
+  return true;
+}
+
+/* ---- random numbers -------------------------------------------------------------------
+ * Philox 4x32 (Salmon et al., SC'11), as Triton's tl.rand / tl.randn use it:
+ * counter (offset, 0, 0, 0), key (seed low 32 bits, seed high 32 bits). */
+static void philox4x32(uint32_t c[4], uint32_t k0, uint32_t k1, int rounds) {
+  for (int r = 0; r < rounds; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;
+    c[0] = n0;
+    c[1] = (uint32_t)p1;
+    c[2] = n2;
+    c[3] = (uint32_t)p0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+
+/* A uint32 as a uniform float in [0, 1): the bits read as an int32 x, folded
+ * onto [0, 2^31) (x < 0: -x - 1), converted to f32 (round to nearest) and
+ * multiplied by the f32 just below 2^-31. */
+static float philox_uniform(uint32_t u) {
+  uint32_t m = (u >> 31) ? ~u : u;
+  return (float)(int32_t)m * 0x1.fffffep-32f;
+}
+
+static double rand_value(IrRandKind kind, int64_t seed, int32_t offset, int rounds) {
+  uint32_t c[4] = {(uint32_t)offset, 0, 0, 0};
+  philox4x32(c, (uint32_t)(uint64_t)seed, (uint32_t)((uint64_t)seed >> 32), rounds);
+  float u1 = philox_uniform(c[0]);
+  if (kind == RAND_UNIFORM)
+    return u1;
+  /* Box-Muller on the first two outputs */
+  float u2 = philox_uniform(c[1]);
+  if (u1 < 1.0e-7f)
+    u1 = 1.0e-7f;
+  float th = 6.283185307179586f * u2;
+  float rad = sqrtf(-2.0f * logf(u1));
+  return rad * cosf(th);
+}
+
+static bool op_rand(Exec *x, const IrOp *op) {
+  const IrValue *off = op->operands[1], *r = op->results[0];
+  Slot *so = slot_of(x, off), *sr = def_slot(x, r);
+  if (!sr)
+    return false;
+  int64_t seed = scalar_int(x, op->operands[0]), n = type_numel(r->type), st = estride(off);
+  for (int64_t i = 0; i < n; i++)
+    sr->f[i] = rand_value((IrRandKind)op->sub, seed, (int32_t)so->i[i * st], (int)op->ival);
+  return true;
+}
+
+/* ---- device_print ----------------------------------------------------------------------- */
+
+static void print_element(FILE *out, const IrValue *v, const Slot *s, int64_t i, bool hex) {
+  DType dt = v->type.dtype;
+  if (cat_of(dt) == CAT_FLOAT) {
+    double f = s->f[i];
+    if (!hex) {
+      fprintf(out, dt == DT_F64 ? "%.17g" : "%.9g", f);
+    } else if (dt == DT_F64) {
+      uint64_t u;
+      memcpy(&u, &f, 8);
+      fprintf(out, "0x%016llx", (unsigned long long)u);
+    } else if (dt == DT_F32) {
+      float g = (float)f;
+      uint32_t u;
+      memcpy(&u, &g, 4);
+      fprintf(out, "0x%08x", u);
+    } else {
+      fprintf(out, "0x%04x", dt == DT_F16 ? double_to_half_bits(f) : double_to_bf16_bits(f));
+    }
+    return;
+  }
+  int64_t k = s->i[i];
+  if (!hex) {
+    fprintf(out, "%lld", (long long)k);
+  } else {
+    int bits = fa_dtype_bits(dt);
+    uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    fprintf(out, "0x%llx", (unsigned long long)((uint64_t)k & mask));
+  }
+}
+
+/* One line per operand and element: "pid (x, y, z) idx (i, j) PREFIX: value",
+ * " (operand k)" after the prefix when there are several operands. */
+static bool op_print(Exec *x, const IrOp *op) {
+  Shared *sh = (Shared *)x->sh;
+  FILE *out = sh->print_to ? sh->print_to : stdout;
+  bool hex = op->ival != 0;
+  if (sh->threaded)
+    pthread_mutex_lock(&sh->atomic_lock);
+  if (op->noperands == 0)
+    fprintf(out, "pid (%lld, %lld, %lld) %s\n", (long long)x->pid[0], (long long)x->pid[1], (long long)x->pid[2],
+            op->str ? op->str : "");
+  for (int k = 0; k < op->noperands; k++) {
+    const IrValue *v = op->operands[k];
+    Slot *sv = slot_of(x, v);
+    IrType t = v->type;
+    int64_t n = type_numel(t), idx[FA_MAX_RANK] = {0};
+    for (int64_t i = 0; i < n; i++) {
+      fprintf(out, "pid (%lld, %lld, %lld) ", (long long)x->pid[0], (long long)x->pid[1], (long long)x->pid[2]);
+      if (t.rank > 0) {
+        fputs("idx (", out);
+        for (int d = 0; d < t.rank; d++)
+          fprintf(out, "%s%lld", d ? ", " : "", (long long)idx[d]);
+        fputs(") ", out);
+      }
+      fputs(op->str ? op->str : "", out);
+      if (op->noperands > 1)
+        fprintf(out, " (operand %d)", k);
+      fputs(": ", out);
+      print_element(out, v, sv, i, hex);
+      fputc('\n', out);
+      for (int d = t.rank - 1; d >= 0; d--) {
+        if (++idx[d] < t.shape[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+  }
+  fflush(out);
+  if (sh->threaded)
+    pthread_mutex_unlock(&sh->atomic_lock);
+  return true;
 }
 
 /* Float -> integer: truncate toward zero, saturate, NaN -> 0 (the GPU's cvt.rzi). */
@@ -1391,6 +1548,163 @@ static bool op_if(Exec *x, const IrOp *op) {
   return copy_values(x, op->results, y->operands, op->nresults, y->loc);
 }
 
+/* while: the condition region on the iteration values, then the body. */
+static bool op_while(Exec *x, const IrOp *op) {
+  const IrRegion *cond = op->regions[0], *body = op->regions[1];
+  int n = op->noperands;
+  if (op->nregions != 2 || cond->nargs != n || body->nargs != n || op->nresults != n)
+    return fail(x, op->loc, "malformed while loop");
+  if (!copy_values(x, cond->args, op->operands, n, op->loc))
+    return false;
+  for (;;) {
+    const IrOp *y = exec_region(x, cond);
+    if (!y)
+      return false;
+    if (y->noperands != 1)
+      return fail(x, y->loc, "the condition of a while loop yields %d values", y->noperands);
+    if (scalar_int(x, y->operands[0]) == 0)
+      break;
+    if (!copy_values(x, body->args, cond->args, n, op->loc))
+      return false;
+    y = exec_region(x, body);
+    if (!y)
+      return false;
+    if (y->noperands != n)
+      return fail(x, y->loc, "yield gives %d values for %d iteration values", y->noperands, n);
+    if (!copy_values(x, cond->args, y->operands, n, y->loc))
+      return false;
+  }
+  return copy_values(x, op->results, cond->args, n, op->loc);
+}
+
+static void scalar_set(Slot *s, const IrValue *v, const Slot *from, int64_t i) {
+  if (cat_of(v->type.dtype) == CAT_FLOAT)
+    s->f[0] = from->f[i];
+  else
+    s->i[0] = from->i[i];
+}
+
+/* One step of a scan: the combine region on (acc, element pos) for every
+ * operand; acc takes the results, which are also the results at pos. */
+static bool scan_step(Exec *x, const IrOp *op, Slot **src, Slot **dst, int64_t prev, int64_t pos) {
+  const IrRegion *c = op->regions[0];
+  int n = op->noperands;
+  for (int k = 0; k < n; k++) {
+    Slot *a = def_slot(x, c->args[k]), *b = def_slot(x, c->args[n + k]);
+    if (!a || !b)
+      return false;
+    scalar_set(a, c->args[k], dst[k], prev);
+    scalar_set(b, c->args[n + k], src[k], pos);
+  }
+  const IrOp *y = exec_region(x, c);
+  if (!y)
+    return false;
+  if (y->noperands != n)
+    return fail(x, y->loc, "the combine function gives %d values for %d operands", y->noperands, n);
+  for (int k = 0; k < n; k++) {
+    const Slot *v = slot_of(x, y->operands[k]);
+    if (cat_of(op->results[k]->type.dtype) == CAT_FLOAT)
+      dst[k]->f[pos] = round_dt(op->results[k]->type.dtype, v->f[0]);
+    else
+      dst[k]->i[pos] = wrap_int(op->results[k]->type.dtype, v->i[0]);
+  }
+  return true;
+}
+
+/* Reduction with a combine region: acc = combine(acc, x[i]) in index order. */
+static bool op_reduce_fn(Exec *x, const IrOp *op) {
+  int n = op->noperands;
+  if (op->nregions != 1 || op->nresults != n || op->regions[0]->nargs != 2 * n || n > 64)
+    return fail(x, op->loc, "malformed reduction");
+  IrType t = op->operands[0]->type;
+  int axis = op->axis;
+  if (axis < 0 || axis >= t.rank)
+    return fail(x, op->loc, "reduction axis %d out of range", op->axis);
+  int64_t outer = 1, len = t.shape[axis], inner = 1;
+  for (int d = 0; d < axis; d++)
+    outer *= t.shape[d];
+  for (int d = axis + 1; d < t.rank; d++)
+    inner *= t.shape[d];
+  /* a scan into scratch slots, of which the last element of each row is kept */
+  Slot *src[64], *dst[64], *res[64];
+  Slot tmp[64];
+  memset(tmp, 0, sizeof tmp);
+  bool ok = true;
+  int64_t numel = type_numel(t);
+  for (int k = 0; k < n && ok; k++) {
+    src[k] = slot_of(x, op->operands[k]);
+    dst[k] = &tmp[k];
+    bool fl = cat_of(op->operands[k]->type.dtype) == CAT_FLOAT;
+    if (fl ? !(tmp[k].f = malloc((size_t)numel * sizeof(double))) : !(tmp[k].i = malloc((size_t)numel * sizeof(int64_t))))
+      ok = fail(x, op->loc, "out of memory in the interpreter");
+    if (ok && !(res[k] = def_slot(x, op->results[k])))
+      ok = false;
+  }
+  for (int64_t o = 0; ok && o < outer; o++)
+    for (int64_t j = 0; ok && j < inner; j++) {
+      int64_t base = o * len * inner + j;
+      for (int k = 0; k < n; k++) {
+        if (cat_of(op->operands[k]->type.dtype) == CAT_FLOAT)
+          dst[k]->f[base] = src[k]->f[base];
+        else
+          dst[k]->i[base] = src[k]->i[base];
+      }
+      for (int64_t m = 1; ok && m < len; m++)
+        ok = scan_step(x, op, src, dst, base + (m - 1) * inner, base + m * inner);
+      for (int k = 0; ok && k < n; k++) {
+        int64_t last = base + (len - 1) * inner;
+        if (cat_of(op->operands[k]->type.dtype) == CAT_FLOAT)
+          res[k]->f[o * inner + j] = dst[k]->f[last];
+        else
+          res[k]->i[o * inner + j] = dst[k]->i[last];
+      }
+    }
+  for (int k = 0; k < n; k++) {
+    free(tmp[k].f);
+    free(tmp[k].i);
+  }
+  return ok;
+}
+
+/* Inclusive scan along an axis, element by element in index order (from the
+ * last element for a reverse scan). */
+static bool op_scan(Exec *x, const IrOp *op) {
+  int n = op->noperands;
+  if (op->nregions != 1 || op->nresults != n || op->regions[0]->nargs != 2 * n || n > 64)
+    return fail(x, op->loc, "malformed scan");
+  IrType t = op->operands[0]->type;
+  int axis = op->axis;
+  if (axis < 0 || axis >= t.rank)
+    return fail(x, op->loc, "scan axis %d out of range", op->axis);
+  Slot *src[64], *dst[64];
+  for (int k = 0; k < n; k++) {
+    src[k] = slot_of(x, op->operands[k]);
+    if (!(dst[k] = def_slot(x, op->results[k])))
+      return false;
+  }
+  int64_t outer = 1, len = t.shape[axis], inner = 1;
+  for (int d = 0; d < axis; d++)
+    outer *= t.shape[d];
+  for (int d = axis + 1; d < t.rank; d++)
+    inner *= t.shape[d];
+  bool reverse = op->ival != 0;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < inner; j++) {
+      int64_t base = o * len * inner + j;
+      int64_t first = base + (reverse ? (len - 1) * inner : 0), step = reverse ? -inner : inner;
+      for (int k = 0; k < n; k++) {
+        if (cat_of(op->results[k]->type.dtype) == CAT_FLOAT)
+          dst[k]->f[first] = src[k]->f[first];
+        else
+          dst[k]->i[first] = src[k]->i[first];
+      }
+      for (int64_t m = 1; m < len; m++)
+        if (!scan_step(x, op, src, dst, first + (m - 1) * step, first + m * step))
+          return false;
+    }
+  return true;
+}
+
 static bool exec_op(Exec *x, const IrOp *op) {
   switch (op->kind) {
   case IR_CONST: return op_const(x, op);
@@ -1431,6 +1745,12 @@ static bool exec_op(Exec *x, const IrOp *op) {
   case IR_FOR: return op_for(x, op);
   case IR_IF: return op_if(x, op);
   case IR_ASSERT: return op_assert(x, op);
+  case IR_FMA: return op_fma(x, op);
+  case IR_SCAN: return op_scan(x, op);
+  case IR_REDUCE_FN: return op_reduce_fn(x, op);
+  case IR_RAND: return op_rand(x, op);
+  case IR_PRINT: return op_print(x, op);
+  case IR_WHILE: return op_while(x, op);
   default:
     return fail(x, op->loc, "the interpreter does not support the '%s' op", fa_ir_op_name(op->kind));
   }
@@ -1663,7 +1983,10 @@ struct FaInterp {
   FaHostValue *scalars;
   bool *scalar_bound;
   int nparams;
+  FILE *print_to;
 };
+
+void fa_interp_set_print(FaInterp *in, FILE *out) { in->print_to = out; }
 
 FaInterp *fa_interp_new(FaCompiler *fc, const IrKernel *k) {
   /* The interpreter relies on the IR's invariants (operand types and shapes,
@@ -1910,6 +2233,7 @@ bool fa_interp_run(FaInterp *in, const FaInterpOptions *opt) {
   sh.bufs = in->bufs;
   sh.nbufs = in->nparams;
   sh.scalars = in->scalars;
+  sh.print_to = in->print_to;
   if (opt && opt->grid) {
     for (int d = 0; d < 3; d++)
       sh.grid[d] = opt->grid[d];

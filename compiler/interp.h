@@ -30,7 +30,17 @@
  *     drop those elements; pointer loads/stores skip masked-off lanes (a
  *     masked-off load gives `other`, or 0);
  *   - atomic_add adds in the dtype of the memory (rounding f16/bf16) and
- *     returns the previous values.
+ *     returns the previous values;
+ *   - erf is the C library's erff (erf for f64); fma is fmaf (fma for f64),
+ *     one rounding, then rounded to f16/bf16; maxnum/minnum ignore a NaN;
+ *   - scans apply their combine region element by element in index order
+ *     (from the last element for a reverse scan), acc = combine(acc, x[i]);
+ *   - rand: Philox 4x32 on the counter (offset, 0, 0, 0) and the key (low and
+ *     high 32 bits of the i64 seed), the first word as int32, x < 0 folded to
+ *     -x - 1, times 0x1.fffffep-32f in f32 (the GPU gives the same bits);
+ *     randn: Box-Muller on the first two words with logf, cosf and sqrtf;
+ *   - device_print writes one line per element to the stream set with
+ *     fa_interp_set_print (stdout by default), in grid and element order.
  * Memory is only touched through the buffers bound to the kernel's pointer
  * parameters: a pointer is (buffer, element offset) and every access is
  * checked against the buffer (or against its declared extent, when the
@@ -122,6 +132,9 @@ typedef struct FaInterpOptions {
                                atomic, but programs that store to the same element race. */
   const int64_t *grid;      /* 3 dims to use instead of the kernel's grid function, or NULL */
 } FaInterpOptions;
+
+/* Where device_print writes (default, or NULL: stdout). */
+void fa_interp_set_print(FaInterp *in, FILE *out);
 
 /* Runs the kernel over its grid.  Every parameter must be bound; a pointer
  * parameter with a declared extent must be bound to at least that many

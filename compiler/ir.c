@@ -262,7 +262,9 @@ static const char *const op_names[IR_OP_COUNT] = {
     [IR_STORE] = "store",           [IR_ATOMIC_ADD] = "atomic_add",   [IR_MAKE_BLOCK_PTR] = "make_block_ptr",
     [IR_ADVANCE] = "advance",       [IR_LOAD_BLOCK] = "load_block",   [IR_STORE_BLOCK] = "store_block",
     [IR_FOR] = "for",               [IR_IF] = "if",                   [IR_YIELD] = "yield",
-    [IR_RETURN] = "return",         [IR_ASSERT] = "assert",
+    [IR_RETURN] = "return",         [IR_ASSERT] = "assert",           [IR_FMA] = "fma",
+    [IR_SCAN] = "scan",             [IR_REDUCE_FN] = "reduce_fn",     [IR_RAND] = "rand",               [IR_PRINT] = "print",
+    [IR_WHILE] = "while",
 };
 
 const char *fa_ir_op_name(IrOpKind kind) {
@@ -274,11 +276,12 @@ static const char *const unary_names[] = {
     [UN_EXP] = "exp",   [UN_EXP2] = "exp2",   [UN_LOG] = "log",       [UN_LOG2] = "log2",
     [UN_SQRT] = "sqrt", [UN_RSQRT] = "rsqrt", [UN_SIN] = "sin",       [UN_COS] = "cos",
     [UN_FLOOR] = "floor", [UN_CEIL] = "ceil", [UN_SIGMOID] = "sigmoid", [UN_TANH] = "tanh",
+    [UN_ERF] = "erf",
 };
 static const char *const binary_names[] = {
     [BIN_ADD] = "add", [BIN_SUB] = "sub", [BIN_MUL] = "mul", [BIN_DIV] = "div", [BIN_MOD] = "mod",
     [BIN_MAX] = "max", [BIN_MIN] = "min", [BIN_AND] = "and", [BIN_OR] = "or",   [BIN_XOR] = "xor",
-    [BIN_SHL] = "shl", [BIN_SHR] = "shr", [BIN_POW] = "pow",
+    [BIN_SHL] = "shl", [BIN_SHR] = "shr", [BIN_POW] = "pow", [BIN_MAXNUM] = "maxnum", [BIN_MINNUM] = "minnum",
 };
 static const char *const cmp_names[] = {
     [CMP_LT] = "lt", [CMP_LE] = "le", [CMP_GT] = "gt", [CMP_GE] = "ge", [CMP_EQ] = "eq", [CMP_NE] = "ne",
@@ -286,6 +289,7 @@ static const char *const cmp_names[] = {
 static const char *const reduce_names[] = {[RED_SUM] = "sum", [RED_MAX] = "max", [RED_MIN] = "min"};
 static const char *const precision_names[] = {[DOT_DEFAULT] = "default", [DOT_IEEE] = "ieee", [DOT_TF32] = "tf32"};
 static const char *const padding_names[] = {[PAD_NONE] = "none", [PAD_ZERO] = "zero", [PAD_NAN] = "nan"};
+static const char *const rand_names[] = {[RAND_UNIFORM] = "uniform", [RAND_NORMAL] = "normal"};
 
 static const char *sub_name(const IrOp *op) {
 #define PICK(table)                                                                                \
@@ -296,6 +300,7 @@ static const char *sub_name(const IrOp *op) {
   case IR_CMP: return PICK(cmp_names);
   case IR_REDUCE: return PICK(reduce_names);
   case IR_DOT: return PICK(precision_names);
+  case IR_RAND: return PICK(rand_names);
   default: return NULL;
   }
 #undef PICK
@@ -355,11 +360,31 @@ static void print_attrs(const IrOp *op, StrBuf *out) {
     break;
   }
   case IR_ASSERT:
+  case IR_PRINT:
     if (op->str)
       fa_sb_printf(out, " \"%s\"", op->str);
+    if (op->kind == IR_PRINT && op->ival)
+      fa_sb_puts(out, " hex");
+    break;
+  case IR_SCAN:
+  case IR_REDUCE_FN:
+    fa_sb_printf(out, " axis=%d%s", op->axis, op->ival ? " reverse" : "");
+    break;
+  case IR_RAND:
+    fa_sb_printf(out, " rounds=%" PRId64, op->ival);
     break;
   default:
     break;
+  }
+}
+
+static const char *region_label(const IrOp *op, int r) {
+  switch (op->kind) {
+  case IR_IF: return r == 0 ? "then" : "else";
+  case IR_WHILE: return r == 0 ? "cond" : "body";
+  case IR_SCAN:
+  case IR_REDUCE_FN: return "combine";
+  default: return "body";
   }
 }
 
@@ -392,7 +417,7 @@ static void print_op(const IrOp *op, StrBuf *out, int depth) {
   fa_sb_putc(out, '\n');
   for (int r = 0; r < op->nregions; r++) {
     print_indent(out, depth);
-    fa_sb_puts(out, op->kind == IR_IF ? (r == 0 ? "then" : "else") : "body");
+    fa_sb_puts(out, region_label(op, r));
     print_region(op->regions[r], out, depth);
   }
 }
@@ -482,6 +507,53 @@ static bool same_shape(IrType a, IrType b) {
 }
 
 static bool is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+static void verify_scan(Verifier *v, const IrOp *op) {
+  int n = op->noperands;
+  if (n < 1 || op->nresults != n || op->nregions != 1 || !op->regions[0] || op->regions[0]->nargs != 2 * n) {
+    verify_fail(v, op, "takes n blocks, has n results and a combine region of 2n arguments");
+    return;
+  }
+  IrType t0 = op->operands[0]->type;
+  if (t0.rank < 1 || op->axis < 0 || op->axis >= t0.rank)
+    verify_fail(v, op, "scans a block along one of its axes");
+  for (int i = 0; i < n; i++) {
+    IrType t = op->operands[i]->type;
+    const IrRegion *c = op->regions[0];
+    IrType rt = op->results[i]->type, want = t;
+    if (op->kind == IR_REDUCE_FN && op->axis >= 0 && op->axis < t.rank) {
+      for (int d = op->axis; d + 1 < t.rank; d++)
+        want.shape[d] = t.shape[d + 1];
+      want.rank--;
+    }
+    if (!same_shape(t, t0) || !fa_type_equal(want, rt))
+      verify_fail(v, op, "operands of one shape; each result of its operand's type (a reduction drops the axis)");
+    if (c->args[i]->type.rank != 0 || c->args[n + i]->type.rank != 0 || c->args[i]->type.dtype != t.dtype ||
+        c->args[n + i]->type.dtype != t.dtype)
+      verify_fail(v, op, "the combine region takes scalars of the operands' dtypes");
+  }
+}
+
+/* Whether val is an argument of r or defined by an op inside r (at any depth). */
+static bool defined_within(const IrValue *val, const IrRegion *r) {
+  const IrRegion *at = val->def ? val->def->parent : val->region;
+  for (; at; at = at->parent_op ? at->parent_op->parent : NULL)
+    if (at == r)
+      return true;
+  return false;
+}
+
+/* A scan's combine region is a function of its arguments only. */
+static void verify_closed(Verifier *v, const IrRegion *r, const IrRegion *closure) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    for (int i = 0; i < op->noperands; i++)
+      if (!defined_within(op->operands[i], closure))
+        verify_fail(v, op, "a combine region uses a value defined outside it");
+    for (int i = 0; i < op->nregions; i++)
+      if (op->regions[i])
+        verify_closed(v, op->regions[i], closure);
+  }
+}
 
 /* Checks the operand/result typing rules of ir.h for one op. */
 static void verify_types(Verifier *v, const IrOp *op) {
@@ -620,6 +692,35 @@ static void verify_types(Verifier *v, const IrOp *op) {
     if (n != 1 || a[0]->type.dtype != DT_I1 || is_block(a[0]->type) || op->nregions != 2)
       verify_fail(v, op, "takes an i1 scalar and two regions");
     break;
+  case IR_FMA:
+    if (n != 3 || !fa_type_equal(a[0]->type, r) || !fa_type_equal(a[1]->type, r) || !fa_type_equal(a[2]->type, r))
+      verify_fail(v, op, "operands and result have the same type");
+    break;
+  case IR_SCAN:
+  case IR_REDUCE_FN: verify_scan(v, op); break;
+  case IR_RAND:
+    if (n != 2 || a[0]->type.dtype != DT_I64 || is_block(a[0]->type) || a[1]->type.dtype != DT_I32 ||
+        r.dtype != DT_F32 || !same_shape(a[1]->type, r))
+      verify_fail(v, op, "takes an i64 seed and i32 offsets and gives f32 of the offsets' shape");
+    break;
+  case IR_PRINT:
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < i; j++)
+        if (is_block(a[i]->type) && is_block(a[j]->type) && !same_shape(a[i]->type, a[j]->type))
+          verify_fail(v, op, "prints blocks of one shape");
+    break;
+  case IR_WHILE:
+    if (op->nregions != 2 || !op->regions[0] || !op->regions[1] || op->regions[0]->nargs != n ||
+        op->regions[1]->nargs != n || op->nresults != n) {
+      verify_fail(v, op, "takes inits; its cond and body regions take the iteration values");
+      break;
+    }
+    for (int i = 0; i < n; i++)
+      if (!fa_type_equal(a[i]->type, op->regions[0]->args[i]->type) ||
+          !fa_type_equal(a[i]->type, op->regions[1]->args[i]->type) ||
+          !fa_type_equal(a[i]->type, op->results[i]->type))
+        verify_fail(v, op, "an iteration value changes type");
+    break;
   default:
     break;
   }
@@ -640,6 +741,20 @@ static void verify_terminator(Verifier *v, const IrRegion *r, const IrOp *owner)
   }
   if (last->kind != IR_YIELD) {
     verify_fail(v, last, "a for/if region must end in yield");
+    return;
+  }
+  if (owner->kind == IR_WHILE && r == owner->regions[0]) {
+    if (last->noperands != 1 || last->operands[0]->type.dtype != DT_I1 || is_block(last->operands[0]->type))
+      verify_fail(v, last, "the condition region of a while loop yields one i1 scalar");
+    return;
+  }
+  if (owner->kind == IR_SCAN || owner->kind == IR_REDUCE_FN) {
+    bool ok = last->noperands == owner->nresults;
+    for (int i = 0; ok && i < last->noperands; i++)
+      ok = !is_block(last->operands[i]->type) && last->operands[i]->type.dtype == owner->results[i]->type.dtype;
+    if (!ok)
+      verify_fail(v, last, "a combine region yields one scalar of each operand's dtype");
+    verify_closed(v, r, r);
     return;
   }
   if (last->noperands != owner->nresults) {

@@ -3,7 +3,8 @@
  *
  * A specialised kernel is an IrFunction: SSA values over scalars and blocks
  * (tensors of static, power-of-two shape), organised in regions with
- * structured control flow (IR_FOR, IR_IF, each region ending in IR_YIELD).
+ * structured control flow (IR_FOR, IR_WHILE, IR_IF, each region ending in
+ * IR_YIELD; the region of IR_SCAN and IR_REDUCE_FN is a combine function).
  * Every constexpr has been substituted, every helper inlined, and every
  * implicit conversion made explicit: the operands of an elementwise op have
  * the same dtype and shape (lower.c inserts IR_CAST, IR_SPLAT, IR_BROADCAST,
@@ -113,13 +114,28 @@ typedef enum IrOpKind {
   IR_YIELD,         /* terminator of a FOR/IF region: operands are the region's results */
   IR_RETURN,        /* terminator of a function's body: operands are its results (host functions) */
   IR_ASSERT,        /* device-side check: cond (i1 scalar or block); str = message */
+  IR_FMA,           /* fma(a, b, c) = a * b + c, rounded once (floats); operands of the result type */
+  IR_SCAN,          /* inclusive scan of n blocks of one shape along `axis` (ival = 1: reverse, i.e. from
+                       the last element towards the first); regions[0] combines two tuples: args
+                       (a_0..a_n-1, b_0..b_n-1) scalars of the operands' dtypes, a the earlier part of
+                       the scan, b the later, yielding n scalars; results: n blocks of the operands' types.
+                       The region is closed: it uses only its arguments and values it defines. */
+  IR_REDUCE_FN,     /* reduction of n blocks of one shape along `axis` with a combine region (as IR_SCAN's,
+                       in index order); results: n values of the operands' dtypes, the axis dropped */
+  IR_RAND,          /* sub = IrRandKind: seed (i64 scalar), offsets (i32 scalar or block) -> f32 of the
+                       offsets' shape; ival = Philox rounds (see interp.h for the exact numerics) */
+  IR_PRINT,         /* device_print: str = prefix, ival = 1 for hex; operands scalars or blocks (all blocks
+                       of one shape) */
+  IR_WHILE,         /* inits...; regions[0] (cond) args (iters...) yields one i1 scalar; regions[1] (body)
+                       args (iters...) yields the next iters; results: the iters when cond is false.
+                       Runs: iters = inits; while (cond(iters)) iters = body(iters). */
   IR_OP_COUNT
 } IrOpKind;
 
 typedef enum IrUnaryOp {
   UN_NEG, UN_NOT /* logical, i1 */, UN_INVERT /* bitwise */, UN_ABS,
   UN_EXP, UN_EXP2, UN_LOG, UN_LOG2, UN_SQRT, UN_RSQRT,
-  UN_SIN, UN_COS, UN_FLOOR, UN_CEIL, UN_SIGMOID, UN_TANH,
+  UN_SIN, UN_COS, UN_FLOOR, UN_CEIL, UN_SIGMOID, UN_TANH, UN_ERF,
 } IrUnaryOp;
 
 typedef enum IrBinaryOp {
@@ -129,16 +145,18 @@ typedef enum IrBinaryOp {
   BIN_MAX, BIN_MIN, /* maximum / minimum; NaN-propagating for floats */
   BIN_AND, BIN_OR, BIN_XOR, BIN_SHL, BIN_SHR,
   BIN_POW,
+  BIN_MAXNUM, BIN_MINNUM, /* floats: IEEE maxNum / minNum (a NaN operand gives the other operand) */
 } IrBinaryOp;
 
 typedef enum IrCmpOp { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ, CMP_NE } IrCmpOp;
 typedef enum IrReduceOp { RED_SUM, RED_MAX, RED_MIN } IrReduceOp;
 typedef enum IrDotPrecision { DOT_DEFAULT, DOT_IEEE, DOT_TF32 } IrDotPrecision;
 typedef enum IrPadding { PAD_NONE, PAD_ZERO, PAD_NAN } IrPadding;
+typedef enum IrRandKind { RAND_UNIFORM, RAND_NORMAL } IrRandKind;
 
 struct IrOp {
   IrOpKind kind;
-  int sub;                    /* IrUnaryOp / IrBinaryOp / IrCmpOp / IrReduceOp / IrDotPrecision */
+  int sub;                    /* IrUnaryOp / IrBinaryOp / IrCmpOp / IrReduceOp / IrDotPrecision / IrRandKind */
   SrcLoc loc;
   IrValue **operands;
   int noperands;

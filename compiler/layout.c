@@ -573,7 +573,11 @@ static bool is_elementwise(IrOpKind k) {
   case IR_LOAD:
   case IR_STORE:
   case IR_ATOMIC_ADD:
-  case IR_ASSERT: return true;
+  case IR_ASSERT:
+  case IR_FMA:
+  case IR_RAND:
+  case IR_SCAN:     /* results and operands share one layout: the scan works on any */
+  case IR_PRINT: return true;
   default: return false;
   }
 }
@@ -600,6 +604,15 @@ static void set_carried(Pass *p, IrOp *op, int i, const FaLayout *l) {
       if (y && i < y->noperands)
         set_layout(p, y->operands[i], l);
     }
+  } else if (op->kind == IR_WHILE && op->nregions == 2) {
+    if (i < op->noperands)
+      set_layout(p, op->operands[i], l);
+    for (int r = 0; r < 2; r++)
+      if (op->regions[r] && i < op->regions[r]->nargs)
+        set_layout(p, op->regions[r]->args[i], l);
+    IrOp *y = region_yield(op->regions[1]);
+    if (y && i < y->noperands)
+      set_layout(p, y->operands[i], l);
   }
 }
 
@@ -648,10 +661,18 @@ static void propagate_through(Pass *p, IrOp *op, IrValue *v) {
     }
     break;
   case IR_REDUCE:
-    if (!is_result && is_block(op->results[0])) {
+  case IR_REDUCE_FN:
+    /* the results: slices of the (first) operand's layout; the operands of a
+       reduction with a combine function are taken in the first one's */
+    if (is_result || (op->kind == IR_REDUCE_FN && v != op->operands[0]))
+      break;
+    for (int i = 1; op->kind == IR_REDUCE_FN && i < op->noperands; i++)
+      set_layout(p, op->operands[i], l);
+    if (is_block(op->results[0])) {
       FaLayout x;
       fa_layout_slice(&x, l, op->axis);
-      set_layout(p, op->results[0], fa_layout_intern(p->fc, p->plan, &x));
+      for (int i = 0; i < op->nresults; i++)
+        set_layout(p, op->results[i], fa_layout_intern(p->fc, p->plan, &x));
     }
     break;
   case IR_DOT:
@@ -660,7 +681,9 @@ static void propagate_through(Pass *p, IrOp *op, IrValue *v) {
     break;
   case IR_YIELD: {
     IrOp *parent = op->parent ? op->parent->parent_op : NULL;
-    if (parent)
+    /* (a while loop's condition yields its i1 scalar, a scan's combine scalars) */
+    if (parent && parent->kind != IR_SCAN && parent->kind != IR_REDUCE_FN &&
+        !(parent->kind == IR_WHILE && op->parent == parent->regions[0]))
       for (int i = 0; i < op->noperands; i++)
         if (op->operands[i] == v)
           set_carried(p, parent, i, l);
@@ -675,6 +698,14 @@ static void propagate_through(Pass *p, IrOp *op, IrValue *v) {
         set_carried(p, op, i, l);
     break;
   case IR_IF:
+    for (int i = 0; i < op->nresults; i++)
+      if (op->results[i] == v)
+        set_carried(p, op, i, l);
+    break;
+  case IR_WHILE:
+    for (int i = 0; i < op->noperands; i++)
+      if (op->operands[i] == v)
+        set_carried(p, op, i, l);
     for (int i = 0; i < op->nresults; i++)
       if (op->results[i] == v)
         set_carried(p, op, i, l);
@@ -695,6 +726,10 @@ static void drain(Pass *p) {
         for (int j = 1; j < v->region->nargs; j++)
           if (v->region->args[j] == v)
             set_carried(p, owner, j - 1, v->layout);
+      if (owner->kind == IR_WHILE)
+        for (int j = 0; j < v->region->nargs; j++)
+          if (v->region->args[j] == v)
+            set_carried(p, owner, j, v->layout);
     }
     PtrVec *u = &p->uses[v->id];
     for (int i = 0; i < u->len; i++)
@@ -714,6 +749,7 @@ static const IrOp *blockptr_origin_depth(const IrValue *v, int depth) {
     case IR_MAKE_BLOCK_PTR: return op;
     case IR_ADVANCE: return blockptr_origin_depth(op->operands[0], depth + 1);
     case IR_FOR:
+    case IR_WHILE:
     case IR_IF: {
       int i = -1;
       for (int r = 0; r < op->nresults; r++)
@@ -721,6 +757,8 @@ static const IrOp *blockptr_origin_depth(const IrValue *v, int depth) {
           i = r;
       if (op->kind == IR_FOR)
         return i >= 0 && 3 + i < op->noperands ? blockptr_origin_depth(op->operands[3 + i], depth + 1) : NULL;
+      if (op->kind == IR_WHILE)
+        return i >= 0 && i < op->noperands ? blockptr_origin_depth(op->operands[i], depth + 1) : NULL;
       const IrOp *a = NULL;
       for (int r = 0; r < op->nregions; r++) {
         const IrOp *y = region_yield(op->regions[r]);
@@ -739,6 +777,12 @@ static const IrOp *blockptr_origin_depth(const IrValue *v, int depth) {
     for (int j = 1; j < v->region->nargs; j++)
       if (v->region->args[j] == v)
         return 3 + j - 1 < f->noperands ? blockptr_origin_depth(f->operands[3 + j - 1], depth + 1) : NULL;
+  }
+  if (v->region && v->region->parent_op && v->region->parent_op->kind == IR_WHILE) {
+    const IrOp *w = v->region->parent_op;
+    for (int j = 0; j < v->region->nargs; j++)
+      if (v->region->args[j] == v)
+        return j < w->noperands ? blockptr_origin_depth(w->operands[j], depth + 1) : NULL;
   }
   return NULL;
 }
@@ -817,7 +861,7 @@ static void plan_dot(Pass *p, IrOp *op) {
 }
 
 static const FaLayout *op_layout(const IrOp *op) {
-  if (op->kind == IR_STORE || op->kind == IR_STORE_BLOCK || op->kind == IR_ASSERT)
+  if (op->kind == IR_STORE || op->kind == IR_STORE_BLOCK || op->kind == IR_ASSERT || op->kind == IR_PRINT)
     return op->aux;
   if (op->nresults > 0 && is_block(op->results[0]))
     return op->results[0]->layout;
@@ -869,6 +913,10 @@ const FaLayout *fa_layout_operand_need(FaCompiler *fc, FaLayoutPlan *plan, const
     return own;
   }
   case IR_REDUCE: return own;
+  case IR_REDUCE_FN: {
+    const IrValue *x0 = op->operands[0];
+    return x0->layout ? x0->layout : fa_layout_default(fc, plan, x0->type);
+  }
   case IR_STORE_BLOCK: return l;
   case IR_YIELD: {
     const IrOp *parent = op->parent ? op->parent->parent_op : NULL;
@@ -878,6 +926,8 @@ const FaLayout *fa_layout_operand_need(FaCompiler *fc, FaLayoutPlan *plan, const
   }
   case IR_FOR:
     return i >= 3 && i - 3 < op->nresults ? op->results[i - 3]->layout : NULL;
+  case IR_WHILE:
+    return i < op->nresults ? op->results[i]->layout : NULL;
   default: return NULL;
   }
 }
@@ -947,12 +997,16 @@ static bool run_pass(Pass *p, const IrKernel *k) {
       for (int j = 0; j < op->nresults && 1 + j < op->regions[0]->nargs; j++)
         if (is_block(op->results[j]))
           op->results[j]->layout = op->regions[0]->args[1 + j]->layout;
+    if (op->kind == IR_WHILE)
+      for (int j = 0; j < op->nresults && j < op->regions[0]->nargs; j++)
+        if (is_block(op->results[j]))
+          op->results[j]->layout = op->regions[0]->args[j]->layout;
   }
   /* execution layouts of ops without a block result */
   for (int i = 0; i < p->ops.len && p->ok; i++) {
     IrOp *op = p->ops.items[i];
     const FaLayout *l = NULL;
-    if (op->kind == IR_STORE || op->kind == IR_ASSERT) {
+    if (op->kind == IR_STORE || op->kind == IR_ASSERT || op->kind == IR_PRINT) {
       for (int j = 0; j < op->noperands && !l; j++)
         if (is_block(op->operands[j]))
           l = op->operands[j]->layout;

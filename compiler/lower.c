@@ -45,6 +45,7 @@ struct LVal {
 typedef struct Var {
   const char *name;
   LVal *val;
+  SrcLoc at;                 /* where it was last assigned (for messages) */
 } Var;
 
 typedef struct Scope {
@@ -64,6 +65,7 @@ typedef struct Frame {
   const NodeList *list;
   int idx;
   bool loop_body;
+  const Node *cond;          /* a while loop's condition: read again after its body */
 } Frame;
 
 typedef struct PtrParam {
@@ -79,14 +81,25 @@ typedef struct FuncCtx {
   NameSet locals;            /* names assigned anywhere in fn: reading one before it is bound is an error */
   PtrParam *ptr_params;      /* pointer parameters: they stay pointers of their type */
   int nptr_params;
-  int runtime_depth;         /* nesting of runtime if / for */
-  bool returned;
+  int runtime_depth;         /* nesting of runtime if / for / while (and the guards of early returns) */
+  int loop_depth;            /* nesting of runtime for / while */
+  bool returned;             /* the path being lowered has returned (everything after it is dead) */
   LVal *ret;
+  /* early returns (a return under a runtime condition): the pseudo-variables
+   * RETURNED (i1: has this program returned?) and RET#k (the value, or the
+   * k-th value of a returned tuple) live in the scope, merged by ifs like any
+   * variable; everything after such a return runs under `if not RETURNED`. */
+  bool cond_return;          /* some return happened under a runtime condition */
+  bool ret_seen;             /* some such return has been lowered: */
+  int ret_arity;             /* -1: it returns a single value; k >= 0: a tuple of k */
+  bool ret_value;            /* some return gives a value (not None) */
+  SrcLoc ret_at;             /* the first return */
   Frame *frames;
   int nframes, capframes;
 } FuncCtx;
 
 typedef struct Lower {
+  int ntemps;                /* synthetic names made so far (tmp_name) */
   FaCompiler *fc;
   Arena *A;
   const FaProgram *prog;
@@ -230,18 +243,32 @@ static LVal *scope_get(Scope *s, const char *name) {
   return v ? v->val : NULL;
 }
 
-static bool scope_set(Lower *L, Scope *s, const char *name, LVal *val) {
+/* Binds name to val, noting where (a zero location keeps the previous one). */
+static bool scope_assign(Lower *L, Scope *s, const char *name, LVal *val, SrcLoc at) {
   Var *v = scope_find(s, name);
   if (v) {
     v->val = val;
+    if (at.src)
+      v->at = at;
     return true;
   }
   if (!grow(L, (void **)&s->vars, &s->cap, s->n + 1, sizeof(Var)))
     return false;
   s->vars[s->n].name = name;
   s->vars[s->n].val = val;
+  s->vars[s->n].at = at;
   s->n++;
   return true;
+}
+
+static bool scope_set(Lower *L, Scope *s, const char *name, LVal *val) {
+  return scope_assign(L, s, name, val, fa_noloc());
+}
+
+/* Where name was last assigned in s (a zero location when unknown). */
+static SrcLoc scope_loc(Scope *s, const char *name) {
+  Var *v = scope_find(s, name);
+  return v ? v->at : fa_noloc();
 }
 
 static bool scope_copy(Lower *L, const Scope *from, Scope *to) {
@@ -428,6 +455,8 @@ static bool live_after(Lower *L, const char *name) {
     for (int i = from; i < fr->list->len; i++)
       if (expr_reads(fr->list->items[i], name))
         return true;
+    if (fr->cond && expr_reads(fr->cond, name))
+      return true;
   }
   return false;
 }
@@ -744,6 +773,8 @@ static LVal *ptr_arith(Lower *L, OpKind op, LVal *a, LVal *b, SrcLoc loc) {
   return lv_ir(L, emit1(L, IR_PTR_ADD, 0, loc, fa_type_ptr(pt.pointee, rank, shape), ops, 2));
 }
 
+static LVal *matmul(Lower *L, LVal *x, LVal *y, SrcLoc loc);
+
 static LVal *binop(Lower *L, OpKind op, LVal *a, LVal *b, SrcLoc loc) {
   if (!a || !b)
     return NULL;
@@ -772,7 +803,7 @@ static LVal *binop(Lower *L, OpKind op, LVal *a, LVal *b, SrcLoc loc) {
   if (is_ptr(a) || is_ptr(b))
     return ptr_arith(L, op, a, b, loc);
   if (op == OP_MATMUL)
-    return lerr(L, loc, "operator '@' is not supported; use dot(a, b)");
+    return matmul(L, a, b, loc);
   if (op == OP_AND || op == OP_OR) {
     IrValue *x = to_bool_ir(L, a, loc), *y = x ? to_bool_ir(L, b, loc) : NULL;
     if (!y)
@@ -859,6 +890,7 @@ static LVal *unop(Lower *L, OpKind op, LVal *a, SrcLoc loc) {
 
 static LVal *eval(Lower *L, const Node *e);
 static bool lower_block(Lower *L, const NodeList *list, bool loop_body);
+static bool lower_block_ex(Lower *L, const NodeList *list, bool loop_body, const Node *cond);
 static LVal *inline_call(Lower *L, const Node *fn, const Node *call);
 
 static const char *const dtype_names[] = {"i1", "bool", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"};
@@ -903,6 +935,23 @@ static LVal *lookup(Lower *L, const char *name, SrcLoc loc) {
     return f;
   }
   return lerr(L, loc, "unknown name '%s'", name);
+}
+
+/* A name bound to v in the current function's scope, for calls the compiler
+ * makes up (method calls, combine functions): no source name starts with '@'. */
+static Node *tmp_name(Lower *L, LVal *v, SrcLoc loc) {
+  if (!v)
+    return NULL;
+  if (!L->fx) {
+    lerr(L, loc, "this needs a value known only at run time");
+    return NULL;
+  }
+  Node *n = fa_node_new(L->fc, N_NAME, loc);
+  if (!n || !(n->name = fa_arena_printf(L->A, "@t%d", L->ntemps++))) {
+    oom(L);
+    return NULL;
+  }
+  return scope_set(L, &L->fx->scope, n->name, v) ? n : NULL;
 }
 
 /* ---- attributes and subscripts ----------------------------------------------------------- */
@@ -1011,7 +1060,7 @@ static LVal *eval_subscript(Lower *L, const Node *e) {
 typedef struct Builtin Builtin;
 typedef LVal *(*BuiltinFn)(Lower *L, const Builtin *bi, const Node *call, const Node **a);
 
-enum { MAX_BUILTIN_PARAMS = 6 };
+enum { MAX_BUILTIN_PARAMS = 6, MAX_SCAN_VALUES = 8 };
 
 struct Builtin {
   const char *name;
@@ -1020,6 +1069,8 @@ struct Builtin {
   bool host_ok;               /* allowed in grid / extent expressions and constant evaluation */
   int sub;                    /* IrUnaryOp / IrReduceOp / IrBinaryOp for families */
   const char *params[MAX_BUILTIN_PARAMS + 1];
+  int vararg;                 /* > 0: positional arguments from this one on are gathered into a tuple
+                                 for that parameter (reshape(x, 4, 8) = reshape(x, (4, 8))) */
 };
 
 /* Matches a call's positional and keyword arguments to parameter names. */
@@ -1419,29 +1470,53 @@ static LVal *b_store(Lower *L, const Builtin *bi, const Node *call, const Node *
   return emit(L, IR_STORE, 0, call->loc, ops, n, NULL, 0) ? lv_none(L) : NULL;
 }
 
+/* The operands of a product, checked: 2-D blocks that chain, of one
+ * supported dtype, every dimension at least 16.  `what` names the operation
+ * in messages ("dot()" or "operator '@'"). */
+static bool dot_operands(Lower *L, const char *what, LVal *x, SrcLoc xloc, LVal *y, SrcLoc yloc, SrcLoc loc) {
+  for (int i = 0; i < 2; i++) {
+    LVal *v = i ? y : x;
+    if (!is_data(v) || v->v->type.rank != 2) {
+      lerr(L, i ? yloc : xloc, "%s needs 2-D blocks, got %s", what, describe(L, v));
+      return false;
+    }
+  }
+  IrType ta = x->v->type, tb = y->v->type;
+  const char *sa = fa_shape_str(L->A, 2, ta.shape), *sb = fa_shape_str(L->A, 2, tb.shape);
+  if (ta.shape[1] != tb.shape[0])
+    return lerr(L, loc, "%s: shapes %s and %s do not chain ([M, K] x [K, N])", what, sa, sb), false;
+  if (ta.shape[0] < 16 || ta.shape[1] < 16 || tb.shape[1] < 16)
+    return lerr(L, loc, "%s: every dimension must be at least 16, got %s x %s", what, sa, sb), false;
+  if (ta.dtype != tb.dtype)
+    return lerr(L, loc, "%s: operands must have the same dtype, got %s and %s", what, fa_dtype_name(ta.dtype),
+                fa_dtype_name(tb.dtype)), false;
+  DType in = ta.dtype;
+  if (in != DT_F16 && in != DT_BF16 && in != DT_F32 && in != DT_F64)
+    return lerr(L, loc, "%s: operands must be f16, bf16, f32 or f64, got %s", what, fa_dtype_name(in)), false;
+  return true;
+}
+
+/* a @ b: dot(a, b) with the default accumulation (f32; f64 for f64). */
+static LVal *matmul(Lower *L, LVal *x, LVal *y, SrcLoc loc) {
+  if (!dot_operands(L, "operator '@'", x, loc, y, loc, loc))
+    return NULL;
+  IrType ta = x->v->type, tb = y->v->type;
+  int rs[2] = {ta.shape[0], tb.shape[1]};
+  IrType rt = fa_type_block(ta.dtype == DT_F64 ? DT_F64 : DT_F32, 2, rs);
+  IrValue *ops[2] = {x->v, y->v};
+  return lv_ir(L, emit1(L, IR_DOT, DOT_DEFAULT, loc, rt, ops, 2));
+}
+
 static LVal *b_dot(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
   (void)bi;
   LVal *x = eval(L, a[0]);
   LVal *y = x ? eval(L, a[1]) : NULL;
   if (!y)
     return NULL;
-  for (int i = 0; i < 2; i++) {
-    LVal *v = i ? y : x;
-    if (!is_data(v) || v->v->type.rank != 2)
-      return lerr(L, a[i]->loc, "dot() needs 2-D blocks, got %s", describe(L, v));
-  }
+  if (!dot_operands(L, "dot()", x, a[0]->loc, y, a[1]->loc, call->loc))
+    return NULL;
   IrType ta = x->v->type, tb = y->v->type;
-  const char *sa = fa_shape_str(L->A, 2, ta.shape), *sb = fa_shape_str(L->A, 2, tb.shape);
-  if (ta.shape[1] != tb.shape[0])
-    return lerr(L, call->loc, "dot(): shapes %s and %s do not chain ([M, K] x [K, N])", sa, sb);
-  if (ta.shape[0] < 16 || ta.shape[1] < 16 || tb.shape[1] < 16)
-    return lerr(L, call->loc, "dot(): every dimension must be at least 16, got %s x %s", sa, sb);
-  if (ta.dtype != tb.dtype)
-    return lerr(L, call->loc, "dot(): operands must have the same dtype, got %s and %s", fa_dtype_name(ta.dtype),
-                fa_dtype_name(tb.dtype));
   DType in = ta.dtype;
-  if (in != DT_F16 && in != DT_BF16 && in != DT_F32 && in != DT_F64)
-    return lerr(L, call->loc, "dot(): operands must be f16, bf16, f32 or f64, got %s", fa_dtype_name(in));
   DType out = in == DT_F64 ? DT_F64 : DT_F32;
   if (a[3]) {
     LVal *od = eval(L, a[3]);
@@ -1485,11 +1560,6 @@ static LVal *b_dot(Lower *L, const Builtin *bi, const Node *call, const Node **a
   return lv_ir(L, emit1(L, IR_DOT, prec, call->loc, rt, ops, n));
 }
 
-static LVal *b_trans(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
-  (void)bi;
-  return trans_value(L, eval(L, a[0]), call->loc);
-}
-
 static double fold_math(int sub, double x) {
   switch (sub) {
   case UN_EXP: return exp(x);
@@ -1505,6 +1575,7 @@ static double fold_math(int sub, double x) {
   case UN_CEIL: return ceil(x);
   case UN_SIGMOID: return 1.0 / (1.0 + exp(-x));
   case UN_TANH: return tanh(x);
+  case UN_ERF: return erf(x);
   default: return x;
   }
 }
@@ -1533,9 +1604,13 @@ static LVal *b_math(Lower *L, const Builtin *bi, const Node *call, const Node **
   return lv_ir(L, emit1(L, IR_UNARY, bi->sub, call->loc, v->type, &v, 1));
 }
 
+static bool want_propagate_nan(Lower *L, const Node *n, bool dflt_all, bool *all);
+static IrValue *minmax_ir(Lower *L, bool is_max, bool nan_all, IrValue *x, IrValue *y, SrcLoc loc);
+
 /* maximum(x, y) / minimum(x, y) of two evaluated values: folded when both are
- * compile-time numbers, else elementwise after promotion and broadcasting. */
-static LVal *maximum_values(Lower *L, bool is_max, const char *name, LVal *x, LVal *y, SrcLoc loc) {
+ * compile-time numbers, else elementwise after promotion and broadcasting
+ * (nan_all: a NaN operand gives NaN; else, on floats, the other operand). */
+static LVal *maximum_values(Lower *L, bool is_max, bool nan_all, const char *name, LVal *x, LVal *y, SrcLoc loc) {
   if (is_num_const(x) && is_num_const(y)) {
     FaConst r;
     const char *why;
@@ -1546,8 +1621,7 @@ static LVal *maximum_values(Lower *L, bool is_max, const char *name, LVal *x, LV
   IrValue *vx, *vy;
   if (unify(L, OPC_ARITH, x, y, name, loc, &vx, &vy) == DT_VOID)
     return NULL;
-  IrValue *ops[2] = {vx, vy};
-  return lv_ir(L, emit1(L, IR_BINARY, is_max ? BIN_MAX : BIN_MIN, loc, vx->type, ops, 2));
+  return lv_ir(L, minmax_ir(L, is_max, nan_all, vx, vy, loc));
 }
 
 static LVal *b_maximum(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
@@ -1555,7 +1629,10 @@ static LVal *b_maximum(Lower *L, const Builtin *bi, const Node *call, const Node
   LVal *y = x ? eval(L, a[1]) : NULL;
   if (!y)
     return NULL;
-  return maximum_values(L, bi->sub == BIN_MAX, bi->name, x, y, call->loc);
+  bool nan_all;
+  if (!want_propagate_nan(L, a[2], true, &nan_all))
+    return NULL;
+  return maximum_values(L, bi->sub == BIN_MAX, nan_all, bi->name, x, y, call->loc);
 }
 
 static LVal *reduce_value(Lower *L, int red, IrValue *v, int axis, SrcLoc loc) {
@@ -1569,6 +1646,10 @@ static LVal *reduce_value(Lower *L, int red, IrValue *v, int axis, SrcLoc loc) {
   op->axis = axis;
   return lv_ir(L, op->results[0]);
 }
+
+static IrValue *expand_at(Lower *L, IrValue *v, int axis, SrcLoc loc);
+static bool want_flag(Lower *L, const Node *n, const char *what, bool dflt, bool *out);
+static LVal *arg_index(Lower *L, IrValue *v, int axis, bool is_max, bool first, bool keep, SrcLoc loc);
 
 /* max(a, b, ...) / min(a, b, ...) whose first argument is a number or a
  * scalar (not a block): the largest / smallest, folded on compile-time
@@ -1586,7 +1667,7 @@ static LVal *extreme_of_scalars(Lower *L, const Builtin *bi, const Node *call, L
     if ((!is_num_const(best) && !is_data(best)) || (!is_num_const(y) && !is_data(y)))
       return lerr(L, call->loc, "%s() needs numbers or a block, got %s and %s", bi->name, describe(L, best),
                   describe(L, y));
-    best = maximum_values(L, bi->sub == RED_MAX, bi->name, best, y, call->loc);
+    best = maximum_values(L, bi->sub == RED_MAX, true, bi->name, best, y, call->loc);
   }
   return best;
 }
@@ -1603,20 +1684,26 @@ static LVal *b_reduce(Lower *L, const Builtin *bi, const Node *call, const Node 
     return lerr(L, a[0]->loc, "%s() reduces a block along an axis; got %s", bi->name, describe(L, x));
   IrValue *v = x->v;
   int rank = v->type.rank;
-  bool keep = false;
-  if (a[2]) {
-    LVal *k = eval(L, a[2]);
-    if (!k)
+  bool sum = bi->sub == RED_SUM, keep, indices = false, first = true;
+  if (!want_flag(L, sum ? a[2] : a[4], "keep_dims", false, &keep) ||
+      (!sum && !want_flag(L, a[2], "return_indices", false, &indices)) ||
+      (!sum && !want_flag(L, a[3], "return_indices_tie_break_left", true, &first)))
+    return NULL;
+  if (sum && a[3]) {
+    LVal *dv = eval(L, a[3]);
+    DType dt;
+    if (!dv)
       return NULL;
-    if (k->kind != LV_CONST || (k->c.kind != CK_BOOL && k->c.kind != CK_INT))
-      return lerr(L, a[2]->loc, "keep_dims must be True or False, got %s", describe(L, k));
-    keep = k->c.i != 0;
+    if (!is_none(dv) && (!want_dtype(L, dv, a[3], "dtype", &dt) || !(v = cast_ir(L, v, dt, call->loc))))
+      return NULL;
   }
   if (v->type.dtype == DT_I1 && !(v = cast_ir(L, v, DT_I32, call->loc)))
     return NULL;
   LVal *axv = eval_opt(L, a[1]);
   if (!axv)
     return NULL;
+  if (indices && is_none(axv))
+    return lerr(L, call->loc, "%s(return_indices=True) needs an axis", bi->name);
   if (is_none(axv)) {
     /* all axes, innermost first */
     LVal *r = x;
@@ -1643,18 +1730,17 @@ static LVal *b_reduce(Lower *L, const Builtin *bi, const Node *call, const Node 
   if (axis < 0)
     axis += rank;
   LVal *r = reduce_value(L, bi->sub, v, (int)axis, call->loc);
-  if (!r || !keep)
+  if (r && keep)
+    r = lv_ir(L, expand_at(L, r->v, (int)axis, call->loc));
+  if (!r || !indices)
     return r;
-  IrType t = r->v->type;
-  for (int d = t.rank; d > axis; d--)
-    t.shape[d] = t.shape[d - 1];
-  t.shape[axis] = 1;
-  t.rank++;
-  IrOp *op = emit(L, IR_EXPAND_DIMS, 0, call->loc, &r->v, 1, &t, 1);
-  if (!op)
+  /* max(x, axis, return_indices=True): the values and their indices */
+  LVal *t = lv_tuple(L, 2), *i = t ? arg_index(L, v, (int)axis, bi->sub == RED_MAX, first, keep, call->loc) : NULL;
+  if (!i)
     return NULL;
-  op->axis = (int)axis;
-  return lv_ir(L, op->results[0]);
+  t->elems[0] = r;
+  t->elems[1] = i;
+  return t;
 }
 
 /* where(c, x, y): promotion of x and y, broadcasting of all three. */
@@ -1817,6 +1903,8 @@ static LVal *b_cast(Lower *L, const Builtin *bi, const Node *call, const Node **
   return convert_to(L, eval(L, a[0]), a[1], call->loc);
 }
 
+static bool want_flag(Lower *L, const Node *n, const char *what, bool dflt, bool *out);
+
 static LVal *b_reshape(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
   LVal *x = eval(L, a[0]);
   if (!x)
@@ -1850,6 +1938,9 @@ static LVal *b_reshape(Lower *L, const Builtin *bi, const Node *call, const Node
   int rank, shape[FA_MAX_RANK];
   if (!want_shape(L, a[1], fa_arena_printf(L->A, "%s() shape", bi->name), &rank, shape))
     return NULL;
+  bool reorder; /* reshape(can_reorder=True) may reorder; this one never does */
+  if (!strcmp(bi->name, "reshape") && !want_flag(L, a[2], "can_reorder", false, &reorder))
+    return NULL;
   IrType r = fa_type_block(t.dtype, rank, shape);
   if (!strcmp(bi->name, "broadcast_to")) {
     int r2, s2[FA_MAX_RANK];
@@ -1869,57 +1960,733 @@ static LVal *b_reshape(Lower *L, const Builtin *bi, const Node *call, const Node
   return lv_ir(L, emit1(L, IR_RESHAPE, 0, call->loc, r, &x->v, 1));
 }
 
-static LVal *b_range(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+/* ---- builtins of the scan, index and random families --------------------------------------------- */
+
+/* A compile-time axis of a block of rank `rank` (negative counts from the end). */
+static bool want_axis(Lower *L, const Node *n, int rank, int *out) {
+  int64_t axis;
+  if (!want_int(L, eval(L, n), n, "the axis", &axis))
+    return false;
+  if (axis < -rank || axis >= rank) {
+    lerr(L, n->loc, "axis %lld is out of range for a block of rank %d", (long long)axis, rank);
+    return false;
+  }
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return true;
+}
+
+/* A compile-time bool (True / False, or 0 / 1); `dflt` when the argument is absent. */
+static bool want_flag(Lower *L, const Node *n, const char *what, bool dflt, bool *out) {
+  *out = dflt;
+  if (!n)
+    return true;
+  LVal *v = eval(L, n);
+  if (!v)
+    return false;
+  if (v->kind != LV_CONST || (v->c.kind != CK_BOOL && v->c.kind != CK_INT)) {
+    lerr(L, n->loc, "%s must be True or False, got %s", what, describe(L, v));
+    return false;
+  }
+  *out = v->c.i != 0;
+  return true;
+}
+
+/* A block operand (rank >= 1) of a builtin. */
+static LVal *want_block(Lower *L, const char *fname, const Node *n) {
+  LVal *x = eval(L, n);
+  if (!x)
+    return NULL;
+  if (!is_data(x) || x->v->type.rank == 0)
+    return lerr(L, n->loc, "%s() needs a block, got %s", fname, describe(L, x));
+  return x;
+}
+
+/* fma(x, y, z) = x * y + z rounded once; three operands promoted and broadcast together. */
+static LVal *b_fma(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
   (void)bi;
+  LVal *v[3];
+  for (int i = 0; i < 3; i++)
+    if (!(v[i] = eval(L, a[i])))
+      return NULL;
+  if (is_num_const(v[0]) && is_num_const(v[1]) && is_num_const(v[2])) {
+    bool ints = v[0]->c.kind != CK_FLOAT && v[1]->c.kind != CK_FLOAT && v[2]->c.kind != CK_FLOAT;
+    if (ints) {
+      LVal *p = binop(L, OP_MUL, v[0], v[1], call->loc);
+      return p ? binop(L, OP_ADD, p, v[2], call->loc) : NULL;
+    }
+    return lv_const(L, fa_const_float(fma(fa_const_as_double(v[0]->c), fa_const_as_double(v[1]->c),
+                                          fa_const_as_double(v[2]->c))));
+  }
+  IrValue *x, *y, *z, *w;
+  /* the dtype and shape of all three: x with y, then that with z */
+  if (unify(L, OPC_ARITH, v[0], v[1], "fma", call->loc, &x, &y) == DT_VOID)
+    return NULL;
+  LVal *xy = lv_ir(L, x);
+  if (!xy || unify(L, OPC_ARITH, xy, v[2], "fma", call->loc, &w, &z) == DT_VOID)
+    return NULL;
+  IrType t = w->type;
+  x = bcast_ir(L, cast_ir(L, x, t.dtype, call->loc), t.rank, t.shape, call->loc);
+  y = x ? bcast_ir(L, cast_ir(L, y, t.dtype, call->loc), t.rank, t.shape, call->loc) : NULL;
+  if (!y)
+    return NULL;
+  IrValue *ops[3] = {x, y, z};
+  return lv_ir(L, emit1(L, IR_FMA, 0, call->loc, t, ops, 3));
+}
+
+/* propagate_nan="all" (NaN in an operand gives NaN) or "none" (a NaN operand
+ * is ignored: IEEE maxNum / minNum). */
+static bool want_propagate_nan(Lower *L, const Node *n, bool dflt_all, bool *all) {
+  *all = dflt_all;
+  if (!n)
+    return true;
+  LVal *v = eval(L, n);
+  if (!v)
+    return false;
+  bool is_str = v->kind == LV_CONST && v->c.kind == CK_STR;
+  if (is_str && !strcmp(v->c.s, "all"))
+    *all = true;
+  else if (is_str && !strcmp(v->c.s, "none"))
+    *all = false;
+  else if (!is_none(v)) {
+    lerr(L, n->loc, "propagate_nan must be \"all\" or \"none\", got %s", describe(L, v));
+    return false;
+  }
+  return true;
+}
+
+static IrValue *minmax_ir(Lower *L, bool is_max, bool nan_all, IrValue *x, IrValue *y, SrcLoc loc) {
+  int sub = is_max ? BIN_MAX : BIN_MIN;
+  if (!nan_all && fa_dtype_is_float(x->type.dtype))
+    sub = is_max ? BIN_MAXNUM : BIN_MINNUM;
+  IrValue *ops[2] = {x, y};
+  return emit1(L, IR_BINARY, sub, loc, x->type, ops, 2);
+}
+
+/* clamp(x, min, max, propagate_nan): minimum(maximum(x, min), max) after
+ * promotion and broadcasting; by default (as Triton) a NaN x gives min. */
+static LVal *b_clamp(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  (void)bi;
+  LVal *v[3];
+  for (int i = 0; i < 3; i++)
+    if (!(v[i] = eval(L, a[i])))
+      return NULL;
+  bool nan_all;
+  if (!want_propagate_nan(L, a[3], false, &nan_all))
+    return NULL;
+  if (is_num_const(v[0]) && is_num_const(v[1]) && is_num_const(v[2])) {
+    FaConst lt;
+    const char *why;
+    LVal *r = v[0];
+    if (!fa_const_binary(OP_LT, r->c, v[1]->c, &lt, &why))
+      return lerr(L, call->loc, "%s", why);
+    if (lt.i)
+      r = v[1];
+    if (!fa_const_binary(OP_LT, v[2]->c, r->c, &lt, &why))
+      return lerr(L, call->loc, "%s", why);
+    return lt.i ? v[2] : r;
+  }
+  IrValue *x, *lo, *t, *hi;
+  if (unify(L, OPC_ARITH, v[0], v[1], "clamp", call->loc, &x, &lo) == DT_VOID)
+    return NULL;
+  LVal *xl = lv_ir(L, x);
+  if (!xl || unify(L, OPC_ARITH, xl, v[2], "clamp", call->loc, &t, &hi) == DT_VOID)
+    return NULL;
+  IrType rt = t->type;
+  x = t;
+  lo = bcast_ir(L, cast_ir(L, lo, rt.dtype, call->loc), rt.rank, rt.shape, call->loc);
+  IrValue *m = lo ? minmax_ir(L, true, nan_all, x, lo, call->loc) : NULL;
+  return m ? lv_ir(L, minmax_ir(L, false, nan_all, m, hi, call->loc)) : NULL;
+}
+
+/* An IR_SCAN or IR_REDUCE_FN of n values along axis; its combine region is
+ * empty (the caller fills it and ends it with a yield).  The region's
+ * arguments are args[0..2n). */
+static IrOp *new_scan(Lower *L, IrOpKind kind, IrValue **xs, int n, int axis, bool reverse, SrcLoc loc,
+                      IrRegion **region) {
+  IrRegion *c = fa_ir_region_new(L->b.fn);
+  if (!c)
+    return oom(L), NULL;
+  for (int h = 0; h < 2; h++)
+    for (int k = 0; k < n; k++)
+      if (!fa_ir_region_add_arg(L->b.fn, c, fa_type_scalar(xs[k]->type.dtype), h ? "b" : "a", loc))
+        return oom(L), NULL;
+  IrType types[MAX_SCAN_VALUES];
+  for (int k = 0; k < n; k++) {
+    types[k] = xs[k]->type;
+    if (kind == IR_REDUCE_FN) {
+      for (int d = axis; d + 1 < types[k].rank; d++)
+        types[k].shape[d] = types[k].shape[d + 1];
+      types[k].rank--;
+    }
+  }
+  IrOp *op = emit(L, kind, 0, loc, xs, n, types, n);
+  if (!op)
+    return NULL;
+  op->axis = axis;
+  op->ival = reverse;
+  op->regions[0] = c;
+  op->nregions = 1;
+  c->parent_op = op;
+  *region = c;
+  return op;
+}
+
+/* cumsum(input, axis=0, reverse=False, dtype=None) / cumprod(input, axis=0, reverse=False):
+ * a scan with + or *; i1 becomes i32, f16 / bf16 accumulate in f32 and each
+ * result is rounded once. */
+static LVal *b_cumulative(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *x = want_block(L, bi->name, a[0]);
+  if (!x)
+    return NULL;
+  IrValue *v = x->v;
+  int axis = 0;
+  bool reverse;
+  if ((a[1] && !want_axis(L, a[1], v->type.rank, &axis)) || !want_flag(L, a[2], "reverse", false, &reverse))
+    return NULL;
+  if (bi->sub == BIN_ADD && a[3]) {
+    LVal *dv = eval(L, a[3]);
+    DType dt;
+    if (!dv)
+      return NULL;
+    if (!is_none(dv)) {
+      if (!want_dtype(L, dv, a[3], "dtype", &dt))
+        return NULL;
+      if (!(v = cast_ir(L, v, dt, call->loc)))
+        return NULL;
+    }
+  }
+  DType out = v->type.dtype == DT_I1 ? DT_I32 : v->type.dtype;
+  DType acc = out == DT_F16 || out == DT_BF16 ? DT_F32 : out;
+  if (!(v = cast_ir(L, v, acc, call->loc)))
+    return NULL;
+  IrRegion *c;
+  IrOp *op = new_scan(L, IR_SCAN, &v, 1, axis, reverse, call->loc, &c);
+  if (!op)
+    return NULL;
+  IrRegion *outer = L->b.region;
+  L->b.region = c;
+  IrValue *ops[2] = {c->args[0], c->args[1]};
+  IrValue *r = emit1(L, IR_BINARY, bi->sub, call->loc, fa_type_scalar(acc), ops, 2);
+  bool ok = r && emit(L, IR_YIELD, 0, call->loc, &r, 1, NULL, 0);
+  L->b.region = outer;
+  if (!ok)
+    return NULL;
+  return lv_ir(L, cast_ir(L, op->results[0], out, call->loc));
+}
+
+/* Ops a combine function may contain: computations on its scalar arguments. */
+static const IrOp *foreign_op(const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    switch (op->kind) {
+    case IR_CONST: case IR_CAST: case IR_UNARY: case IR_BINARY: case IR_CMP: case IR_SELECT: case IR_FMA:
+    case IR_YIELD:
+      break;
+    case IR_IF:
+      for (int i = 0; i < op->nregions; i++) {
+        const IrOp *f = foreign_op(op->regions[i]);
+        if (f)
+          return f;
+      }
+      break;
+    default: return op;
+    }
+    for (int i = 0; i < op->noperands; i++)
+      if (op->operands[i]->type.rank != 0)
+        return op;
+  }
+  return NULL;
+}
+
+/* The combine function's result for operand k, as a scalar of dtype dt. */
+static IrValue *combine_result(Lower *L, LVal *v, DType dt, int k, SrcLoc loc) {
+  if (is_num_const(v))
+    return const_ir(L, v->c, fa_type_scalar(dt), loc);
+  if (is_data(v) && v->v->type.rank == 0 && v->v->type.dtype == dt)
+    return v->v;
+  lerr(L, loc, "the combine function must return a scalar of dtype %s (the dtype of operand %d), got %s",
+       fa_dtype_name(dt), k, describe(L, v));
+  return NULL;
+}
+
+/* The blocks of a scan or reduction: one block, or a tuple of blocks of one shape. */
+static int combine_inputs(Lower *L, const char *fname, LVal *in, const Node *at, IrValue **xs, bool *tuple) {
+  *tuple = in->kind == LV_TUPLE;
+  int n = *tuple ? in->n : 1;
+  if (n < 1 || n > MAX_SCAN_VALUES)
+    return lerr(L, at->loc, "%s() takes a block or a tuple of 1 to %d blocks, got %s", fname, MAX_SCAN_VALUES,
+                describe(L, in)), -1;
+  for (int k = 0; k < n; k++) {
+    LVal *e = *tuple ? in->elems[k] : in;
+    if (!is_data(e) || e->v->type.rank == 0)
+      return lerr(L, at->loc, "%s() needs blocks, got %s", fname, describe(L, e)), -1;
+    xs[k] = e->v;
+    if (k > 0 && (xs[k]->type.rank != xs[0]->type.rank ||
+                  memcmp(xs[k]->type.shape, xs[0]->type.shape, sizeof(int) * (size_t)xs[0]->type.rank)))
+      return lerr(L, at->loc, "%s(): the blocks have different shapes %s and %s", fname,
+                  fa_shape_str(L->A, xs[0]->type.rank, xs[0]->type.shape),
+                  fa_shape_str(L->A, xs[k]->type.rank, xs[k]->type.shape)), -1;
+  }
+  return n;
+}
+
+/* Lowers combine_fn(a_0, ..., a_n-1, b_0, ..., b_n-1) into the region c of a
+ * scan or reduction (the arguments are c's), ending it with the yield. */
+static bool lower_combine(Lower *L, const char *fname, IrRegion *c, IrValue **xs, int n, bool tuple, LVal *fn,
+                          const Node *fn_at, SrcLoc loc) {
+  if (fn->kind != LV_FUNC) {
+    lerr(L, fn_at->loc, "%s() needs a function as combine_fn, got %s", fname, describe(L, fn));
+    return false;
+  }
+  Node *fcall = fa_node_new(L->fc, N_CALL, loc);
+  Node *callee = fcall ? tmp_name(L, fn, fn_at->loc) : NULL;
+  if (!callee)
+    return L->err ? false : (oom(L), false);
+  fcall->lhs = callee;
+  for (int i = 0; i < 2 * n; i++) {
+    Node *arg = tmp_name(L, lv_ir(L, c->args[i]), fn_at->loc);
+    if (!arg)
+      return false;
+    fa_nodelist_push(L->fc, &fcall->args, arg);
+  }
+  IrRegion *outer = L->b.region;
+  L->b.region = c;
+  LVal *r = eval(L, fcall);
+  IrValue *ys[MAX_SCAN_VALUES];
+  bool ok = r != NULL;
+  if (ok && tuple != (r->kind == LV_TUPLE)) {
+    lerr(L, fn_at->loc, "the combine function must return %s, got %s",
+         tuple ? fa_arena_printf(L->A, "a tuple of %d scalars", n) : "one scalar", describe(L, r));
+    ok = false;
+  } else if (ok && tuple && r->n != n) {
+    lerr(L, fn_at->loc, "the combine function must return a tuple of %d scalars, got %d", n, r->n);
+    ok = false;
+  }
+  for (int k = 0; ok && k < n; k++)
+    ok = (ys[k] = combine_result(L, tuple ? r->elems[k] : r, xs[k]->type.dtype, k, fn_at->loc)) != NULL;
+  ok = ok && emit(L, IR_YIELD, 0, loc, ys, n, NULL, 0);
+  L->b.region = outer;
+  if (!ok)
+    return false;
+  const IrOp *bad = foreign_op(c);
+  if (bad) {
+    lerr(L, bad->loc, "the combine function of %s() may only compute on its scalar arguments; '%s' is not allowed "
+                      "there", fname, fa_ir_op_name(bad->kind));
+    return false;
+  }
+  return true;
+}
+
+/* The results of a scan or reduction: a value, or a tuple. */
+static LVal *combine_results(Lower *L, IrOp *op, bool tuple) {
+  if (!tuple)
+    return lv_ir(L, op->results[0]);
+  LVal *t = lv_tuple(L, op->nresults);
+  for (int k = 0; t && k < op->nresults; k++)
+    if (!(t->elems[k] = lv_ir(L, op->results[k])))
+      return NULL;
+  return t;
+}
+
+/* associative_scan(input, axis, combine_fn, reverse=False): input a block or a
+ * tuple of blocks of one shape; combine_fn a helper (or builtin) taking
+ * 2n scalars (the earlier values, then the later ones) and returning n. */
+static LVal *b_associative_scan(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *in = eval(L, a[0]);
+  IrValue *xs[MAX_SCAN_VALUES];
+  bool tuple, reverse;
+  int n = in ? combine_inputs(L, bi->name, in, a[0], xs, &tuple) : -1, axis;
+  if (n < 0 || !want_axis(L, a[1], xs[0]->type.rank, &axis) || !want_flag(L, a[3], "reverse", false, &reverse))
+    return NULL;
+  LVal *fn = eval(L, a[2]);
+  IrRegion *c;
+  IrOp *op = fn ? new_scan(L, IR_SCAN, xs, n, axis, reverse, call->loc, &c) : NULL;
+  if (!op || !lower_combine(L, bi->name, c, xs, n, tuple, fn, a[2], call->loc))
+    return NULL;
+  return combine_results(L, op, tuple);
+}
+
+/* A reduction with a combine region along one axis, or all (axis None:
+ * innermost first); keep_dims keeps the reduced axes as size 1.  The region
+ * is filled by lower_combine (fn) or holds the binary op `sub`. */
+static LVal *reduce_with(Lower *L, const char *fname, IrValue **xs, int n, bool tuple, LVal *axv, const Node *axis_at,
+                         bool keep, LVal *fn, const Node *fn_at, int sub, SrcLoc loc) {
+  int rank = xs[0]->type.rank, axes[FA_MAX_RANK], naxes = 0;
+  if (is_none(axv)) {
+    for (int d = rank - 1; d >= 0; d--)
+      axes[naxes++] = d;
+  } else {
+    int64_t ax;
+    if (!want_int(L, axv, axis_at, "the axis", &ax))
+      return NULL;
+    if (ax < -rank || ax >= rank)
+      return lerr(L, axis_at->loc, "axis %lld is out of range for a block of rank %d", (long long)ax, rank);
+    axes[naxes++] = (int)(ax < 0 ? ax + rank : ax);
+  }
+  IrValue *cur[MAX_SCAN_VALUES];
+  memcpy(cur, xs, (size_t)n * sizeof *cur);
+  for (int i = 0; i < naxes; i++) {
+    IrRegion *c;
+    IrOp *op = new_scan(L, IR_REDUCE_FN, cur, n, axes[i], false, loc, &c);
+    if (!op)
+      return NULL;
+    if (fn) {
+      if (!lower_combine(L, fname, c, cur, n, tuple, fn, fn_at, loc))
+        return NULL;
+    } else {
+      IrRegion *outer = L->b.region;
+      L->b.region = c;
+      IrValue *ops[2] = {c->args[0], c->args[1]};
+      IrValue *r = emit1(L, IR_BINARY, sub, loc, fa_type_scalar(cur[0]->type.dtype), ops, 2);
+      bool ok = r && emit(L, IR_YIELD, 0, loc, &r, 1, NULL, 0);
+      L->b.region = outer;
+      if (!ok)
+        return NULL;
+    }
+    for (int k = 0; k < n; k++)
+      cur[k] = op->results[k];
+  }
+  for (int k = 0; keep && k < n; k++) {
+    if (naxes == 1) {
+      cur[k] = expand_at(L, cur[k], axes[0], loc);
+    } else {
+      int shape[FA_MAX_RANK];
+      for (int d = 0; d < rank; d++)
+        shape[d] = 1;
+      cur[k] = bcast_ir(L, cur[k], rank, shape, loc);
+    }
+    if (!cur[k])
+      return NULL;
+  }
+  if (!tuple)
+    return lv_ir(L, cur[0]);
+  LVal *t = lv_tuple(L, n);
+  for (int k = 0; t && k < n; k++)
+    if (!(t->elems[k] = lv_ir(L, cur[k])))
+      return NULL;
+  return t;
+}
+
+/* reduce(input, axis, combine_fn, keep_dims=False), as Triton's tl.reduce. */
+static LVal *b_reduce_fn(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *in = eval(L, a[0]);
+  IrValue *xs[MAX_SCAN_VALUES];
+  bool tuple, keep;
+  int n = in ? combine_inputs(L, bi->name, in, a[0], xs, &tuple) : -1;
+  LVal *axv = n > 0 ? eval(L, a[1]) : NULL;
+  LVal *fn = axv ? eval(L, a[2]) : NULL;
+  if (!fn || !want_flag(L, a[3], "keep_dims", false, &keep))
+    return NULL;
+  return reduce_with(L, bi->name, xs, n, tuple, axv, a[1], keep, fn, a[2], 0, call->loc);
+}
+
+/* xor_sum(input, axis=None, keep_dims=False): the exclusive or of integers. */
+static LVal *b_xor_sum(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *x = want_block(L, bi->name, a[0]);
+  bool keep;
+  if (!x || !want_flag(L, a[2], "keep_dims", false, &keep))
+    return NULL;
+  IrValue *v = x->v;
+  if (!fa_dtype_is_int(v->type.dtype))
+    return lerr(L, a[0]->loc, "xor_sum() needs integers, got %s", describe(L, x));
+  LVal *axv = eval_opt(L, a[1]);
+  return axv ? reduce_with(L, bi->name, &v, 1, false, axv, a[1], keep, NULL, NULL, BIN_XOR, call->loc) : NULL;
+}
+
+/* Inserts a size-1 dimension at axis (a scalar becomes a block of one). */
+static IrValue *expand_at(Lower *L, IrValue *v, int axis, SrcLoc loc) {
+  IrType t = v->type;
+  if (t.rank == 0)
+    return bcast_ir(L, v, 1, (int[]){1}, loc);
+  for (int d = t.rank; d > axis; d--)
+    t.shape[d] = t.shape[d - 1];
+  t.shape[axis] = 1;
+  t.rank++;
+  IrOp *op = emit(L, IR_EXPAND_DIMS, 0, loc, &v, 1, &t, 1);
+  if (!op)
+    return NULL;
+  op->axis = axis;
+  return op->results[0];
+}
+
+/* argmax / argmin(input, axis, tie_break_left=True, keep_dims=False): the
+ * first (tie_break_left=False: the last) index along axis where the maximum
+ * (minimum) is, as i32; NaN counts as larger (smaller) than every number, as
+ * in max / min.  Lowered as the reduction, a comparison with its broadcast
+ * result and a min (max) reduction of the matching indices. */
+/* The index part of argmax / argmin (and max(return_indices=True)) of v along axis. */
+static LVal *arg_index(Lower *L, IrValue *v, int axis, bool is_max, bool first, bool keep, SrcLoc loc) {
+  IrType t = v->type;
+  if (t.dtype == DT_I1 && !(v = cast_ir(L, v, DT_I32, loc)))
+    return NULL;
+  t = v->type;
+  LVal *m = reduce_value(L, is_max ? RED_MAX : RED_MIN, v, axis, loc);
+  IrValue *mb = m ? expand_at(L, m->v, axis, loc) : NULL;
+  if (!(mb = mb ? bcast_ir(L, mb, t.rank, t.shape, loc) : NULL))
+    return NULL;
+  IrType bt = same_shape_type(t, DT_I1);
+  IrValue *ops[2] = {v, mb};
+  IrValue *hit = emit1(L, IR_CMP, CMP_EQ, loc, bt, ops, 2);
+  if (hit && fa_dtype_is_float(t.dtype)) {
+    /* the maximum is NaN where the input has one: those positions match */
+    IrValue *vn_ops[2] = {v, v}, *mn_ops[2] = {mb, mb};
+    IrValue *vn = emit1(L, IR_CMP, CMP_NE, loc, bt, vn_ops, 2);
+    IrValue *mn = vn ? emit1(L, IR_CMP, CMP_NE, loc, bt, mn_ops, 2) : NULL;
+    IrValue *both_ops[2] = {vn, mn}, *both = mn ? emit1(L, IR_BINARY, BIN_AND, loc, bt, both_ops, 2) : NULL;
+    IrValue *or_ops[2] = {hit, both};
+    hit = both ? emit1(L, IR_BINARY, BIN_OR, loc, bt, or_ops, 2) : NULL;
+  }
+  if (!hit)
+    return NULL;
+  int len = t.shape[axis];
+  IrOp *ar = emit(L, IR_ARANGE, 0, loc, NULL, 0, &(IrType){DT_I32, DT_VOID, 1, {len}}, 1);
+  if (!ar)
+    return NULL;
+  ar->ival = 0;
+  ar->ival2 = len;
+  IrValue *idx = ar->results[0];
+  for (int d = 0; idx && d < t.rank; d++)
+    if (d != axis)
+      idx = expand_at(L, idx, d, loc);
+  IrType it = same_shape_type(t, DT_I32);
+  idx = idx ? bcast_ir(L, idx, it.rank, it.shape, loc) : NULL;
+  IrValue *none = const_ir(L, fa_const_int(first ? len : -1), it, loc);
+  if (!idx || !none)
+    return NULL;
+  IrValue *sel_ops[3] = {hit, idx, none};
+  IrValue *cand = emit1(L, IR_SELECT, 0, loc, it, sel_ops, 3);
+  LVal *r = cand ? reduce_value(L, first ? RED_MIN : RED_MAX, cand, axis, loc) : NULL;
+  if (!r || !keep)
+    return r;
+  return lv_ir(L, expand_at(L, r->v, axis, loc));
+}
+
+/* argmax / argmin(input, axis, tie_break_left=True, keep_dims=False): the
+ * first (tie_break_left=False: the last) index along axis where the maximum
+ * (minimum) is, as i32; NaN counts as larger (smaller) than every number, as
+ * in max / min.  Lowered as the reduction, a comparison with its broadcast
+ * result and a min (max) reduction of the matching indices. */
+static LVal *b_argmax(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *x = want_block(L, bi->name, a[0]);
+  if (!x)
+    return NULL;
+  int axis;
+  bool first, keep;
+  if (!want_axis(L, a[1], x->v->type.rank, &axis) || !want_flag(L, a[2], "tie_break_left", true, &first) ||
+      !want_flag(L, a[3], "keep_dims", false, &keep))
+    return NULL;
+  return arg_index(L, x->v, axis, bi->sub == RED_MAX, first, keep, call->loc);
+}
+
+/* rand / randn(seed, offset, n_rounds=10): Philox 4x32 on the counter
+ * (offset, 0, 0, 0) with the key (seed & 0xffffffff, seed >> 32); f32 of the
+ * offsets' shape.  The seed is an integer scalar (i32 seeds are sign-extended
+ * to 64 bits); the offsets are i32 integers (i1, i8, i16 are widened). */
+static LVal *b_rand(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *seed = eval(L, a[0]);
+  LVal *off = seed ? eval(L, a[1]) : NULL;
+  if (!off)
+    return NULL;
+  bool seed_ok = (is_num_const(seed) && seed->c.kind != CK_FLOAT) ||
+                 (is_data(seed) && seed->v->type.rank == 0 && fa_dtype_is_int(seed->v->type.dtype));
+  if (!seed_ok)
+    return lerr(L, a[0]->loc, "%s() needs an integer scalar as its seed, got %s", bi->name, describe(L, seed));
+  bool off_ok = (is_num_const(off) && off->c.kind != CK_FLOAT) || (is_data(off) && fa_dtype_is_int(off->v->type.dtype));
+  if (!off_ok)
+    return lerr(L, a[1]->loc, "%s() needs integer offsets, got %s", bi->name, describe(L, off));
+  if (is_data(off) && off->v->type.dtype == DT_I64)
+    return lerr(L, a[1]->loc, "%s() takes i32 offsets (a 32-bit Philox counter); got i64 offsets", bi->name);
+  int64_t rounds = 10;
+  if (a[2] && !want_int(L, eval(L, a[2]), a[2], "n_rounds", &rounds))
+    return NULL;
+  if (rounds < 1 || rounds > 64)
+    return lerr(L, a[2]->loc, "n_rounds must be from 1 to 64, got %lld", (long long)rounds);
+  IrValue *sv = to_ir(L, seed, DT_I64, a[0]->loc);
+  IrValue *ov = sv ? to_ir(L, off, DT_I32, a[1]->loc) : NULL;
+  if (!ov)
+    return NULL;
+  IrValue *ops[2] = {sv, ov};
+  IrType rt = same_shape_type(ov->type, DT_F32);
+  IrOp *op = emit(L, IR_RAND, bi->sub, call->loc, ops, 2, &rt, 1);
+  if (!op)
+    return NULL;
+  op->ival = rounds;
+  return lv_ir(L, op->results[0]);
+}
+
+/* device_print(prefix, *args, hex=False): prints every element of each
+ * argument with its program and index (blocks are broadcast to one shape). */
+static LVal *b_device_print(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  (void)bi;
+  LVal *pv = eval(L, a[0]);
+  if (!pv)
+    return NULL;
+  if (pv->kind != LV_CONST || pv->c.kind != CK_STR)
+    return lerr(L, a[0]->loc, "device_print() needs a string as its prefix, got %s", describe(L, pv));
+  bool hex;
+  if (!want_flag(L, a[2], "hex", false, &hex))
+    return NULL;
+  LVal *args = a[1] ? eval(L, a[1]) : NULL;
+  if (a[1] && !args)
+    return NULL;
+  int n = !args ? 0 : args->kind == LV_TUPLE ? args->n : 1;
+  if (n > 32)
+    return lerr(L, call->loc, "device_print() prints at most 32 values at once, got %d", n);
+  IrValue *vs[32];
+  int rank = 0, shape[FA_MAX_RANK];
+  for (int k = 0; k < n; k++) {
+    LVal *e = args->kind == LV_TUPLE ? args->elems[k] : args;
+    if (!is_num_const(e) && !is_data(e))
+      return lerr(L, a[1]->loc, "device_print() prints numbers and blocks, got %s", describe(L, e));
+    if (!(vs[k] = to_ir(L, e, DT_VOID, a[1]->loc)))
+      return NULL;
+    IrType t = vs[k]->type;
+    if (t.rank > 0 && !fa_broadcast_shapes(rank, shape, t.rank, t.shape, &rank, shape))
+      return lerr(L, a[1]->loc, "device_print(): the blocks have incompatible shapes");
+  }
+  for (int k = 0; k < n; k++)
+    if (vs[k]->type.rank > 0 && !(vs[k] = bcast_ir(L, vs[k], rank, shape, call->loc)))
+      return NULL;
+  /* "x", "x:" and "x: " all print as "x: value" */
+  size_t len = strlen(pv->c.s);
+  char *prefix = fa_arena_strdup(L->A, pv->c.s);
+  if (!prefix)
+    return oom(L);
+  while (len > 0 && prefix[len - 1] == ' ')
+    prefix[--len] = '\0';
+  if (len > 0 && prefix[len - 1] == ':')
+    prefix[--len] = '\0';
+  IrOp *op = emit(L, IR_PRINT, 0, call->loc, vs, n, NULL, 0);
+  if (!op)
+    return NULL;
+  op->str = prefix;
+  op->ival = hex;
+  return lv_none(L);
+}
+
+/* permute(x, dims) and trans(x, dims): result dimension i is x's dims[i]; trans
+ * without dims swaps the two dimensions of a 2-D block. */
+static LVal *b_permute(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *x = eval(L, a[0]);
+  if (!x)
+    return NULL;
+  if (!a[1] && !strcmp(bi->name, "trans"))
+    return trans_value(L, x, call->loc);
+  if (!is_data(x) || x->v->type.rank == 0)
+    return lerr(L, a[0]->loc, "%s() needs a block, got %s", bi->name, describe(L, x));
+  IrType t = x->v->type;
+  int64_t dims[FA_MAX_RANK + 1];
+  LVal *dv = eval(L, a[1]);
+  int n = want_int_tuple(L, dv, a[1], "the dimensions", dims, FA_MAX_RANK, true);
+  if (n < 0)
+    return NULL;
+  unsigned seen = 0;
+  bool ok = n == t.rank;
+  for (int i = 0; ok && i < n; i++) {
+    if (dims[i] < 0)
+      dims[i] += t.rank;
+    ok = dims[i] >= 0 && dims[i] < t.rank && !(seen & (1u << dims[i]));
+    if (ok)
+      seen |= 1u << dims[i];
+  }
+  if (!ok)
+    return lerr(L, a[1]->loc, "%s(): the dimensions must be a permutation of 0..%d for a block of rank %d", bi->name,
+                t.rank - 1, t.rank);
+  IrType r = t;
+  bool identity = true;
+  for (int i = 0; i < n; i++) {
+    r.shape[i] = t.shape[dims[i]];
+    identity = identity && dims[i] == i;
+  }
+  if (identity)
+    return x;
+  IrOp *op = emit(L, IR_TRANS, 0, call->loc, &x->v, 1, &r, 1);
+  if (!op)
+    return NULL;
+  for (int i = 0; i < n; i++)
+    op->perm[i] = (int)dims[i];
+  return lv_ir(L, op->results[0]);
+}
+
+/* ravel(x): the elements as a 1-D block, in row-major order. */
+static LVal *b_ravel(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
+  LVal *x = want_block(L, bi->name, a[0]);
+  if (!x)
+    return NULL;
+  IrType t = x->v->type;
+  if (t.rank == 1)
+    return x;
+  int n = (int)fa_type_numel(t);
+  return lv_ir(L, emit1(L, IR_RESHAPE, 0, call->loc, fa_type_block(t.dtype, 1, &n), &x->v, 1));
+}
+
+static LVal *b_range(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
   (void)a;
-  return lerr(L, call->loc, "range() can only be the iterable of a 'for' loop");
+  return lerr(L, call->loc, "%s() can only be the iterable of a 'for' loop", bi->name);
 }
 
 #define P(...) {__VA_ARGS__, NULL}
 static const Builtin builtins[] = {
-    {"program_id", b_program_id, 1, false, IR_PROGRAM_ID, P("axis")},
-    {"num_programs", b_program_id, 1, false, IR_NUM_PROGRAMS, P("axis")},
-    {"arange", b_arange, 2, false, 0, P("start", "end")},
-    {"zeros", b_full, 2, false, 0, P("shape", "dtype")},
-    {"full", b_full, 3, false, 0, P("shape", "value", "dtype")},
+    {"program_id", b_program_id, 1, false, IR_PROGRAM_ID, P("axis"), 0},
+    {"num_programs", b_program_id, 1, false, IR_NUM_PROGRAMS, P("axis"), 0},
+    {"arange", b_arange, 2, false, 0, P("start", "end"), 0},
+    {"zeros", b_full, 2, false, 0, P("shape", "dtype"), 0},
+    {"full", b_full, 3, false, 0, P("shape", "value", "dtype"), 0},
     {"make_block_ptr", b_make_block_ptr, 6, false, 0,
-     P("base", "shape", "strides", "offsets", "block_shape", "order")},
-    {"advance", b_advance, 2, false, 0, P("base", "offsets")},
-    {"load", b_load, 1, false, 0, P("pointer", "mask", "other", "boundary_check", "padding")},
-    {"store", b_store, 2, false, 0, P("pointer", "value", "mask", "boundary_check")},
-    {"atomic_add", b_store, 2, false, 0, P("pointer", "val", "mask")},
-    {"dot", b_dot, 2, false, 0, P("a", "b", "acc", "out_dtype", "precision")},
-    {"trans", b_trans, 1, false, 0, P("x")},
-    {"exp", b_math, 1, true, UN_EXP, P("x")},
-    {"exp2", b_math, 1, true, UN_EXP2, P("x")},
-    {"log", b_math, 1, true, UN_LOG, P("x")},
-    {"log2", b_math, 1, true, UN_LOG2, P("x")},
-    {"sqrt", b_math, 1, true, UN_SQRT, P("x")},
-    {"rsqrt", b_math, 1, true, UN_RSQRT, P("x")},
-    {"abs", b_math, 1, true, UN_ABS, P("x")},
-    {"sin", b_math, 1, true, UN_SIN, P("x")},
-    {"cos", b_math, 1, true, UN_COS, P("x")},
-    {"floor", b_math, 1, true, UN_FLOOR, P("x")},
-    {"ceil", b_math, 1, true, UN_CEIL, P("x")},
-    {"sigmoid", b_math, 1, true, UN_SIGMOID, P("x")},
-    {"tanh", b_math, 1, true, UN_TANH, P("x")},
-    {"maximum", b_maximum, 2, true, BIN_MAX, P("x", "y")},
-    {"minimum", b_maximum, 2, true, BIN_MIN, P("x", "y")},
-    {"max", b_reduce, 1, true, RED_MAX, P("input", "axis", "keep_dims")},
-    {"min", b_reduce, 1, true, RED_MIN, P("input", "axis", "keep_dims")},
-    {"sum", b_reduce, 1, false, RED_SUM, P("input", "axis", "keep_dims")},
-    {"where", b_where, 3, true, 0, P("condition", "x", "y")},
-    {"cdiv", b_cdiv, 2, true, 0, P("x", "div")},
-    {"static_assert", b_static_assert, 1, true, 0, P("cond", "msg")},
-    {"device_assert", b_device_assert, 1, false, 0, P("cond", "msg")},
-    {"float", b_convert, 1, true, 0, P("x")},
-    {"int", b_convert, 1, true, 0, P("x")},
-    {"len", b_len, 1, true, 0, P("x")},
-    {"cast", b_cast, 2, false, 0, P("x", "dtype")},
-    {"reshape", b_reshape, 2, false, 0, P("x", "shape")},
-    {"expand_dims", b_reshape, 2, false, 0, P("x", "axis")},
-    {"broadcast_to", b_reshape, 2, false, 0, P("x", "shape")},
-    {"range", b_range, 0, true, 0, P("start", "stop", "step")},
+     P("base", "shape", "strides", "offsets", "block_shape", "order"), 0},
+    {"advance", b_advance, 2, false, 0, P("base", "offsets"), 0},
+    {"load", b_load, 1, false, 0, P("pointer", "mask", "other", "boundary_check", "padding"), 0},
+    {"store", b_store, 2, false, 0, P("pointer", "value", "mask", "boundary_check"), 0},
+    {"atomic_add", b_store, 2, false, 0, P("pointer", "val", "mask"), 0},
+    {"dot", b_dot, 2, false, 0, P("a", "b", "acc", "out_dtype", "precision"), 0},
+    {"trans", b_permute, 1, false, 0, P("x", "dims"), 1},
+    {"permute", b_permute, 2, false, 0, P("input", "dims"), 1},
+    {"exp", b_math, 1, true, UN_EXP, P("x"), 0},
+    {"exp2", b_math, 1, true, UN_EXP2, P("x"), 0},
+    {"log", b_math, 1, true, UN_LOG, P("x"), 0},
+    {"log2", b_math, 1, true, UN_LOG2, P("x"), 0},
+    {"sqrt", b_math, 1, true, UN_SQRT, P("x"), 0},
+    {"rsqrt", b_math, 1, true, UN_RSQRT, P("x"), 0},
+    {"abs", b_math, 1, true, UN_ABS, P("x"), 0},
+    {"sin", b_math, 1, true, UN_SIN, P("x"), 0},
+    {"cos", b_math, 1, true, UN_COS, P("x"), 0},
+    {"floor", b_math, 1, true, UN_FLOOR, P("x"), 0},
+    {"ceil", b_math, 1, true, UN_CEIL, P("x"), 0},
+    {"sigmoid", b_math, 1, true, UN_SIGMOID, P("x"), 0},
+    {"tanh", b_math, 1, true, UN_TANH, P("x"), 0},
+    {"erf", b_math, 1, true, UN_ERF, P("x"), 0},
+    {"fma", b_fma, 3, true, 0, P("x", "y", "z"), 0},
+    {"clamp", b_clamp, 3, true, 0, P("x", "min", "max", "propagate_nan"), 0},
+    {"maximum", b_maximum, 2, true, BIN_MAX, P("x", "y", "propagate_nan"), 0},
+    {"minimum", b_maximum, 2, true, BIN_MIN, P("x", "y", "propagate_nan"), 0},
+    {"max", b_reduce, 1, true, RED_MAX,
+     P("input", "axis", "return_indices", "return_indices_tie_break_left", "keep_dims"), 0},
+    {"min", b_reduce, 1, true, RED_MIN,
+     P("input", "axis", "return_indices", "return_indices_tie_break_left", "keep_dims"), 0},
+    {"sum", b_reduce, 1, false, RED_SUM, P("input", "axis", "keep_dims", "dtype"), 0},
+    {"reduce", b_reduce_fn, 3, false, 0, P("input", "axis", "combine_fn", "keep_dims"), 0},
+    {"xor_sum", b_xor_sum, 1, false, 0, P("input", "axis", "keep_dims"), 0},
+    {"argmax", b_argmax, 2, false, RED_MAX, P("input", "axis", "tie_break_left", "keep_dims"), 0},
+    {"argmin", b_argmax, 2, false, RED_MIN, P("input", "axis", "tie_break_left", "keep_dims"), 0},
+    {"cumsum", b_cumulative, 1, false, BIN_ADD, P("input", "axis", "reverse", "dtype"), 0},
+    {"cumprod", b_cumulative, 1, false, BIN_MUL, P("input", "axis", "reverse"), 0},
+    {"associative_scan", b_associative_scan, 3, false, 0, P("input", "axis", "combine_fn", "reverse"), 0},
+    {"rand", b_rand, 2, false, RAND_UNIFORM, P("seed", "offset", "n_rounds"), 0},
+    {"randn", b_rand, 2, false, RAND_NORMAL, P("seed", "offset", "n_rounds"), 0},
+    {"where", b_where, 3, true, 0, P("condition", "x", "y"), 0},
+    {"cdiv", b_cdiv, 2, true, 0, P("x", "div"), 0},
+    {"static_assert", b_static_assert, 1, true, 0, P("cond", "msg"), 0},
+    {"device_assert", b_device_assert, 1, false, 0, P("cond", "msg"), 0},
+    {"device_print", b_device_print, 1, false, 0, P("prefix", "args", "hex"), 1},
+    {"float", b_convert, 1, true, 0, P("x"), 0},
+    {"int", b_convert, 1, true, 0, P("x"), 0},
+    {"len", b_len, 1, true, 0, P("x"), 0},
+    {"cast", b_cast, 2, false, 0, P("x", "dtype"), 0},
+    {"reshape", b_reshape, 2, false, 0, P("x", "shape", "can_reorder"), 1},
+    {"ravel", b_ravel, 1, false, 0, P("x"), 0},
+    {"expand_dims", b_reshape, 2, false, 0, P("x", "axis"), 0},
+    {"broadcast_to", b_reshape, 2, false, 0, P("x", "shape"), 1},
+    {"range", b_range, 0, true, 0, P("start", "stop", "step"), 0},
+    {"static_range", b_range, 0, true, 0, P("start", "stop", "step"), 0},
 };
 #undef P
 
@@ -1946,6 +2713,7 @@ bool fa_builtin_signature(const char *name, FaBuiltinSignature *out) {
     out->nparams++;
   out->nreq = bi->nreq;
   out->variadic = builtin_is_variadic(bi);
+  out->vararg = bi->vararg;
   return true;
 }
 
@@ -1955,14 +2723,66 @@ static LVal *call_builtin(Lower *L, const Builtin *bi, const Node *call) {
   int n = 0;
   while (bi->params[n])
     n++;
-  if (builtin_is_variadic(bi) && call->args.len > 3 && !call->kwargs.len) {
+  /* (more positional arguments than parameters; b_reduce reads them all) */
+  if (builtin_is_variadic(bi) && call->args.len > n && !call->kwargs.len) {
     const Node *a[MAX_BUILTIN_PARAMS] = {call->args.items[0], call->args.items[1], NULL};
     return bi->fn(L, bi, call, a);
+  }
+  if (bi->vararg > 0 && call->args.len > bi->vararg + 1) {
+    /* f(x, 4, 8) is f(x, (4, 8)) */
+    Node *c = fa_node_new(L->fc, N_CALL, call->loc);
+    Node *t = c ? fa_node_new(L->fc, N_TUPLE, call->args.items[bi->vararg]->loc) : NULL;
+    if (!t)
+      return oom(L);
+    *c = *call;
+    c->args = (NodeList){0};
+    for (int i = 0; i < call->args.len; i++)
+      fa_nodelist_push(L->fc, i < bi->vararg ? &c->args : &t->args, call->args.items[i]);
+    fa_nodelist_push(L->fc, &c->args, t);
+    call = c;
   }
   const Node *a[MAX_BUILTIN_PARAMS];
   if (!bind_args(L, call, bi->name, bi->params, n, bi->nreq, a))
     return NULL;
   return bi->fn(L, bi, call, a);
+}
+
+/* Builtins that are also methods of blocks: x.sum(axis=1) is sum(x, axis=1). */
+static const char *const method_names[] = {
+    "sum", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "associative_scan", "reduce", "xor_sum", "reshape",
+    "permute",
+    "trans", "broadcast_to", "expand_dims", "ravel", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin",
+    "cos", "floor", "ceil", "sigmoid", "tanh", "erf", "fma", "cdiv",
+};
+
+static bool is_method(const char *name) {
+  for (int i = 0; i < FA_ARRAY_LEN(method_names); i++)
+    if (!strcmp(method_names[i], name))
+      return true;
+  return false;
+}
+
+bool fa_builtin_is_method(const char *name) { return is_method(name); }
+
+/* x.NAME(args) for a method builtin: NAME(x, args), x evaluated once. */
+static LVal *method_call(Lower *L, const Node *e) {
+  const Node *callee = e->lhs;
+  LVal *self = eval(L, callee->lhs);
+  if (!self)
+    return NULL;
+  if (!is_data(self))
+    return lerr(L, callee->loc, "'.%s()' is a method of blocks and scalars, not of %s", callee->name,
+                describe(L, self));
+  Node *c = fa_node_new(L->fc, N_CALL, e->loc);
+  Node *x = c ? tmp_name(L, self, callee->lhs->loc) : NULL;
+  if (!x)
+    return L->err ? NULL : oom(L);
+  *c = *e;
+  c->args = (NodeList){0};
+  fa_nodelist_push(L->fc, &c->args, x);
+  for (int i = 0; i < e->args.len; i++)
+    fa_nodelist_push(L->fc, &c->args, e->args.items[i]);
+  return call_builtin(L, find_builtin(callee->name), c);
 }
 
 static LVal *eval_call(Lower *L, const Node *e) {
@@ -1979,6 +2799,8 @@ static LVal *eval_call(Lower *L, const Node *e) {
         return NULL;
       return convert_to(L, x, a[0], e->loc);
     }
+    if (is_method(callee->name))
+      return method_call(L, e);
   }
   LVal *f = eval(L, callee);
   if (!f)
@@ -2101,7 +2923,7 @@ static bool assign_name(Lower *L, const char *name, LVal *v, const Node *at) {
   }
   if (v->kind == LV_IR && !v->v->name && v->v->def)
     v->v->name = name;
-  return scope_set(L, &fx->scope, name, v);
+  return scope_assign(L, &fx->scope, name, v, at->loc);
 }
 
 static bool assign_target(Lower *L, const Node *t, LVal *v) {
@@ -2161,14 +2983,217 @@ static bool runtime_type(const LVal *v, IrType *t) {
 
 /* ---- control flow ---------------------------------------------------------------------------- */
 
-static bool push_frame(Lower *L, const NodeList *list, bool loop_body) {
+/* The pseudo-variables of early returns (FuncCtx): '@' starts no source name. */
+#define RETURNED_VAR "@returned"
+
+static bool is_pseudo(const char *name) { return name[0] == '@'; }
+
+static const char *ret_var(Lower *L, int k) { return fa_arena_printf(L->A, "@ret#%d", k); }
+
+static bool push_frame(Lower *L, const NodeList *list, bool loop_body, const Node *cond) {
   FuncCtx *fx = L->fx;
   if (!grow(L, (void **)&fx->frames, &fx->capframes, fx->nframes + 1, sizeof(Frame)))
     return false;
   fx->frames[fx->nframes].list = list;
   fx->frames[fx->nframes].idx = 0;
   fx->frames[fx->nframes].loop_body = loop_body;
+  fx->frames[fx->nframes].cond = cond;
   fx->nframes++;
+  return true;
+}
+
+/* A value of type t for a path on which it is never used (the other branch
+ * of an if after a return): zeros, or a block pointer to nothing. */
+static IrValue *poison_ir(Lower *L, IrType t, SrcLoc loc) {
+  if (t.dtype != DT_BLOCKPTR)
+    return const_ir(L, fa_const_int(0), t, loc);
+  IrValue *ops[1 + 3 * FA_MAX_RANK];
+  int n = 0;
+  if (!(ops[n++] = const_ir(L, fa_const_int(0), fa_type_ptr(t.pointee, 0, NULL), loc)))
+    return NULL;
+  for (int k = 0; k < 3 * t.rank; k++)
+    if (!(ops[n++] = const_ir(L, fa_const_int(0), fa_type_scalar(k < 2 * t.rank ? DT_I64 : DT_I32), loc)))
+      return NULL;
+  IrOp *op = emit(L, IR_MAKE_BLOCK_PTR, 0, loc, ops, n, &t, 1);
+  if (!op)
+    return NULL;
+  for (int d = 0; d < t.rank; d++)
+    op->perm[d] = t.rank - 1 - d;
+  return op->results[0];
+}
+
+static const char *fn_name(Lower *L) { return L->fx && L->fx->fn ? L->fx->fn->name : "this function"; }
+
+/* One branch of a runtime if (or of the guard after an early return). */
+typedef struct Branch {
+  IrRegion *region;
+  Scope scope;               /* the variables at the end of the branch */
+  bool dead;                 /* the branch returned: its variables are never used */
+} Branch;
+
+/* The results of an IR_IF being built. */
+typedef struct IfMerge {
+  IrValue **yt, **ye;
+  IrType *types;
+  const char **names;
+  SrcLoc *at;
+  int n;
+} IfMerge;
+
+/* Adds result `name` to the if: `a` from the then branch, `b` from the else
+ * branch (either NULL: a value never used there), of type t. */
+static bool add_if_result(Lower *L, IfMerge *m, const Branch *bt, const Branch *be, const char *name, LVal *a,
+                          LVal *b, IrType t, SrcLoc at, SrcLoc loc) {
+  IrRegion *outer = L->b.region;
+  L->b.region = bt->region;
+  m->yt[m->n] = a ? coerce_exact(L, a, t, loc) : poison_ir(L, t, loc);
+  L->b.region = be->region;
+  m->ye[m->n] = b ? coerce_exact(L, b, t, loc) : poison_ir(L, t, loc);
+  L->b.region = outer;
+  if (L->err)
+    return false;
+  if (!m->yt[m->n] || !m->ye[m->n]) {
+    IrType ta, tb;
+    const char *da = a && runtime_type(a, &ta) ? fa_type_str(L->A, ta) : describe(L, a);
+    const char *db = b && runtime_type(b, &tb) ? fa_type_str(L->A, tb) : describe(L, b);
+    if (is_pseudo(name))
+      lerr(L, loc, "'%s' returns %s on one path and %s on another", fn_name(L), da, db);
+    else
+      lerr(L, loc, "'%s' has type %s in one branch of this 'if' and %s in the other", name, da, db);
+    return false;
+  }
+  m->types[m->n] = t;
+  m->names[m->n] = name;
+  m->at[m->n] = at;
+  m->n++;
+  return true;
+}
+
+/* The type a merged value takes: the runtime side's, else the promotion of two literals. */
+static bool merged_type(Lower *L, const char *name, LVal *a, LVal *b, IrType *t, SrcLoc loc) {
+  IrType ta, tb;
+  bool ka = a && runtime_type(a, &ta), kb = b && runtime_type(b, &tb);
+  if ((a && !ka) || (b && !kb)) {
+    if (is_pseudo(name))
+      lerr(L, loc, "'%s' returns %s on one path and %s on another; only numbers, blocks and pointers can be returned "
+                   "under a runtime condition", fn_name(L), describe(L, a), describe(L, b));
+    else
+      lerr(L, loc, "'%s' holds %s in one branch of this runtime 'if' and %s in the other; only numbers and "
+                   "blocks can differ between branches", name, describe(L, a), describe(L, b));
+    return false;
+  }
+  if (a && is_ir(a))
+    *t = ta;
+  else if (b && is_ir(b))
+    *t = tb;
+  else if (a && b)
+    *t = fa_type_scalar(fa_promote(OPC_SELECT, DT_VOID, a->c.kind, &a->c, DT_VOID, b->c.kind, &b->c));
+  else
+    *t = a ? ta : tb;
+  return true;
+}
+
+/* Merges one name after a runtime if.  A dead branch (it returned), or for
+ * a return value a branch that did not return, does not care about the
+ * name: the other branch's value is taken. */
+static bool merge_name(Lower *L, IfMerge *m, const Branch *bt, const Branch *be, const Scope *before, const char *name,
+                       SrcLoc loc) {
+  FuncCtx *fx = L->fx;
+  LVal *a = scope_get((Scope *)&bt->scope, name), *b = scope_get((Scope *)&be->scope, name);
+  LVal *old = scope_get((Scope *)before, name);
+  SrcLoc at = scope_loc((Scope *)&bt->scope, name);
+  if (a == old)
+    at = scope_loc((Scope *)&be->scope, name);
+  bool ret_flag = !strcmp(name, RETURNED_VAR), pseudo = is_pseudo(name);
+  if (ret_flag) {
+    LVal *no = lv_const(L, fa_const_bool(false));
+    if (!no)
+      return false;
+    a = a ? a : no;
+    b = b ? b : no;
+  }
+  bool undef_a = !a || a->kind == LV_UNDEF, undef_b = !b || b->kind == LV_UNDEF;
+  bool care_a = pseudo ? !undef_a : !bt->dead, care_b = pseudo ? !undef_b : !be->dead;
+  if (!care_a && !care_b)
+    return true; /* stays as before */
+  if (care_a != care_b) {
+    LVal *v = care_a ? a : b;
+    const Branch *br = care_a ? bt : be;
+    if (!v || v->kind == LV_UNDEF || v == old || !is_ir(v))
+      return scope_assign(L, &fx->scope, name, v, scope_loc((Scope *)&br->scope, name));
+    if (!pseudo && !live_after(L, name)) {
+      LVal *u = lv_undef(L, fa_arena_printf(L->A, "it was changed inside the runtime 'if' at line %d", loc.line));
+      return u && scope_assign(L, &fx->scope, name, u, scope_loc((Scope *)&br->scope, name));
+    }
+    IrType t;
+    return merged_type(L, name, v, NULL, &t, loc) &&
+           add_if_result(L, m, bt, be, name, care_a ? a : NULL, care_b ? b : NULL, t, scope_loc((Scope *)&br->scope, name),
+                         loc);
+  }
+  if (a == b)
+    return !a || scope_assign(L, &fx->scope, name, a, at);
+  if (undef_a || undef_b) {
+    LVal *u = lv_undef(L, fa_arena_printf(L->A, "it is assigned in only one branch of the 'if' at line %d", loc.line));
+    return u && scope_set(L, &fx->scope, name, u);
+  }
+  if (a->kind == LV_CONST && b->kind == LV_CONST && fa_const_equal(a->c, b->c) && a->c.kind == b->c.kind)
+    return scope_assign(L, &fx->scope, name, a, at);
+  if (!pseudo && !live_after(L, name)) {
+    LVal *u = lv_undef(L, fa_arena_printf(L->A, "it was changed inside the runtime 'if' at line %d", loc.line));
+    return u && scope_assign(L, &fx->scope, name, u, at);
+  }
+  IrType t;
+  return merged_type(L, name, a, b, &t, loc) && add_if_result(L, m, bt, be, name, a, b, t, at, loc);
+}
+
+/* Ends a runtime if: the names assigned in either branch (and the
+ * pseudo-variables of early returns) become its results where needed. */
+static bool finish_if(Lower *L, SrcLoc loc, IrValue *cv, const NameSet *assigned, const Scope *before, Branch *bt,
+                      Branch *be) {
+  FuncCtx *fx = L->fx;
+  NameSet names = {0};
+  for (int i = 0; i < assigned->n; i++)
+    if (!nameset_add(L, &names, assigned->names[i]))
+      return false;
+  const Scope *scopes[2] = {&bt->scope, &be->scope};
+  for (int s = 0; s < 2; s++)
+    for (int i = 0; i < scopes[s]->n; i++)
+      if (is_pseudo(scopes[s]->vars[i].name) && strncmp(scopes[s]->vars[i].name, "@t", 2) &&
+          !nameset_add(L, &names, scopes[s]->vars[i].name))
+        return false;
+  IfMerge m = {0};
+  size_t cap = (size_t)names.n + 1;
+  m.yt = fa_arena_alloc(L->A, cap * sizeof(IrValue *));
+  m.ye = fa_arena_alloc(L->A, cap * sizeof(IrValue *));
+  m.types = fa_arena_alloc(L->A, cap * sizeof(IrType));
+  m.names = fa_arena_alloc(L->A, cap * sizeof(char *));
+  m.at = fa_arena_alloc(L->A, cap * sizeof(SrcLoc));
+  if (!m.yt || !m.ye || !m.types || !m.names || !m.at)
+    return oom(L), false;
+  for (int i = 0; i < names.n; i++)
+    if (!merge_name(L, &m, bt, be, before, names.names[i], loc))
+      return false;
+  IrRegion *outer = L->b.region;
+  L->b.region = bt->region;
+  IrOp *y1 = emit(L, IR_YIELD, 0, loc, m.yt, m.n, NULL, 0);
+  L->b.region = be->region;
+  IrOp *y2 = y1 ? emit(L, IR_YIELD, 0, loc, m.ye, m.n, NULL, 0) : NULL;
+  L->b.region = outer;
+  IrOp *op = y2 ? emit(L, IR_IF, 0, loc, &cv, 1, m.types, m.n) : NULL;
+  if (!op)
+    return false;
+  op->regions[0] = bt->region;
+  op->regions[1] = be->region;
+  op->nregions = 2;
+  bt->region->parent_op = op;
+  be->region->parent_op = op;
+  for (int i = 0; i < m.n; i++) {
+    op->results[i]->name = is_pseudo(m.names[i]) ? NULL : m.names[i];
+    LVal *r = lv_ir(L, op->results[i]);
+    if (!r || !scope_assign(L, &fx->scope, m.names[i], r, m.at[i]))
+      return false;
+  }
+  fx->returned = bt->dead && be->dead;
   return true;
 }
 
@@ -2190,109 +3215,69 @@ static bool lower_if(Lower *L, const Node *s) {
   NameSet assigned = {0};
   if (!collect_assigned(L, &s->body, &assigned) || !collect_assigned(L, &s->orelse, &assigned))
     return false;
-  Scope before, st, se;
+  Scope before;
+  Branch bt = {fa_ir_region_new(L->b.fn), {0}, false}, be = {fa_ir_region_new(L->b.fn), {0}, false};
   IrRegion *outer = L->b.region;
-  IrRegion *rt = fa_ir_region_new(L->b.fn), *re = fa_ir_region_new(L->b.fn);
-  if (!rt || !re || !scope_copy(L, &fx->scope, &before) || !scope_copy(L, &before, &fx->scope))
+  if (!bt.region || !be.region || !scope_copy(L, &fx->scope, &before) || !scope_copy(L, &before, &fx->scope))
     return oom(L), false;
   fx->runtime_depth++;
-  L->b.region = rt;
+  L->b.region = bt.region;
   bool ok = lower_block(L, &s->body, false);
-  st = fx->scope;
+  bt.scope = fx->scope;
+  bt.dead = fx->returned;
+  fx->returned = false;
   if (ok && scope_copy(L, &before, &fx->scope)) {
-    L->b.region = re;
+    L->b.region = be.region;
     ok = lower_block(L, &s->orelse, false);
   }
-  se = fx->scope;
+  be.scope = fx->scope;
+  be.dead = fx->returned;
+  fx->returned = false;
   fx->runtime_depth--;
   L->b.region = outer;
   if (!ok || !scope_copy(L, &before, &fx->scope))
     return false;
-  /* merge: names changed by either branch become results of the if */
-  IrValue **tv = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(IrValue *));
-  IrValue **ev = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(IrValue *));
-  IrType *types = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(IrType));
-  const char **names = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(char *));
-  if (!tv || !ev || !types || !names)
+  return finish_if(L, s->loc, cv, &assigned, &before, &bt, &be);
+}
+
+/* Whether an earlier return happened under a runtime condition that this
+ * point does not know the value of. */
+static bool returned_at_run_time(Lower *L) {
+  LVal *r = scope_get(&L->fx->scope, RETURNED_VAR);
+  return r && r->kind == LV_IR;
+}
+
+typedef bool (*GuardedFn)(Lower *L, void *ctx);
+
+/* After a return under a runtime condition: what follows (fn) runs under
+ * `if not RETURNED`; on the other path the program has returned.  The frame
+ * at `depth` (when > 0) is moved to its list's end, which the guard covers. */
+static bool lower_guarded(Lower *L, SrcLoc loc, const NameSet *assigned, GuardedFn fn, void *ctx, int depth) {
+  FuncCtx *fx = L->fx;
+  IrValue *r = to_bool_ir(L, scope_get(&fx->scope, RETURNED_VAR), loc);
+  IrValue *cv = r ? emit1(L, IR_UNARY, UN_NOT, loc, r->type, &r, 1) : NULL;
+  if (!cv)
+    return false;
+  Scope before;
+  Branch bt = {fa_ir_region_new(L->b.fn), {0}, false}, be = {fa_ir_region_new(L->b.fn), {0}, true};
+  IrRegion *outer = L->b.region;
+  LVal *no = lv_const(L, fa_const_bool(false));
+  if (!no || !bt.region || !be.region || !scope_copy(L, &fx->scope, &before) ||
+      !scope_set(L, &fx->scope, RETURNED_VAR, no))
     return oom(L), false;
-  int nres = 0;
-  for (int i = 0; i < assigned.n; i++) {
-    const char *name = assigned.names[i];
-    LVal *a = scope_get(&st, name), *b = scope_get(&se, name);
-    if (a == b) {
-      if (a && !scope_set(L, &fx->scope, name, a))
-        return false;
-      continue;
-    }
-    bool adef = a && a->kind != LV_UNDEF, bdef = b && b->kind != LV_UNDEF;
-    if (!adef || !bdef) {
-      LVal *u = lv_undef(L, fa_arena_printf(L->A, "it is assigned in only one branch of the 'if' at line %d",
-                                            s->loc.line));
-      if (!u || !scope_set(L, &fx->scope, name, u))
-        return false;
-      continue;
-    }
-    if (a->kind == LV_CONST && b->kind == LV_CONST && fa_const_equal(a->c, b->c) && a->c.kind == b->c.kind) {
-      if (!scope_set(L, &fx->scope, name, a))
-        return false;
-      continue;
-    }
-    if (!live_after(L, name)) {
-      LVal *u = lv_undef(L, fa_arena_printf(L->A, "it was changed inside the runtime 'if' at line %d", s->loc.line));
-      if (!u || !scope_set(L, &fx->scope, name, u))
-        return false;
-      continue;
-    }
-    IrType ta, tb, t;
-    if (!runtime_type(a, &ta) || !runtime_type(b, &tb)) {
-      lerr(L, s->loc, "'%s' holds %s in one branch of this runtime 'if' and %s in the other; only numbers and "
-                      "blocks can differ between branches", name, describe(L, a), describe(L, b));
-      return false;
-    }
-    if (is_ir(a))
-      t = ta;
-    else if (is_ir(b))
-      t = tb;
-    else
-      t = fa_type_scalar(fa_promote(OPC_SELECT, DT_VOID, a->c.kind, &a->c, DT_VOID, b->c.kind, &b->c));
-    L->b.region = rt;
-    tv[nres] = coerce_exact(L, a, t, s->loc);
-    L->b.region = re;
-    ev[nres] = coerce_exact(L, b, t, s->loc);
-    L->b.region = outer;
-    if (L->err)
-      return false;
-    if (!tv[nres] || !ev[nres]) {
-      lerr(L, s->loc, "'%s' has type %s in one branch of this 'if' and %s in the other", name,
-           fa_type_str(L->A, ta), fa_type_str(L->A, tb));
-      return false;
-    }
-    types[nres] = t;
-    names[nres] = name;
-    nres++;
-  }
-  L->b.region = rt;
-  IrOp *y1 = emit(L, IR_YIELD, 0, s->loc, tv, nres, NULL, 0);
-  L->b.region = re;
-  IrOp *y2 = y1 ? emit(L, IR_YIELD, 0, s->loc, ev, nres, NULL, 0) : NULL;
+  fx->runtime_depth++;
+  L->b.region = bt.region;
+  bool ok = fn(L, ctx);
+  bt.scope = fx->scope;
+  bt.dead = fx->returned;
+  fx->returned = false;
+  fx->runtime_depth--;
   L->b.region = outer;
-  if (!y2)
+  if (!ok || !scope_copy(L, &before, &fx->scope) || !scope_copy(L, &before, &be.scope))
     return false;
-  IrOp *op = emit(L, IR_IF, 0, s->loc, &cv, 1, types, nres);
-  if (!op)
-    return false;
-  op->regions[0] = rt;
-  op->regions[1] = re;
-  op->nregions = 2;
-  rt->parent_op = op;
-  re->parent_op = op;
-  for (int i = 0; i < nres; i++) {
-    op->results[i]->name = names[i];
-    LVal *r = lv_ir(L, op->results[i]);
-    if (!r || !scope_set(L, &fx->scope, names[i], r))
-      return false;
-  }
-  return true;
+  if (depth > 0)
+    fx->frames[depth - 1].idx = fx->frames[depth - 1].list->len - 1;
+  return finish_if(L, loc, cv, assigned, &before, &bt, &be);
 }
 
 /* A range() bound: a compile-time or runtime integer scalar, as i32. */
@@ -2317,6 +3302,193 @@ static IrValue *range_bound(Lower *L, const Node *n, int64_t *cval, bool *is_con
   return cast_ir(L, v->v, DT_I32, n->loc);
 }
 
+/* The values a runtime loop's assigned names have before it. */
+static LVal **values_before(Lower *L, const NameSet *assigned) {
+  LVal **olds = fa_arena_alloc(L->A, (size_t)(assigned->n + 1) * sizeof(LVal *));
+  if (!olds)
+    return oom(L), NULL;
+  for (int i = 0; i < assigned->n; i++)
+    olds[i] = scope_get(&L->fx->scope, assigned->names[i]);
+  return olds;
+}
+
+/* A runtime loop must leave every variable it reassigns with the dtype and
+ * shape it had before the loop (as Triton requires), whether or not the
+ * variable is used after the loop.  Checked at the end of the body. */
+static bool check_loop_types(Lower *L, const Node *loop, const NameSet *assigned, LVal **olds, const char *target) {
+  FuncCtx *fx = L->fx;
+  for (int i = 0; i < assigned->n; i++) {
+    const char *name = assigned->names[i];
+    LVal *old = olds[i], *cur = scope_get(&fx->scope, name);
+    IrType t;
+    if ((target && !strcmp(name, target)) || !old || !cur || cur->kind == LV_UNDEF || !runtime_type(old, &t))
+      continue;
+    bool same = is_ir(cur) ? fa_type_equal(cur->v->type, t)
+                           : is_num_const(cur) && t.dtype != DT_PTR && t.dtype != DT_BLOCKPTR;
+    if (same)
+      continue;
+    IrType ct;
+    const char *now = runtime_type(cur, &ct) ? fa_type_str(L->A, ct) : describe(L, cur);
+    SrcLoc at = scope_loc(&fx->scope, name);
+    lerr(L, at.src ? at : loop->loc,
+         "'%s' is reassigned in the loop with type %s, but it has type %s before the loop at line %d; a loop must "
+         "keep the dtype and shape of every variable it reassigns", name, now, fa_type_str(L->A, t), loop->loc.line);
+    return false;
+  }
+  return true;
+}
+
+/* The loop-carried variables of a loop: defined before it, changed in the
+ * body, and read before being changed in the body (or by the condition of
+ * a while loop) or after the loop. */
+static int carried_names(Lower *L, const Node *s, const NameSet *assigned, LVal **olds, const char *target,
+                         const char **cname, IrValue **init, bool *carried) {
+  int ncar = 0;
+  for (int i = 0; i < assigned->n; i++) {
+    const char *name = assigned->names[i];
+    LVal *old = olds[i];
+    if ((target && !strcmp(name, target)) || !old || old->kind == LV_UNDEF)
+      continue;
+    if (exposure(&s->body, name) != EXP_READ && !expr_reads(s->cond, name) && !live_after(L, name))
+      continue;
+    if (!is_ir(old) && !is_num_const(old)) {
+      lerr(L, s->loc, "'%s' holds %s and is reassigned in this runtime loop; only numbers, blocks and pointers "
+                      "can be carried through a loop", name, describe(L, old));
+      return -1;
+    }
+    if (!(init[ncar] = to_ir(L, old, DT_VOID, s->loc)))
+      return -1;
+    carried[i] = true;
+    cname[ncar++] = name;
+  }
+  return ncar;
+}
+
+/* The values a loop body yields for its carried variables. */
+static bool carried_yields(Lower *L, const Node *s, int ncar, const char **cname, const IrType *types,
+                           IrValue **yields) {
+  for (int i = 0; i < ncar; i++) {
+    LVal *cur = scope_get(&L->fx->scope, cname[i]);
+    if (!cur || cur->kind == LV_UNDEF) {
+      lerr(L, s->loc, "loop-carried variable '%s' has no value at the end of the loop body (%s)", cname[i],
+           cur ? cur->why : "never assigned");
+      return false;
+    }
+    if (!(yields[i] = coerce_exact(L, cur, types[i], s->loc))) {
+      lerr(L, s->loc, "loop-carried variable '%s' changes type in the loop", cname[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* After a loop: the carried names take its results, the other names it
+ * assigned have no value. */
+static bool after_loop(Lower *L, const Node *s, const NameSet *assigned, const bool *carried, const char *target,
+                       IrOp *op, int ncar, const char **cname) {
+  FuncCtx *fx = L->fx;
+  for (int i = 0; i < ncar; i++) {
+    op->results[i]->name = cname[i];
+    if (!scope_set(L, &fx->scope, cname[i], lv_ir(L, op->results[i])))
+      return false;
+  }
+  for (int i = 0; i < assigned->n; i++) {
+    if (carried[i])
+      continue;
+    const char *why = target && !strcmp(assigned->names[i], target)
+                          ? fa_arena_printf(L->A, "it is the variable of the loop at line %d, which is not "
+                                                  "available after the loop", s->loc.line)
+                          : fa_arena_printf(L->A, "it is assigned inside the loop at line %d and not carried "
+                                                  "out of it", s->loc.line);
+    LVal *u = lv_undef(L, why);
+    if (!u || !scope_set(L, &fx->scope, assigned->names[i], u))
+      return false;
+  }
+  if (target && !nameset_has(assigned, target)) {
+    LVal *u = lv_undef(L, fa_arena_printf(L->A, "it is the variable of the loop at line %d, which is not "
+                                                "available after the loop", s->loc.line));
+    if (!u || !scope_set(L, &fx->scope, target, u))
+      return false;
+  }
+  return true;
+}
+
+/* Iterations from..n-1 of an unrolled static_range loop. */
+typedef struct StaticLoop {
+  const Node *s;
+  const int64_t *values;
+  int n, from;
+  const NameSet *assigned;
+} StaticLoop;
+
+static bool lower_static_iters(Lower *L, void *p) {
+  StaticLoop *sl = p;
+  FuncCtx *fx = L->fx;
+  for (int i = sl->from; i < sl->n; i++) {
+    LVal *iv = lv_const(L, fa_const_int(sl->values[i]));
+    if (!iv || !scope_assign(L, &fx->scope, sl->s->lhs->name, iv, sl->s->lhs->loc) ||
+        !lower_block(L, &sl->s->body, true))
+      return false;
+    if (fx->returned)
+      return true;
+    if (i + 1 < sl->n && returned_at_run_time(L)) {
+      StaticLoop rest = *sl;
+      rest.from = i + 1;
+      return lower_guarded(L, sl->s->loc, sl->assigned, lower_static_iters, &rest, 0);
+    }
+  }
+  return true;
+}
+
+/* for NAME in static_range(start, stop, step): the body lowered once per
+ * value, with NAME a compile-time integer. */
+static bool lower_static_for(Lower *L, const Node *s) {
+  const Node *it = s->rhs;
+  if (it->kwargs.len) {
+    lerr(L, it->kwargs.items[0]->loc, "static_range() takes no keyword arguments");
+    return false;
+  }
+  if (it->args.len < 1 || it->args.len > 3) {
+    lerr(L, it->loc, "static_range() takes 1 to 3 arguments (%d given)", it->args.len);
+    return false;
+  }
+  int64_t b[3] = {0, 0, 1};
+  for (int i = 0; i < it->args.len; i++) {
+    const Node *a = it->args.items[i];
+    int64_t v;
+    if (!want_int(L, eval(L, a), a, "a static_range() bound", &v))
+      return false;
+    b[it->args.len == 1 ? 1 : i] = v;
+  }
+  if (b[2] == 0) {
+    lerr(L, it->args.items[2]->loc, "static_range() step must not be zero");
+    return false;
+  }
+  enum { MAX_UNROLL = 4096 };
+  int64_t *vals = fa_arena_alloc(L->A, MAX_UNROLL * sizeof(int64_t));
+  if (!vals)
+    return oom(L), false;
+  int n = 0;
+  for (int64_t v = b[0]; b[2] > 0 ? v < b[1] : v > b[1]; v += b[2]) {
+    if (n == MAX_UNROLL) {
+      lerr(L, it->loc, "static_range() unrolls at most %d iterations", MAX_UNROLL);
+      return false;
+    }
+    vals[n++] = v;
+  }
+  NameSet assigned = {0};
+  if (!collect_assigned(L, &s->body, &assigned) || !nameset_add(L, &assigned, s->lhs->name))
+    return false;
+  StaticLoop sl = {s, vals, n, 0, &assigned};
+  if (!lower_static_iters(L, &sl))
+    return false;
+  if (L->fx->returned)
+    return true;
+  LVal *u = lv_undef(L, fa_arena_printf(L->A, "it is the variable of the loop at line %d, which is not available "
+                                              "after the loop", s->loc.line));
+  return u && scope_set(L, &L->fx->scope, s->lhs->name, u);
+}
+
 static bool lower_for(Lower *L, const Node *s) {
   FuncCtx *fx = L->fx;
   const Node *it = s->rhs;
@@ -2324,8 +3496,10 @@ static bool lower_for(Lower *L, const Node *s) {
     lerr(L, s->lhs->loc, "the target of a 'for' loop must be a single name");
     return false;
   }
+  if (it->kind == N_CALL && it->lhs->kind == N_NAME && !strcmp(it->lhs->name, "static_range"))
+    return lower_static_for(L, s);
   if (it->kind != N_CALL || it->lhs->kind != N_NAME || strcmp(it->lhs->name, "range")) {
-    lerr(L, it->loc, "only 'for NAME in range(...)' loops are supported");
+    lerr(L, it->loc, "only 'for NAME in range(...)' and 'for NAME in static_range(...)' loops are supported");
     return false;
   }
   if (it->kwargs.len) {
@@ -2361,39 +3535,18 @@ static bool lower_for(Lower *L, const Node *s) {
   NameSet assigned = {0};
   if (!collect_assigned(L, &s->body, &assigned))
     return false;
-  /* loop-carried values: defined before, changed in the body, and read
-   * before being changed in the body or after the loop */
-  int ncar = 0;
+  LVal **olds = values_before(L, &assigned);
   const char **cname = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(char *));
   IrValue **init = fa_arena_alloc(L->A, (size_t)(assigned.n + 4) * sizeof(IrValue *));
   bool *carried = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(bool));
-  if (!cname || !init || !carried)
+  if (!olds || !cname || !init || !carried)
     return oom(L), false;
   init[0] = lb;
   init[1] = ub;
   init[2] = step;
-  for (int i = 0; i < assigned.n; i++) {
-    const char *name = assigned.names[i];
-    if (!strcmp(name, target))
-      continue;
-    LVal *old = scope_get(&fx->scope, name);
-    if (!old || old->kind == LV_UNDEF)
-      continue;
-    if (exposure(&s->body, name) != EXP_READ && !live_after(L, name))
-      continue;
-    if (!is_ir(old) && !is_num_const(old)) {
-      lerr(L, s->loc, "'%s' holds %s and is reassigned in this runtime loop; only numbers, blocks and pointers "
-                      "can be carried through a loop", name, describe(L, old));
-      return false;
-    }
-    IrValue *v = to_ir(L, old, DT_VOID, s->loc);
-    if (!v)
-      return false;
-    carried[i] = true;
-    cname[ncar] = name;
-    init[3 + ncar] = v;
-    ncar++;
-  }
+  int ncar = carried_names(L, s, &assigned, olds, target, cname, init + 3, carried);
+  if (ncar < 0)
+    return false;
   IrRegion *outer = L->b.region, *body = fa_ir_region_new(L->b.fn);
   IrValue *iv = body ? fa_ir_region_add_arg(L->b.fn, body, fa_type_scalar(DT_I32), target, s->lhs->loc) : NULL;
   if (!iv || !scope_set(L, &fx->scope, target, lv_ir(L, iv)))
@@ -2410,28 +3563,12 @@ static bool lower_for(Lower *L, const Node *s) {
       return false;
   }
   fx->runtime_depth++;
+  fx->loop_depth++;
   L->b.region = body;
-  bool ok = lower_block(L, &s->body, true);
-  for (int i = 0; ok && i < ncar; i++) {
-    LVal *cur = scope_get(&fx->scope, cname[i]);
-    if (!cur || cur->kind == LV_UNDEF) {
-      lerr(L, s->loc, "loop-carried variable '%s' has no value at the end of the loop body (%s)", cname[i],
-           cur ? cur->why : "never assigned");
-      ok = false;
-      break;
-    }
-    yields[i] = coerce_exact(L, cur, types[i], s->loc);
-    if (!yields[i]) {
-      IrType t;
-      const char *now = runtime_type(cur, &t) ? fa_type_str(L->A, t) : describe(L, cur);
-      lerr(L, s->loc, "loop-carried variable '%s' changes type in the loop: %s before the loop, %s after an "
-                      "iteration", cname[i], fa_type_str(L->A, types[i]), now);
-      ok = false;
-    }
-  }
-  if (ok)
-    ok = emit(L, IR_YIELD, 0, s->loc, yields, ncar, NULL, 0) != NULL;
+  bool ok = lower_block(L, &s->body, true) && check_loop_types(L, s, &assigned, olds, target) &&
+            carried_yields(L, s, ncar, cname, types, yields) && emit(L, IR_YIELD, 0, s->loc, yields, ncar, NULL, 0);
   fx->runtime_depth--;
+  fx->loop_depth--;
   L->b.region = outer;
   if (!ok)
     return false;
@@ -2441,34 +3578,193 @@ static bool lower_for(Lower *L, const Node *s) {
   op->regions[0] = body;
   op->nregions = 1;
   body->parent_op = op;
+  return after_loop(L, s, &assigned, carried, target, op, ncar, cname);
+}
+
+/* while COND: BODY - the condition is a region of its own, evaluated on the
+ * carried values before each iteration. */
+static bool lower_while(Lower *L, const Node *s) {
+  FuncCtx *fx = L->fx;
+  NameSet assigned = {0};
+  if (!collect_assigned(L, &s->body, &assigned))
+    return false;
+  LVal **olds = values_before(L, &assigned);
+  const char **cname = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(char *));
+  IrValue **init = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(IrValue *));
+  bool *carried = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(bool));
+  if (!olds || !cname || !init || !carried)
+    return oom(L), false;
+  int ncar = carried_names(L, s, &assigned, olds, NULL, cname, init, carried);
+  if (ncar < 0)
+    return false;
+  IrRegion *outer = L->b.region, *rc = fa_ir_region_new(L->b.fn), *rb = fa_ir_region_new(L->b.fn);
+  IrType *types = fa_arena_alloc(L->A, (size_t)(ncar + 1) * sizeof(IrType));
+  IrValue **yields = fa_arena_alloc(L->A, (size_t)(ncar + 1) * sizeof(IrValue *));
+  Scope before;
+  if (!rc || !rb || !types || !yields || !scope_copy(L, &fx->scope, &before))
+    return oom(L), false;
   for (int i = 0; i < ncar; i++) {
-    op->results[i]->name = cname[i];
-    if (!scope_set(L, &fx->scope, cname[i], lv_ir(L, op->results[i])))
+    types[i] = init[i]->type;
+    if (!fa_ir_region_add_arg(L->b.fn, rc, types[i], cname[i], s->loc) ||
+        !fa_ir_region_add_arg(L->b.fn, rb, types[i], cname[i], s->loc))
+      return oom(L), false;
+  }
+  fx->runtime_depth++;
+  fx->loop_depth++;
+  /* the condition, on the values at the start of an iteration */
+  for (int i = 0; i < ncar; i++)
+    if (!scope_set(L, &fx->scope, cname[i], lv_ir(L, rc->args[i])))
+      return false;
+  L->b.region = rc;
+  LVal *c = eval(L, s->cond);
+  bool ok = c != NULL;
+  if (ok && c->kind == LV_CONST && !fa_const_truth(c->c)) {
+    /* never runs: the variables keep their values */
+    fx->runtime_depth--;
+    fx->loop_depth--;
+    L->b.region = outer;
+    return scope_copy(L, &before, &fx->scope);
+  }
+  if (ok && c->kind == LV_CONST) {
+    lerr(L, s->cond->loc, "the condition of this 'while' loop is always true, so it would never end (there is no "
+                          "'break')");
+    ok = false;
+  } else if (ok && (!is_data(c) || c->v->type.rank != 0)) {
+    lerr(L, s->cond->loc, "the condition of a 'while' loop must be a scalar, got %s", describe(L, c));
+    ok = false;
+  }
+  IrValue *cv = ok ? to_bool_ir(L, c, s->cond->loc) : NULL;
+  ok = cv && emit(L, IR_YIELD, 0, s->cond->loc, &cv, 1, NULL, 0);
+  /* the body */
+  for (int i = 0; ok && i < ncar; i++)
+    ok = scope_set(L, &fx->scope, cname[i], lv_ir(L, rb->args[i]));
+  L->b.region = rb;
+  ok = ok && lower_block_ex(L, &s->body, true, s->cond) && check_loop_types(L, s, &assigned, olds, NULL) &&
+       carried_yields(L, s, ncar, cname, types, yields) && emit(L, IR_YIELD, 0, s->loc, yields, ncar, NULL, 0);
+  fx->runtime_depth--;
+  fx->loop_depth--;
+  L->b.region = outer;
+  if (!ok)
+    return false;
+  IrOp *op = emit(L, IR_WHILE, 0, s->loc, init, ncar, types, ncar);
+  if (!op)
+    return false;
+  op->regions[0] = rc;
+  op->regions[1] = rb;
+  op->nregions = 2;
+  rc->parent_op = op;
+  rb->parent_op = op;
+  return after_loop(L, s, &assigned, carried, NULL, op, ncar, cname);
+}
+
+/* return under a runtime condition (or after one): the value goes to the
+ * RET#k pseudo-variables and RETURNED becomes true on this path. */
+static bool store_return(Lower *L, LVal *v, SrcLoc loc) {
+  FuncCtx *fx = L->fx;
+  int arity = v->kind == LV_TUPLE ? v->n : -1;
+  if (fx->ret_seen && fx->ret_arity != arity) {
+    const char *now = arity < 0 ? "one value" : fa_arena_printf(L->A, "a tuple of %d", arity);
+    const char *then = fx->ret_arity < 0 ? "one value" : fa_arena_printf(L->A, "a tuple of %d", fx->ret_arity);
+    lerr(L, loc, "this 'return' gives %s, the one at line %d %s", now, fx->ret_at.line, then);
+    return false;
+  }
+  if (!fx->ret_seen)
+    fx->ret_at = loc;
+  fx->ret_seen = true;
+  fx->ret_arity = arity;
+  fx->cond_return = true;
+  if (!is_none(v))
+    fx->ret_value = true;
+  for (int k = 0; k < (arity < 0 ? 1 : arity); k++) {
+    LVal *e = arity < 0 ? v : v->elems[k];
+    if (e->kind == LV_TUPLE) {
+      lerr(L, loc, "a nested tuple cannot be returned under a runtime condition");
+      return false;
+    }
+    if (!scope_assign(L, &fx->scope, ret_var(L, k), e, loc))
       return false;
   }
-  for (int i = 0; i < assigned.n; i++) {
-    if (carried[i])
-      continue;
-    const char *why = !strcmp(assigned.names[i], target)
-                          ? fa_arena_printf(L->A, "it is the variable of the loop at line %d, which is not "
-                                                  "available after the loop", s->loc.line)
-                          : fa_arena_printf(L->A, "it is assigned inside the loop at line %d and not carried "
-                                                  "out of it", s->loc.line);
-    LVal *u = lv_undef(L, why);
-    if (!u || !scope_set(L, &fx->scope, assigned.names[i], u))
-      return false;
+  LVal *yes = lv_const(L, fa_const_bool(true));
+  return yes && scope_assign(L, &fx->scope, RETURNED_VAR, yes, loc);
+}
+
+static bool lower_return(Lower *L, const Node *s) {
+  FuncCtx *fx = L->fx;
+  if (fx->loop_depth > 0) {
+    lerr(L, s->loc, "'return' inside a 'for' or 'while' loop is not supported (a loop runs to its end); return "
+                    "after the loop, or use static_range() for a loop unrolled at compile time");
+    return false;
   }
-  if (!nameset_has(&assigned, target)) {
-    LVal *u = lv_undef(L, fa_arena_printf(L->A, "it is the variable of the loop at line %d, which is not "
-                                                "available after the loop", s->loc.line));
-    if (!u || !scope_set(L, &fx->scope, target, u))
+  bool kernel = fx->fn && fa_func_is_kernel(fx->fn);
+  if (kernel && s->lhs) {
+    lerr(L, s->loc, "a kernel cannot return a value; store results through pointers");
+    return false;
+  }
+  LVal *v = s->lhs ? eval(L, s->lhs) : lv_none(L);
+  if (!v)
+    return false;
+  if (fx->runtime_depth > 0 || fx->cond_return) {
+    if (!store_return(L, v, s->loc))
       return false;
+  } else {
+    fx->ret = v;
+  }
+  fx->returned = true;
+  return true;
+}
+
+static bool lower_stmt(Lower *L, const Node *s);
+
+/* Statements list[from..] of the list whose frame is at `depth`; after a
+ * statement that returned under a runtime condition, the rest runs under
+ * the guard of that return. */
+typedef struct RestOfList {
+  const NodeList *list;
+  int from, depth;
+} RestOfList;
+
+static bool lower_stmts(Lower *L, const NodeList *list, int from, int depth);
+
+static bool lower_rest(Lower *L, void *p) {
+  RestOfList *r = p;
+  return lower_stmts(L, r->list, r->from, r->depth);
+}
+
+static bool lower_stmts(Lower *L, const NodeList *list, int from, int depth) {
+  FuncCtx *fx = L->fx;
+  for (int i = from; i < list->len; i++) {
+    fx->frames[depth - 1].idx = i;
+    if (!lower_stmt(L, list->items[i]) || L->err)
+      return false;
+    if (fx->returned)
+      return true;
+    if (i + 1 < list->len && returned_at_run_time(L)) {
+      NameSet assigned = {0};
+      NodeList rest = {list->items + i + 1, list->len - i - 1};
+      RestOfList r = {list, i + 1, depth};
+      return collect_assigned(L, &rest, &assigned) &&
+             lower_guarded(L, list->items[i + 1]->loc, &assigned, lower_rest, &r, depth);
+    }
   }
   return true;
 }
 
-static bool lower_stmt(Lower *L, const Node *s) {
+/* A statement list; `cond` (a while loop's condition) is read again after it. */
+static bool lower_block_ex(Lower *L, const NodeList *list, bool loop_body, const Node *cond) {
   FuncCtx *fx = L->fx;
+  if (!push_frame(L, list, loop_body, cond))
+    return false;
+  int depth = fx->nframes;
+  bool ok = lower_stmts(L, list, 0, depth);
+  fx->nframes = depth - 1;
+  return ok && !L->err;
+}
+
+static bool lower_block(Lower *L, const NodeList *list, bool loop_body) {
+  return lower_block_ex(L, list, loop_body, NULL);
+}
+
+static bool lower_stmt(Lower *L, const Node *s) {
   switch (s->kind) {
   case N_EXPR_STMT:
     if (s->lhs->kind == N_STR)
@@ -2519,31 +3815,13 @@ static bool lower_stmt(Lower *L, const Node *s) {
   }
   case N_IF: return lower_if(L, s);
   case N_FOR: return lower_for(L, s);
-  case N_WHILE:
-    lerr(L, s->loc, "'while' loops are not supported; use 'for ... in range(...)'");
-    return false;
+  case N_WHILE: return lower_while(L, s);
   case N_BREAK:
   case N_CONTINUE:
-    lerr(L, s->loc, "'%s' is not supported; loops always run their whole range",
+    lerr(L, s->loc, "'%s' is not supported; a loop runs to the end of its range or until its condition is false",
          s->kind == N_BREAK ? "break" : "continue");
     return false;
-  case N_RETURN: {
-    if (fx->runtime_depth > 0) {
-      lerr(L, s->loc, "'return' inside a runtime 'if' or 'for' is not supported; return at the end of the function");
-      return false;
-    }
-    bool kernel = fx->fn && fa_func_is_kernel(fx->fn);
-    if (kernel && s->lhs) {
-      lerr(L, s->loc, "a kernel cannot return a value; store results through pointers");
-      return false;
-    }
-    LVal *v = s->lhs ? eval(L, s->lhs) : lv_none(L);
-    if (!v)
-      return false;
-    fx->ret = v;
-    fx->returned = true;
-    return true;
-  }
+  case N_RETURN: return lower_return(L, s);
   case N_PASS: return true;
   case N_FUNC:
     lerr(L, s->loc, "nested function definitions are not supported");
@@ -2552,20 +3830,6 @@ static bool lower_stmt(Lower *L, const Node *s) {
     lerr(L, s->loc, "%s is not supported here", fa_node_kind_name(s->kind));
     return false;
   }
-}
-
-static bool lower_block(Lower *L, const NodeList *list, bool loop_body) {
-  FuncCtx *fx = L->fx;
-  if (!push_frame(L, list, loop_body))
-    return false;
-  int depth = fx->nframes;
-  bool ok = true;
-  for (int i = 0; i < list->len && ok && !fx->returned; i++) {
-    fx->frames[depth - 1].idx = i;
-    ok = lower_stmt(L, list->items[i]);
-  }
-  fx->nframes = depth - 1;
-  return ok && !L->err;
 }
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -2629,6 +3893,30 @@ static LVal *bind_helper_param(Lower *L, const Node *fn, const Node *p, LVal *v,
   return lerr(L, an->loc, "unknown type in the annotation of parameter '%s'", p->name);
 }
 
+/* What a helper with returns under runtime conditions returns: the merged
+ * RET#k values, when every path returned. */
+static LVal *early_result(Lower *L, FuncCtx *cx, const Node *call) {
+  if (!cx->returned) {
+    if (cx->ret_value)
+      return lerr(L, cx->fn->loc, "'%s' returns a value on some paths but reaches its end (returning nothing) on "
+                                  "others", cx->fn->name);
+    return lv_none(L);
+  }
+  int n = cx->ret_arity < 0 ? 1 : cx->ret_arity;
+  LVal *t = cx->ret_arity < 0 ? NULL : lv_tuple(L, n);
+  if (cx->ret_arity >= 0 && !t)
+    return NULL;
+  for (int k = 0; k < n; k++) {
+    LVal *v = scope_get(&cx->scope, ret_var(L, k));
+    if (!v || v->kind == LV_UNDEF)
+      return lerr(L, call->loc, "internal compiler error: no return value of '%s'", cx->fn->name);
+    if (!t)
+      return v;
+    t->elems[k] = v;
+  }
+  return t;
+}
+
 static LVal *inline_call(Lower *L, const Node *fn, const Node *call) {
   for (int i = 0; i < L->ninline; i++)
     if (L->inline_stack[i] == fn)
@@ -2675,6 +3963,8 @@ static LVal *inline_call(Lower *L, const Node *fn, const Node *call) {
   L->fx = caller;
   if (!ok)
     return NULL;
+  if (cx.cond_return)
+    return early_result(L, &cx, call);
   return cx.ret ? cx.ret : lv_none(L);
 }
 

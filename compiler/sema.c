@@ -167,12 +167,10 @@ static void check_stmts(Checker *C, const NodeList *body, bool kernel) {
   for (int i = 0; i < body->len; i++) {
     const Node *s = body->items[i];
     switch (s->kind) {
-    case N_WHILE:
-      serr(C, s->loc, "'while' loops are not supported; use 'for ... in range(...)'");
-      break;
+    case N_WHILE: check_stmts(C, &s->body, kernel); break;
     case N_BREAK:
     case N_CONTINUE:
-      serr(C, s->loc, "'%s' is not supported; loops always run their whole range",
+      serr(C, s->loc, "'%s' is not supported; a loop runs to the end of its range or until its condition is false",
            s->kind == N_BREAK ? "break" : "continue");
       break;
     case N_FUNC: serr(C, s->loc, "nested function definitions are not supported"); break;
@@ -184,8 +182,10 @@ static void check_stmts(Checker *C, const NodeList *body, bool kernel) {
       const Node *it = s->rhs;
       if (s->lhs->kind != N_NAME)
         serr(C, s->lhs->loc, "the target of a 'for' loop must be a single name");
-      else if (!it || it->kind != N_CALL || it->lhs->kind != N_NAME || strcmp(it->lhs->name, "range"))
-        serr(C, it ? it->loc : s->loc, "only 'for NAME in range(...)' loops are supported");
+      else if (!it || it->kind != N_CALL || it->lhs->kind != N_NAME ||
+               (strcmp(it->lhs->name, "range") && strcmp(it->lhs->name, "static_range")))
+        serr(C, it ? it->loc : s->loc, "only 'for NAME in range(...)' and 'for NAME in static_range(...)' loops are "
+                                       "supported");
       check_stmts(C, &s->body, kernel);
       break;
     }

@@ -91,8 +91,11 @@ typedef struct FaBuiltinSignature {
   int nparams;
   int nreq;
   bool variadic;
+  int vararg;               /* > 0: positional arguments from this one on are gathered into it */
 } FaBuiltinSignature;
 bool fa_builtin_signature(const char *name, FaBuiltinSignature *out);
+/* Whether x.NAME(...) is the builtin NAME(x, ...) (x.sum(axis=1)). */
+bool fa_builtin_is_method(const char *name);
 
 /* ---- check_calls.c: the calls of the unspecialised program ------------------- */
 

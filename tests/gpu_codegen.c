@@ -1,11 +1,16 @@
 /* gpu_codegen.c - runs small kernels on the GPU (through libfadsl) and on the
  * CPU interpreter, from the same random inputs, and compares every buffer
  * afterwards.  It checks the CUDA backend: layouts, masks, boundary checks,
- * reductions, tensor-core and FMA products, atomics, loops; and the attention
- * kernels on small shapes.
+ * reductions, scans, tensor-core and FMA products, atomics, loops, random
+ * numbers; and the attention kernels on small shapes.
  *
  * usage: gpu_codegen SRCDIR [FILTER]
- * Exit status: 0 all cases passed, 1 some failed, 77 no GPU (skipped).
+ *        gpu_codegen SRCDIR --compile [FILTER]   no GPU needed: the kernels of
+ *            tests/gpu/codegen.fa emitted (the variant a launch with the case's
+ *            scalars runs: their divisibility facts) and compiled by NVRTC for
+ *            sm_80 and sm_90a (one case per kernel; FADSL_CODEGEN_COMPILE=all:
+ *            every case); a compile error or an NVRTC warning fails
+ * Exit status: 0 all cases passed, 1 some failed, 77 no GPU (no NVRTC) (skipped).
  * FADSL_TEST_SEED=N reproduces a run's inputs.
  */
 #include <math.h>
@@ -15,9 +20,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "../compiler/cuda.h" /* not the toolkit's <cuda.h> */
 #include "ast.h"
+#include "cuda_plan.h"
+#include "cuda_loader.h"
 #include "fadsl.h"
 #include "interp.h"
+#include "nvrtc_compile.h"
 #include "sema.h"
 
 typedef struct Case {
@@ -80,6 +89,42 @@ static const Case cases[] = {
     {CG, "atomics", "BLOCK=32", "n=100", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=32 BN=64", "M=70 N=300", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=4 BN=128", "M=9 N=129", 1, 2, NULL, 1e-5, 1e-5},
+    /* erf (2 ulp on the GPU, about 1 in the C library), fma (one rounding on both)
+       and clamp */
+    {CG, "mathx", "T=f32 BLOCK=128", "n=1000", 4, 2, NULL, 3e-7, 3e-7},
+    {CG, "mathx", "T=f16 BLOCK=256", "n=777", 4, 2, NULL, 1e-3, 1e-3},
+    {CG, "mathx", "T=bf16 BLOCK=64", "n=333", 2, 2, NULL, 1e-2, 1e-2},
+    /* scans along axes held by registers, lanes and warps (f32 sums in another
+       order) */
+    {CG, "scans", "N=32 BM=16", "M=50", 4, 2, NULL, 1e-5, 1e-4},
+    {CG, "scans", "N=128 BM=4", "M=9", 8, 2, NULL, 1e-5, 1e-4},
+    {CG, "scans", "N=8 BM=64", "M=100", 2, 2, NULL, 1e-5, 1e-4},
+    {CG, "scans", "N=256 BM=1", "M=3", 4, 2, NULL, 1e-5, 2e-4},
+    /* argmax / argmin with ties and NaNs: the same indices */
+    {CG, "argx", "T=f32 BM=16 N=64", "", 4, 2, NULL, 0, 0},
+    {CG, "argx", "T=f16 BM=64 N=32", "", 8, 2, NULL, 0, 0},
+    {CG, "argx", "T=bf16 BM=2 N=256", "", 4, 2, NULL, 0, 0},
+    /* reduce with combine functions, xor_sum, max(return_indices=True): exact */
+    {CG, "reducefn", "BM=16 N=64", "", 4, 2, "k=-100000:100000", 0, 0},
+    {CG, "reducefn", "BM=128 N=8", "", 8, 2, "k=-100000:100000", 0, 0},
+    {CG, "reducefn", "BM=2 N=512", "", 4, 2, "k=-100000:100000", 0, 0},
+    /* rand: the same bits; randn: logf and cosf of the GPU */
+    {CG, "philox", "BLOCK=256", "n=3000 seed=1234 p=0.3", 4, 2, NULL, 0, 0},
+    {CG, "philox", "BLOCK=64", "n=100 seed=-7 p=0.5", 2, 2, NULL, 0, 0},
+    {CG, "gauss", "BLOCK=128", "n=5000 seed=42", 4, 2, NULL, 1e-5, 2e-6},
+    /* early returns, while, static_range */
+    {CG, "control", "BLOCK=128 NP=16", "n=1000 k=5 lo=0.25", 4, 2, "x=-5:5", 1e-6, 1e-6},
+    {CG, "control", "BLOCK=64 NP=32", "n=700 k=-1 lo=0.25", 2, 2, "x=-5:5", 1e-6, 1e-6},
+    {CG, "control", "BLOCK=256 NP=8", "n=1000 k=200 lo=-0.5", 8, 2, "x=-5:5", 1e-6, 1e-6},
+    {CG, "mmw", "T=f16 BM=64 BN=64 BK=32", "M=100 N=90 K=70", 4, 2, NULL, 1e-3, 2e-3},
+    {CG, "mmw", "T=f32 BM=32 BN=32 BK=16", "M=50 N=45 K=20", 4, 2, NULL, 1e-5, 1e-5},
+    {CG, "returns", "", "lim=1", 1, 2, NULL, 0, 0},
+    {CG, "returns", "", "lim=0", 2, 2, NULL, 0, 0},
+    /* @, reshape, 3-D permute, trans with dims, methods */
+    {CG, "shapes", "T=f16 BM=32 BN=32 BK=32", "", 4, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
+    {CG, "shapes", "T=f32 BM=16 BN=64 BK=16", "", 4, 2, "a=-1:1 b=-1:1", 1e-5, 1e-5},
+    /* device_print (the lines go to standard output) */
+    {CG, "printer", "", "", 1, 2, "x=-100:100", 0, 0},
     /* the Triton-style matmul with runtime sizes: multiples of 16 (launches
        specialise on them: 16-byte cp.async pipelines) and odd sizes (scalar
        loads), default and small tiles */
@@ -214,6 +259,34 @@ typedef struct Buffer {
   uint64_t dev;
 } Buffer;
 
+/* The case's kernel specialised with its constexprs (stored in binds) and
+ * configuration; NULL after reporting why. */
+static IrKernel *specialise_case(FaCompiler *fc, const char *path, const Case *c, const char *label,
+                                 FaBinding *binds, int *nb) {
+  const Source *src = fa_source_read(fc, path);
+  Node *mod = src ? fa_parse(fc, src) : NULL;
+  FaProgram *p = mod ? fa_program_check(fc, mod) : NULL;
+  FaKernelInfo *ki = p ? fa_program_kernel(p, c->kernel) : NULL;
+  if (!ki) {
+    fprintf(stderr, "FAIL %s: cannot load the kernel\n", label);
+    return NULL;
+  }
+  *nb = 0;
+  for (int i = 0; i < ki->nparams && *nb < 32; i++) {
+    char v[64];
+    if (ki->params[i].kind == PARAM_CONSTEXPR && lookup(c->constexprs, ki->params[i].name, v, sizeof v)) {
+      binds[*nb].name = ki->params[i].name;
+      if (!fa_const_parse(v, &binds[*nb].value)) {
+        fprintf(stderr, "FAIL %s: bad constexpr %s\n", label, v);
+        return NULL;
+      }
+      (*nb)++;
+    }
+  }
+  FaLaunchConfig cfg = {c->warps, c->stages};
+  return fa_specialize(fc, p, ki, binds, *nb, cfg);
+}
+
 static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", srcdir, c->file);
@@ -229,29 +302,9 @@ static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
   fadsl_args *args = NULL;
 
   /* the interpreter's specialisation */
-  const Source *src = fa_source_read(&fc, path);
-  Node *mod = src ? fa_parse(&fc, src) : NULL;
-  FaProgram *p = mod ? fa_program_check(&fc, mod) : NULL;
-  FaKernelInfo *ki = p ? fa_program_kernel(p, c->kernel) : NULL;
-  if (!ki) {
-    fprintf(stderr, "FAIL %s: cannot load the kernel\n", label);
-    goto done;
-  }
   FaBinding binds[32];
   int nb = 0;
-  for (int i = 0; i < ki->nparams && nb < 32; i++) {
-    char v[64];
-    if (ki->params[i].kind == PARAM_CONSTEXPR && lookup(c->constexprs, ki->params[i].name, v, sizeof v)) {
-      binds[nb].name = ki->params[i].name;
-      if (!fa_const_parse(v, &binds[nb].value)) {
-        fprintf(stderr, "FAIL %s: bad constexpr %s\n", label, v);
-        goto done;
-      }
-      nb++;
-    }
-  }
-  FaLaunchConfig cfg = {c->warps, c->stages};
-  IrKernel *ir = fa_specialize(&fc, p, ki, binds, nb, cfg);
+  IrKernel *ir = specialise_case(&fc, path, c, label, binds, &nb);
   in = ir ? fa_interp_new(&fc, ir) : NULL;
   if (!in) {
     fprintf(stderr, "FAIL %s: cannot specialise\n", label);
@@ -420,6 +473,116 @@ done:
   return failed;
 }
 
+/* ---- compiling (gpu_codegen SRCDIR --compile): NVRTC, no GPU --------------------------------------- */
+
+/* The facts a launch with the case's scalars gives the plan (the runtime's
+ * rule, compute_facts in runtime/launch.c; the buffers it allocates are
+ * aligned, so the pointers give none): the variant the GPU run compiles. */
+static int case_facts(const Case *c, const IrFunction *fn, FaArgFact *facts, int max) {
+  int n = 0;
+  for (int i = 0; i < fn->nparams && n < max; i++) {
+    const IrValue *v = fn->params[i].value;
+    char text[64];
+    if (v->type.dtype == DT_PTR || !fa_dtype_is_int(v->type.dtype) ||
+        !lookup(c->scalars, fn->params[i].name, text, sizeof text))
+      continue;
+    if (fa_arg_fact_of_int(fn->params[i].name, strtoll(text, NULL, 10), &facts[n]))
+      n++;
+  }
+  return n;
+}
+
+static int compile_case(const char *srcdir, const Case *c, const FaNvrtcApi *api, const char *arch) {
+  char path[4096], label[600];
+  snprintf(path, sizeof path, "%s/%s", srcdir, c->file);
+  FaCompiler fc;
+  fa_compiler_init(&fc, stderr);
+  FaBinding binds[32];
+  int nb = 0, failed = 1;
+  snprintf(label, sizeof label, "%s [%s] warps=%d stages=%d %s", c->kernel, c->constexprs, c->warps, c->stages, arch);
+  IrKernel *ir = specialise_case(&fc, path, c, label, binds, &nb);
+  FaArgFact facts[32];
+  int nf = ir ? case_facts(c, ir->device, facts, 32) : 0;
+  if (nf > 0) {
+    StrBuf sb;
+    fa_sb_init(&sb);
+    fa_arg_facts_print(facts, nf, &sb);
+    snprintf(label, sizeof label, "%s [%s] warps=%d stages=%d assume=[%s] %s", c->kernel, c->constexprs, c->warps,
+             c->stages, sb.data ? sb.data : "", arch);
+    fa_sb_free(&sb);
+  }
+  FaCudaTarget target;
+  FaCudaKernel ck;
+  FaCudaPlan plan;
+  bool planned = ir && fa_cuda_target_parse(arch, &target) && fa_cuda_plan(&fc, ir, target, facts, nf, &plan);
+  bool emitted = planned && fa_emit_cuda_plan(&plan, &ck);
+  if (planned)
+    fa_cuda_plan_free(&plan);
+  if (!emitted) {
+    fprintf(stderr, "FAIL %s: could not emit CUDA\n", label);
+    fa_compiler_free(&fc);
+    return 1;
+  }
+  int nh = 0;
+  const FaEmbeddedHeader *hs = fa_device_headers(&nh);
+  const char *names[16], *texts[16];
+  for (int i = 0; i < nh && i < 16; i++) {
+    names[i] = hs[i].name;
+    texts[i] = hs[i].text;
+  }
+  FaNvrtcOptions opt;
+  fa_nvrtc_options_init(&opt, arch);
+  FaNvrtcOutput out;
+  memset(&out, 0, sizeof out);
+  StrBuf err;
+  fa_sb_init(&err);
+  fadsl_status st = fa_nvrtc_compile(api, ck.source, "codegen.cu", names, texts, nh < 16 ? nh : 16, &opt, &out, &err);
+  if (st != FADSL_SUCCESS)
+    fprintf(stderr, "FAIL %s: NVRTC: %s\n", label, err.data ? err.data : out.log);
+  else if (out.log && strstr(out.log, "warning"))
+    fprintf(stderr, "FAIL %s: NVRTC warned about the generated code:\n%s\n", label, out.log);
+  else
+    failed = 0;
+  if (!failed)
+    printf("ok   %s\n", label);
+  fflush(stdout);
+  fa_sb_free(&err);
+  fa_nvrtc_output_free(&out);
+  fa_compiler_free(&fc);
+  return failed;
+}
+
+static int compile_all(const char *srcdir, const char *filter) {
+  FaCudaLoader loader;
+  fa_loader_init(&loader, 0);
+  const char *why = NULL;
+  const FaNvrtcApi *api = fa_loader_nvrtc(&loader, &why);
+  if (!api) {
+    printf("SKIP: NVRTC could not be loaded (%s)\n", why ? why : "?");
+    fa_loader_free(&loader);
+    return 77;
+  }
+  bool every = getenv("FADSL_CODEGEN_COMPILE") && !strcmp(getenv("FADSL_CODEGEN_COMPILE"), "all");
+  static const char *const archs[] = {"sm_80", "sm_90a"};
+  int failures = 0, run = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const Case *c = &cases[i];
+    if (strcmp(c->file, CG) || (filter && !strstr(c->kernel, filter)))
+      continue;
+    bool seen = false;
+    for (size_t j = 0; j < i && !every; j++)
+      seen = seen || !strcmp(cases[j].kernel, c->kernel);
+    if (seen)
+      continue;
+    for (int a = 0; a < 2; a++, run++)
+      failures += compile_case(srcdir, c, api, archs[a]);
+  }
+  printf("%d of %d compiles succeeded (%s)\n", run - failures, run,
+         every ? "every case" : "one case per kernel; FADSL_CODEGEN_COMPILE=all for every case");
+  fa_loader_free(&loader);
+  return failures ? 1 : 0;
+}
+
 /* ---- timing (gpu_codegen SRCDIR bench): not part of the test ------------------------------------- */
 
 typedef struct BenchCase {
@@ -547,6 +710,8 @@ static void bench(const char *srcdir, fadsl_context *ctx, const char *only) {
 int main(int argc, char **argv) {
   const char *srcdir = argc > 1 ? argv[1] : ".";
   const char *filter = argc > 2 ? argv[2] : NULL;
+  if (filter && !strcmp(filter, "--compile"))
+    return compile_all(srcdir, argc > 3 ? argv[3] : NULL);
   const char *seed_env = getenv("FADSL_TEST_SEED");
   uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
   printf("seed %llu (FADSL_TEST_SEED reproduces it)\n", (unsigned long long)seed);

@@ -17,7 +17,13 @@
  *     rsqrt.approx.ftz.f32 (2 ulp).  Everything else (sqrt, division, sin,
  *     cos, tanh, pow, fmod) is the IEEE-rounded or library-accurate CUDA
  *     builtin, like the interpreter's C library calls.
- *   - maximum/minimum propagate NaN (max.NaN.f32).
+ *   - maximum/minimum propagate NaN (max.NaN.f32); maxnum/minnum ignore a NaN
+ *     operand (max.f32: IEEE maxNum).
+ *   - erf is the CUDA builtin erff (2 ulp), fma is fma.rn (one rounding; on
+ *     f16/bf16 the f32 fma is rounded to the format, like the interpreter).
+ *   - rand / randn: Philox 4x32 and the conversions of the interpreter
+ *     (interp.c), bit for bit for rand; randn's Box-Muller uses logf, cosf
+ *     (1 and 2 ulp) and sqrtf (IEEE), so it agrees to a few ulp.
  *   - float -> int conversions truncate and saturate, NaN gives 0 (cvt.rzi).
  *   - shifts by the operand's width or more give 0 (or the sign for >> of a
  *     negative signed value).
@@ -251,6 +257,18 @@ FA_DEV float abs(float x) { return ::fabsf(x); }
 FA_DEV float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
 FA_DEV float pow(float x, float y) { return ::powf(x, y); }
 FA_DEV float mod(float x, float y) { return ::fmodf(x, y); }
+FA_DEV float erf(float x) { return ::erff(x); }
+FA_DEV float fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+FA_DEV float maxnum(float a, float b) {
+  float r;
+  asm("max.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+FA_DEV float minnum(float a, float b) {
+  float r;
+  asm("min.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
 FA_DEV float maximum(float a, float b) {
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
@@ -277,6 +295,10 @@ FA_DEV double abs(double x) { return ::fabs(x); }
 FA_DEV double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
 FA_DEV double pow(double x, double y) { return ::pow(x, y); }
 FA_DEV double mod(double x, double y) { return ::fmod(x, y); }
+FA_DEV double erf(double x) { return ::erf(x); }
+FA_DEV double fma(double a, double b, double c) { return __fma_rn(a, b, c); }
+FA_DEV double maxnum(double a, double b) { return ::fmax(a, b); }
+FA_DEV double minnum(double a, double b) { return ::fmin(a, b); }
 FA_DEV double maximum(double a, double b) { return (a != a || a > b) ? a : (b != b ? b : (a == b ? a : b)); }
 FA_DEV double minimum(double a, double b) { return (a != a || a < b) ? a : (b != b ? b : (a == b ? a : b)); }
 
@@ -289,7 +311,9 @@ FA_DEV double minimum(double a, double b) { return (a != a || a < b) ? a : (b !=
   FA_HALF_MATH1(T, exp2) FA_HALF_MATH1(T, log2) FA_HALF_MATH1(T, exp) FA_HALF_MATH1(T, log)        \
   FA_HALF_MATH1(T, sqrt) FA_HALF_MATH1(T, rsqrt) FA_HALF_MATH1(T, sin) FA_HALF_MATH1(T, cos)       \
   FA_HALF_MATH1(T, tanh) FA_HALF_MATH1(T, floor) FA_HALF_MATH1(T, ceil) FA_HALF_MATH1(T, sigmoid)  \
-  FA_HALF_MATH2(T, pow) FA_HALF_MATH2(T, mod)                                                      \
+  FA_HALF_MATH1(T, erf) FA_HALF_MATH2(T, pow) FA_HALF_MATH2(T, mod)                                \
+  FA_HALF_MATH2(T, maxnum) FA_HALF_MATH2(T, minnum)                                                \
+  FA_DEV T fma(T a, T b, T c) { return Convert<T>::from(__fmaf_rn(to_f32(a), to_f32(b), to_f32(c))); } \
   FA_DEV T abs(T x) {                                                                              \
     T r;                                                                                           \
     r.bits = (unsigned short)(x.bits & 0x7fffu);                                                   \
@@ -307,6 +331,9 @@ FA_HALF_MATH(bf16)
 template <class I> FA_DEV I abs(I x) { return x < 0 ? (I)-x : x; }
 template <class I> FA_DEV I maximum(I a, I b) { return a > b ? a : b; }
 template <class I> FA_DEV I minimum(I a, I b) { return a < b ? a : b; }
+template <class I> FA_DEV I maxnum(I a, I b) { return a > b ? a : b; }
+template <class I> FA_DEV I minnum(I a, I b) { return a < b ? a : b; }
+template <class I> FA_DEV I fma(I a, I b, I c) { return (I)((unsigned long long)a * (unsigned long long)b + (unsigned long long)c); }
 /* Integer division and remainder are total, as in the interpreter: lanes
    that a where() or a mask discards may divide by zero, and C++ leaves that
    (and MIN / -1) undefined.  a / 0 is 0 and a % 0 is a, so that
@@ -349,6 +376,51 @@ template <class I> FA_DEV I shr(I a, I b) {
 }
 FA_DEV bool shl(bool a, bool b) { return b ? false : a; }
 FA_DEV bool shr(bool a, bool b) { return b ? false : a; }
+
+/* ---- random numbers (tl.rand / tl.randn) ------------------------------------------
+ * Philox 4x32 (Salmon et al., SC'11) on the counter (offset, 0, 0, 0) and the
+ * key (seed & 0xffffffff, seed >> 32), ROUNDS rounds. */
+FA_DEV unsigned umulhi(unsigned a, unsigned b) {
+  unsigned r;
+  asm("mul.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <int ROUNDS> FA_DEV void philox4x32(unsigned (&c)[4], unsigned k0, unsigned k1) {
+#pragma unroll
+  for (int r = 0; r < ROUNDS; ++r) {
+    const unsigned hi0 = umulhi(0xD2511F53u, c[0]), lo0 = 0xD2511F53u * c[0];
+    const unsigned hi1 = umulhi(0xCD9E8D57u, c[2]), lo1 = 0xCD9E8D57u * c[2];
+    const unsigned n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
+    c[0] = n0;
+    c[1] = lo1;
+    c[2] = n2;
+    c[3] = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+/* A uint32 as a float in [0, 1): read as an int32, folded onto [0, 2^31)
+ * (x < 0: -x - 1), converted to f32 and scaled by the f32 below 2^-31. */
+FA_DEV float philox_uniform(unsigned u) {
+  const unsigned m = (u >> 31) ? ~u : u;
+  return __int2float_rn((int)m) * 0x1.fffffep-32f;
+}
+template <int ROUNDS> FA_DEV float rand_uniform(long long seed, int offset) {
+  unsigned c[4] = {(unsigned)offset, 0u, 0u, 0u};
+  philox4x32<ROUNDS>(c, (unsigned)seed, (unsigned)((unsigned long long)seed >> 32));
+  return philox_uniform(c[0]);
+}
+/* Box-Muller on the first two outputs, as Triton's randn. */
+template <int ROUNDS> FA_DEV float rand_normal(long long seed, int offset) {
+  unsigned c[4] = {(unsigned)offset, 0u, 0u, 0u};
+  philox4x32<ROUNDS>(c, (unsigned)seed, (unsigned)((unsigned long long)seed >> 32));
+  float u1 = philox_uniform(c[0]);
+  const float u2 = philox_uniform(c[1]);
+  u1 = u1 < 1.0e-7f ? 1.0e-7f : u1;
+  const float th = __fmul_rn(6.283185307179586f, u2);
+  const float r = ::sqrtf(__fmul_rn(-2.0f, ::logf(u1)));
+  return __fmul_rn(r, ::cosf(th));
+}
 
 } // namespace fa
 

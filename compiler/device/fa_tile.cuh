@@ -134,6 +134,11 @@ FA_DEV long long shfl_xor(long long v, int m) {
   unsigned lo = shfl_xor_u32((unsigned)u, m), hi = shfl_xor_u32((unsigned)(u >> 32), m);
   return (long long)(((unsigned long long)hi << 32) | lo);
 }
+FA_DEV half shfl_xor(half v, int m) { return half{(unsigned short)shfl_xor_u32(v.bits, m)}; }
+FA_DEV bf16 shfl_xor(bf16 v, int m) { return bf16{(unsigned short)shfl_xor_u32(v.bits, m)}; }
+FA_DEV bool shfl_xor(bool v, int m) { return shfl_xor_u32(v ? 1u : 0u, m) != 0; }
+FA_DEV signed char shfl_xor(signed char v, int m) { return (signed char)shfl_xor_u32((unsigned)(int)v, m); }
+FA_DEV short shfl_xor(short v, int m) { return (short)shfl_xor_u32((unsigned)(int)v, m); }
 FA_DEV double shfl_xor(double v, int m) {
   long long b;
   asm("mov.b64 %0, %1;" : "=l"(b) : "d"(v));
@@ -197,6 +202,89 @@ FA_DEV void reduce(T (&dst)[ND], const T (&src)[NS], int lane, int warp, void *s
     }
     __syncthreads();
   }
+}
+
+/* ---- scans --------------------------------------------------------------------------------------------- *
+ * An inclusive scan along one axis, in whatever layout the block has.  The
+ * axis's flat-index bits, from the lowest, are each selected by one bit of the
+ * register index, lane or warp; STEPS lists them in that order, coded as r
+ * (register bit r), 32 + l (lane bit l) or 64 + w (warp bit w).  The scan runs
+ * on the hypercube of those bits, lowest first: every element keeps the total
+ * of its sub-cube and its prefix within it; joining two sub-cubes, the later
+ * one's prefixes take the earlier one's total in front.  T is a struct with
+ * `static T combine(const T &earlier, const T &later)` and `T shfl_xor(int)
+ * const`; REVERSE scans from the last element (the higher index is earlier).
+ * The warp steps exchange totals through `smem` (warps * 32 * N elements of
+ * T), free on entry and exit. */
+template <bool REVERSE, int S, class T, int N>
+FA_DEV void scan_step(T (&pre)[N], T (&tot)[N], int lane, int warp, void *smem) {
+  if constexpr (S < 32) {
+    constexpr int m = 1 << S;
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      if (e & m)
+        continue;
+      const int first = REVERSE ? (e | m) : e, later = REVERSE ? e : (e | m);
+      const T t = T::combine(tot[first], tot[later]);
+      pre[later] = T::combine(tot[first], pre[later]);
+      tot[e] = t;
+      tot[e | m] = t;
+    }
+  } else {
+    T other[N];
+    if constexpr (S < 64) {
+#pragma unroll
+      for (int e = 0; e < N; ++e)
+        other[e] = tot[e].shfl_xor(1 << (S - 32));
+    } else {
+      T *buf = static_cast<T *>(smem);
+#pragma unroll
+      for (int e = 0; e < N; ++e)
+        buf[(warp * 32 + lane) * N + e] = tot[e];
+      __syncthreads();
+      const int partner = warp ^ (1 << (S - 64));
+#pragma unroll
+      for (int e = 0; e < N; ++e)
+        other[e] = buf[(partner * 32 + lane) * N + e];
+      __syncthreads();
+    }
+    const int bit = S < 64 ? (lane >> (S - 32)) & 1 : (warp >> (S - 64)) & 1;
+    const bool later = REVERSE ? bit == 0 : bit == 1;
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      if (later) {
+        pre[e] = T::combine(other[e], pre[e]);
+        tot[e] = T::combine(other[e], tot[e]);
+      } else {
+        tot[e] = T::combine(tot[e], other[e]);
+      }
+    }
+  }
+}
+
+template <bool REVERSE, class T, int N> FA_DEV void scan_steps(T (&)[N], T (&)[N], int, int, void *) {}
+template <bool REVERSE, int S, int... REST, class T, int N>
+FA_DEV void scan_steps(T (&pre)[N], T (&tot)[N], int lane, int warp, void *smem) {
+  scan_step<REVERSE, S>(pre, tot, lane, warp, smem);
+  scan_steps<REVERSE, REST...>(pre, tot, lane, warp, smem);
+}
+
+template <bool REVERSE, int... STEPS, class T, int N> FA_DEV void scan(T (&v)[N], int lane, int warp, void *smem) {
+  T tot[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e)
+    tot[e] = v[e];
+  scan_steps<REVERSE, STEPS...>(v, tot, lane, warp, smem);
+}
+
+/* Every element becomes the combination (in index order) of all the elements
+ * along the axis: a reduction's result, in each of its copies. */
+template <int... STEPS, class T, int N> FA_DEV void combine_all(T (&v)[N], int lane, int warp, void *smem) {
+  T pre[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e)
+    pre[e] = v[e];
+  scan_steps<false, STEPS...>(pre, v, lane, warp, smem);
 }
 
 /* ---- bit-level packing of elements ------------------------------------------------------------------- */
