@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "modules.h"
 #include "sema_internal.h"
 
 typedef struct Checker {
@@ -657,6 +658,9 @@ static void *freeze(FaCompiler *fc, PtrVec *v) {
 
 FaProgram *fa_program_check(FaCompiler *fc, const Node *module) {
   if (!module || module->kind != N_MODULE)
+    return NULL;
+  /* what the module imports, linked in (modules.c) */
+  if (!(module = fa_modules_link(fc, module)))
     return NULL;
   int errors0 = fc->diag.errors;
   Checker C;
