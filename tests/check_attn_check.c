@@ -112,7 +112,7 @@ static float *output(Data *t, int w) {
 }
 
 static FaAttnCheckResult check(const Data *t, const FaAttnCheckOptions *o) {
-  FaAttnData d = {DT_F32, t->q, t->k, t->v, t->dO, t->o, t->dq, t->dk, t->dv, t->lse2};
+  FaAttnData d = {DT_F32, t->q, t->k, t->v, t->dO, t->o, t->dq, t->dk, t->dv, t->lse2, NULL, NULL};
   FaAttnCheckResult r;
   if (!fa_attn_check(&t->s, &d, o, &r)) {
     printf("  FAIL: fa_attn_check ran out of memory\n");

@@ -104,7 +104,7 @@ static int failures;
 /* Every output against float64, every element (the checker's full mode). */
 static void check_all(const FaAttnShape *s, DType dt, const void *q, const void *k, const void *v, const void *dO,
                       const void *o, const float *lse2, const void *dq, const void *dk, const void *dv) {
-  FaAttnData d = {dt, q, k, v, dO, o, dq, dk, dv, lse2};
+  FaAttnData d = {dt, q, k, v, dO, o, dq, dk, dv, lse2, NULL, NULL};
   FaAttnCheckOptions opt = fa_attn_check_defaults();
   opt.full_work = HUGE_VAL;
   FaAttnCheckResult r;
