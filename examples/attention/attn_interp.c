@@ -17,6 +17,12 @@
 #ifndef FADSL_ATTENTION_DATA
 #define FADSL_ATTENTION_DATA "/usr/local/share/fadsl/attention.fa"
 #endif
+#ifndef FADSL_ATTENTION_VARIANTS_SRC
+#define FADSL_ATTENTION_VARIANTS_SRC "examples/attention/attention_variants.fa"
+#endif
+#ifndef FADSL_ATTENTION_VARIANTS_DATA
+#define FADSL_ATTENTION_VARIANTS_DATA "/usr/local/share/fadsl/attention_variants.fa"
+#endif
 
 const char *fa_attn_find_program(const char *override) {
   if (override)
@@ -30,6 +36,21 @@ const char *fa_attn_find_program(const char *override) {
     return FADSL_ATTENTION_DATA;
   fprintf(stderr, "fadsl: attention.fa not found (looked for %s and %s); give its path with --program\n",
           FADSL_ATTENTION_SRC, FADSL_ATTENTION_DATA);
+  return NULL;
+}
+
+const char *fa_attn_find_variants_program(const char *override) {
+  if (override)
+    return override;
+  const char *env = getenv("FADSL_ATTENTION_VARIANTS_PROGRAM");
+  if (env && *env)
+    return env;
+  if (access(FADSL_ATTENTION_VARIANTS_SRC, R_OK) == 0)
+    return FADSL_ATTENTION_VARIANTS_SRC;
+  if (access(FADSL_ATTENTION_VARIANTS_DATA, R_OK) == 0)
+    return FADSL_ATTENTION_VARIANTS_DATA;
+  fprintf(stderr, "fadsl: attention_variants.fa not found (looked for %s and %s); give its path with --program\n",
+          FADSL_ATTENTION_VARIANTS_SRC, FADSL_ATTENTION_VARIANTS_DATA);
   return NULL;
 }
 

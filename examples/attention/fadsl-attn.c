@@ -7,6 +7,8 @@
  *   fadsl-attn --interpret|--gpu --shape B,H,KVH,N,D [--backward] [--seed N] [--check] ...
  *   fadsl-attn --gpu --shape B,H,KVH,N,D --bench [--json FILE] [--block-q N --block-k N]
  *              [--warps N] [--stages N] ...
+ *   variants (any of them, combined): [--window L,R] [--softcap C] [--alibi SLOPES.npy]
+ *              [--sinks SINKS.npy [--dsinks OUT.npy]] [--cu-seqlens OFFS.npy]
  *
  * q is [B, H, Nq, D]; k and v are [B, KVH, Nkv, D] with H a multiple of KVH
  * (grouped-query attention).  Inputs may be float16 or float32 .npy files and
@@ -22,6 +24,14 @@
  * of every kernel is printed with where it came from.  --bench times the
  * forward pass and the backward pass (attn_bwd_d + attn_bwd_dkdv +
  * attn_bwd_dq) with CUDA events.
+ *
+ * Variants (docs/variants.md) run attention_variants.fa (or --program, e.g.
+ * variants/window.fa): --window L,R lets query i see keys i-L .. i+R (-1:
+ * unbounded; --causal sets R = 0); --softcap C caps the scaled scores s to
+ * C tanh(s / C); --alibi adds -slope_h |i - j| (float32 [H]); --sinks adds
+ * exp(sink_h) to every row's denominator (float32 [H]) and --dsinks writes
+ * their gradient; --cu-seqlens (int32 [nseq + 1]) packs variable-length
+ * sequences along N of q [1, H, total, D] and k, v [1, KVH, total, D].
  *
  * Exit status: 0 success, 1 errors (or --check beyond the bounds, or NaN),
  * 2 usage.
@@ -40,6 +50,7 @@
 #include "attention_ref.h"
 #include "attn_check.h"
 #include "attn_interp.h"
+#include "attn_variant.h"
 #include "fadsl.h"
 #include "fadsl_attention.h"
 #include "interp.h"
@@ -51,6 +62,10 @@ typedef struct Options {
   bool interpret, gpu, causal, check, backward, bench;
   DType dtype;
   const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
+  const char *alibi, *sinks, *dsinks, *cu_seqlens;   /* variants' files */
+  bool has_window;
+  int window[2];                                      /* left, right; -1 unbounded */
+  double softcap;
   double scale;
   bool has_scale, has_shape, has_seed;
   int shape[6];         /* B, H, KVH, Nq, Nkv, D */
@@ -95,6 +110,14 @@ static void usage(FILE *f) {
         "  --block-q N, --block-k N  tile sizes (interpreter default 32 and 32; on the GPU they fix\n"
         "                       the config, which otherwise comes from the tuning database or the default)\n"
         "  --warps N, --stages N  (--gpu) fix warps and pipeline stages\n"
+        "Variants (any combination; they run attention_variants.fa unless --program names another):\n"
+        "  --window L,R         query i sees keys i-L .. i+R (-1: unbounded on that side; --causal: R = 0)\n"
+        "  --softcap C          scores s = scale q.k become C tanh(s / C), before masking and softmax\n"
+        "  --alibi SLOPES.npy   float32 [H]: -slope_h |i - j| is added to the scores\n"
+        "  --sinks SINKS.npy    float32 [H]: exp(sink_h) joins every row's softmax denominator\n"
+        "  --dsinks OUT.npy     with --sinks and the backward pass: their gradient [H] (float32)\n"
+        "  --cu-seqlens OFFS.npy  int32 [nseq + 1]: sequences packed along N of q [1, H, total, D] and\n"
+        "                       k, v [1, KVH, total, D]; attention only within a sequence (causal within it)\n"
         "  --threads N          interpreter and float64-check threads (default: one per CPU)\n"
         "  --device N           (--gpu) CUDA device (default 0)\n"
         "  --program FILE       attention.fa to use (default: --interpret the installed or source copy,\n"
@@ -138,7 +161,8 @@ static int parse_options(int argc, char **argv, Options *o) {
     } files[] = {{"--q", &o->q},       {"--k", &o->k},     {"--v", &o->v},       {"--do", &o->dO},
                  {"--o", &o->o},       {"--lse", &o->lse}, {"--dq", &o->dq},     {"--dk", &o->dk},
                  {"--dv", &o->dv},     {"--program", &o->program}, {"--json", &o->json},
-                 {"--save-inputs", &o->save_inputs}};
+                 {"--save-inputs", &o->save_inputs}, {"--alibi", &o->alibi}, {"--sinks", &o->sinks},
+                 {"--dsinks", &o->dsinks}, {"--cu-seqlens", &o->cu_seqlens}};
     bool matched = false;
     for (int f = 0; f < FA_ARRAY_LEN(files); f++)
       if (!strcmp(a, files[f].opt)) {
@@ -194,6 +218,21 @@ static int parse_options(int argc, char **argv, Options *o) {
       if (!val || (o->scale = strtod(val, &e), *e) || e == val || !(o->scale > 0) || !isfinite(o->scale))
         return usage_error("--scale needs a positive number", a);
       o->has_scale = true;
+      i++;
+    } else if (!strcmp(a, "--window")) {
+      char *e1, *e2;
+      long l = val ? strtol(val, &e1, 10) : 0, r = 0;
+      bool ok = val && e1 != val && *e1 == ',' && (r = strtol(e1 + 1, &e2, 10), e2 != e1 + 1 && !*e2);
+      if (!ok || l < -1 || r < -1 || l > (1L << 30) || r > (1L << 30))
+        return usage_error("--window wants L,R (each >= 0, or -1 for unbounded), not '%s'", val ? val : "");
+      o->has_window = true;
+      o->window[0] = (int)l;
+      o->window[1] = (int)r;
+      i++;
+    } else if (!strcmp(a, "--softcap")) {
+      char *e;
+      if (!val || (o->softcap = strtod(val, &e), *e) || e == val || !(o->softcap > 0) || !isfinite(o->softcap))
+        return usage_error("--softcap needs a positive number", a);
       i++;
     } else if (!strcmp(a, "--min-ms")) {
       char *e;
@@ -261,6 +300,10 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if ((o->dq || o->dk || o->dv) && !o->dO && !o->backward)
     return usage_error("%s", "--dq/--dk/--dv need --do (the backward pass)");
+  if (o->dsinks && !o->sinks)
+    return usage_error("%s", "--dsinks is the gradient of --sinks: give --sinks too");
+  if (o->dsinks && !o->dO && !o->backward)
+    return usage_error("%s", "--dsinks needs the backward pass (--do, or --backward with --shape)");
   if (o->interpret && !o->block_q)
     o->block_q = o->block_k = 32;
   if (o->interpret && (o->block_q % o->block_k && o->block_k % o->block_q))
@@ -341,6 +384,80 @@ static void free_tensor(Tensor *t) {
   t->data = NULL;
 }
 
+/* The variant of a run: what the options ask for and the arrays they name. */
+typedef struct Variant {
+  bool on;                      /* some variant option was given */
+  FaAttnVariant v;
+  float *alibi, *sinks;         /* [H] */
+  int32_t *cu;                  /* [nseq + 1] */
+} Variant;
+
+/* A 1-D .npy of `n` elements (n < 0: any), converted to `to` (DT_F32 or
+ * DT_I32); float16/float32 for floats, int32 (or int64 that fits) for ints. */
+static void *read_vector(const char *what, const char *path, DType to, int64_t n, int64_t *got) {
+  FaNpy a;
+  char err[600];
+  if (!fa_npy_read(path, &a, err, sizeof err)) {
+    fprintf(stderr, "fadsl-attn: --%s: %s\n", what, err);
+    return NULL;
+  }
+  bool is_float = a.dtype == DT_F32 || a.dtype == DT_F16;
+  bool is_int = a.dtype == DT_I32 || a.dtype == DT_I64;
+  void *out = NULL;
+  if (a.ndim != 1 || (to == DT_F32 ? !is_float : !is_int)) {
+    fprintf(stderr, "fadsl-attn: --%s %s: want a 1-D %s array, got a %d-D %s array\n", what, path,
+            to == DT_F32 ? "float32" : "int32", a.ndim, fa_npy_dtype_name(a.dtype));
+  } else if (n >= 0 && a.shape[0] != n) {
+    fprintf(stderr, "fadsl-attn: --%s %s: want %lld values (one per query head), got %lld\n", what, path,
+            (long long)n, (long long)a.shape[0]);
+  } else if ((out = malloc((size_t)(a.shape[0] ? a.shape[0] : 1) * 4))) {
+    *got = a.shape[0];
+    for (int64_t i = 0; i < a.shape[0]; i++) {
+      double x = fa_host_get(a.dtype, a.data, i);
+      if (to == DT_I32 && (x != (double)(int32_t)x)) {
+        fprintf(stderr, "fadsl-attn: --%s %s: value %g at %lld does not fit int32\n", what, path, x, (long long)i);
+        free(out);
+        out = NULL;
+        break;
+      }
+      if (to == DT_F32)
+        ((float *)out)[i] = (float)x;
+      else
+        ((int32_t *)out)[i] = (int32_t)x;
+    }
+  }
+  fa_npy_free(&a);
+  return out;
+}
+
+/* Reads the variant's arrays once the number of heads is known. */
+static bool read_variant(const Options *o, int H, Variant *var) {
+  memset(var, 0, sizeof *var);
+  var->on = o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens;
+  var->v.window = o->has_window;
+  var->v.window_left = o->has_window ? o->window[0] : -1;
+  var->v.window_right = o->has_window ? o->window[1] : -1;
+  var->v.softcap = o->softcap;
+  int64_t n = 0;
+  if (o->alibi && !(var->alibi = read_vector("alibi", o->alibi, DT_F32, H, &n)))
+    return false;
+  if (o->sinks && !(var->sinks = read_vector("sinks", o->sinks, DT_F32, H, &n)))
+    return false;
+  if (o->cu_seqlens && !(var->cu = read_vector("cu-seqlens", o->cu_seqlens, DT_I32, -1, &n)))
+    return false;
+  var->v.alibi = var->alibi;
+  var->v.sinks = var->sinks;
+  var->v.cu_seqlens_q = var->cu;
+  var->v.nseq = var->cu ? (int)n - 1 : 0;
+  return true;
+}
+
+static void free_variant(Variant *var) {
+  free(var->alibi);
+  free(var->sinks);
+  free(var->cu);
+}
+
 static void *alloc_poisoned(DType dt, int64_t n) {
   void *p = malloc((size_t)(n ? n : 1) * (size_t)fa_dtype_size(dt));
   if (p)
@@ -380,6 +497,7 @@ static double now_s(void) {
 typedef struct Outputs {
   void *o, *dq, *dk, *dv;       /* dtype */
   float *lse2;                  /* base-2 LSE */
+  float *dsinks;                /* [H], with sinks and the backward pass */
 } Outputs;
 
 /* What one kernel's launch used (copied: the library's strings live only as
@@ -405,8 +523,8 @@ typedef struct GpuReport {
 /* ---- the interpreter ----------------------------------------------------------- */
 
 static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
-                            const Tensor *v, const Tensor *dO, bool backward, Outputs *out) {
-  const char *program = fa_attn_find_program(o->program);
+                            const Tensor *v, const Tensor *dO, bool backward, const Variant *var, Outputs *out) {
+  const char *program = var->on ? fa_attn_find_variants_program(o->program) : fa_attn_find_program(o->program);
   if (!program)
     return false;
   FaCompiler fc;
@@ -415,12 +533,12 @@ static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, co
   int threads = o->threads > 0 ? o->threads : 1;
   bool ok = fa_attn_open(&r, &fc, program, o->block_q, o->block_k, threads);
   double t0 = now_s();
-  ok = ok && fa_attn_forward(&r, s, dt, q->data, k->data, v->data, out->o, out->lse2);
+  ok = ok && fa_attn_forward_variant(&r, s, &var->v, dt, q->data, k->data, v->data, out->o, out->lse2);
   double t1 = now_s();
   if (ok)
     printf("forward: %.2f s on the interpreter (BLOCK_Q=%d BLOCK_K=%d)\n", t1 - t0, o->block_q, o->block_k);
-  ok = ok && (!backward || fa_attn_backward(&r, s, dt, q->data, k->data, v->data, out->o, dO->data, out->lse2,
-                                            out->dq, out->dk, out->dv));
+  ok = ok && (!backward || fa_attn_backward_variant(&r, s, &var->v, dt, q->data, k->data, v->data, out->o, dO->data,
+                                                    out->lse2, out->dq, out->dk, out->dv, out->dsinks));
   if (ok && backward)
     printf("backward: %.2f s on the interpreter\n", now_s() - t1);
   fa_compiler_free(&fc);
@@ -435,6 +553,9 @@ typedef struct Gpu {
   const FaAttnShape *s;
   fadsl_attention_dtype dtype;
   uint64_t q, k, v, o, lse, dO, dq, dk, dv, delta, flush;
+  uint64_t alibi, sinks, dsinks, cu;          /* the variant's arrays */
+  bool variant;                 /* through fadsl_attention_forward_ex / _backward_ex with opts */
+  fadsl_attention_options opts;
   size_t flush_bytes;
   size_t allocated;             /* bytes this tool holds for attention (not the L2 flush buffer) */
 } Gpu;
@@ -466,9 +587,12 @@ static bool dev_alloc(Gpu *g, size_t bytes, uint64_t *ptr, const char *what) {
   return true;
 }
 
+static bool dev_upload_bytes(Gpu *g, const void *data, size_t bytes, uint64_t *ptr, const char *what) {
+  return dev_alloc(g, bytes, ptr, what) && rt_ok(g, fadsl_memcpy_htod(g->ctx, *ptr, data, bytes), "copying inputs to the GPU");
+}
+
 static bool dev_upload(Gpu *g, const Tensor *t, DType dt, uint64_t *ptr, const char *what) {
-  size_t bytes = (size_t)t->n * (size_t)fa_dtype_size(dt);
-  return dev_alloc(g, bytes, ptr, what) && rt_ok(g, fadsl_memcpy_htod(g->ctx, *ptr, t->data, bytes), "copying inputs to the GPU");
+  return dev_upload_bytes(g, t->data, (size_t)t->n * (size_t)fa_dtype_size(dt), ptr, what);
 }
 
 /* An output buffer, filled with NaN (all-ones bytes are NaN in f16, bf16 and
@@ -479,14 +603,60 @@ static bool dev_output(Gpu *g, size_t bytes, uint64_t *ptr, const char *what) {
 
 static fadsl_status gpu_forward(Gpu *g) {
   const FaAttnShape *s = g->s;
+  if (g->variant)
+    return fadsl_attention_forward_ex(g->attn, &g->opts, g->q, g->k, g->v, g->o, g->lse, s->B, s->H, s->KVH, s->Nq,
+                                      s->Nkv, s->D, (float)s->scale, g->dtype, NULL);
   return fadsl_attention_forward(g->attn, g->q, g->k, g->v, g->o, g->lse, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D,
                                  s->causal, (float)s->scale, g->dtype, NULL);
 }
 
 static fadsl_status gpu_backward(Gpu *g) {
   const FaAttnShape *s = g->s;
+  if (g->variant)
+    return fadsl_attention_backward_ex(g->attn, &g->opts, g->q, g->k, g->v, g->o, g->lse, g->dO, g->dq, g->dk, g->dv,
+                                       g->delta, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, (float)s->scale, g->dtype,
+                                       NULL);
   return fadsl_attention_backward(g->attn, g->q, g->k, g->v, g->o, g->lse, g->dO, g->dq, g->dk, g->dv, g->delta, s->B,
                                   s->H, s->KVH, s->Nq, s->Nkv, s->D, s->causal, (float)s->scale, g->dtype, NULL);
+}
+
+/* The variant's arrays on the device and the options that name them. */
+static bool gpu_variant(Gpu *g, const Variant *var, bool backward) {
+  const FaAttnShape *s = g->s;
+  fadsl_attention_options_init(&g->opts);
+  g->variant = var->on;
+  g->opts.causal = s->causal;
+  g->opts.window_left = var->v.window ? var->v.window_left : -1;
+  g->opts.window_right = var->v.window ? var->v.window_right : -1;
+  g->opts.softcap = (float)var->v.softcap;
+  size_t hb = (size_t)s->H * 4;
+  if (var->alibi && !dev_upload_bytes(g, var->alibi, hb, &g->alibi, "the ALiBi slopes"))
+    return false;
+  if (var->sinks && !dev_upload_bytes(g, var->sinks, hb, &g->sinks, "the sinks"))
+    return false;
+  if (var->sinks && backward && !dev_output(g, hb, &g->dsinks, "dsinks"))
+    return false;
+  if (var->cu && !dev_upload_bytes(g, var->cu, (size_t)(var->v.nseq + 1) * 4, &g->cu, "cu_seqlens"))
+    return false;
+  g->opts.alibi = g->alibi;
+  g->opts.sinks = g->sinks;
+  g->opts.dsinks = g->dsinks;
+  g->opts.cu_seqlens_q = g->cu;
+  g->opts.nseq = var->v.nseq;
+  for (int i = 0; var->cu && i < var->v.nseq; i++) {
+    int len = var->cu[i + 1] - var->cu[i];
+    if (len > g->opts.max_seqlen_q)
+      g->opts.max_seqlen_q = g->opts.max_seqlen_k = len;
+  }
+  return true;
+}
+
+/* FLOPs of the forward pass (the backward pass: 2.5 times as many): only the
+ * (query, key) pairs the variant lets through count. */
+static double forward_flops(const FaAttnShape *s, const Variant *var) {
+  if (var && var->on)
+    return 4.0 * s->H * fa_attn_variant_pairs(&var->v, s) * s->D;
+  return 4.0 * s->B * s->H * (double)s->Nq * s->Nkv * s->D * (s->causal ? 0.5 : 1.0);
 }
 
 /* Runs one pass and waits for it, so that a fault shows here. */
@@ -587,7 +757,8 @@ static void print_configs(Gpu *g, GpuReport *rep) {
 }
 
 static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
-                    const Tensor *v, const Tensor *dO, bool backward, Outputs *out, GpuReport *rep) {
+                    const Tensor *v, const Tensor *dO, bool backward, const Variant *var, Outputs *out,
+                    GpuReport *rep) {
   Gpu g;
   memset(&g, 0, sizeof g);
   g.s = s;
@@ -630,6 +801,8 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
                    !dev_output(&g, kvbytes, &g.dk, "dk") || !dev_output(&g, kvbytes, &g.dv, "dv") ||
                    !dev_output(&g, fadsl_attention_workspace_bytes(s->B, s->H, s->Nq), &g.delta, "delta")))
     goto done;
+  if (!gpu_variant(&g, var, backward))
+    goto done;
   rep->peak_mib = (double)g.allocated / (1 << 20);
 
   if (!gpu_pass(&g, false, &rep->first_fwd_s))
@@ -651,13 +824,16 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
                    !rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->dk, g.dk, kvbytes), "copying dk back") ||
                    !rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->dv, g.dv, kvbytes), "copying dv back")))
     goto done;
+  if (backward && g.dsinks &&
+      !rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->dsinks, g.dsinks, (size_t)s->H * 4), "copying dsinks back"))
+    goto done;
 
   if (o->bench) {
     /* a buffer larger than any L2 cache, rewritten before every timed run */
     g.flush_bytes = (size_t)256 << 20;
     if (!rt_ok(&g, fadsl_malloc(g.ctx, g.flush_bytes, &g.flush), "allocating the L2 flush buffer"))
       goto done;
-    double fwd_flops = 4.0 * s->B * s->H * (double)s->Nq * s->Nkv * s->D * (s->causal ? 0.5 : 1.0);
+    double fwd_flops = forward_flops(s, var);
     if (!time_pass(&g, o, false, &rep->fwd_ms, &rep->fwd_iters))
       goto done;
     printf("forward:  %9.3f ms  %7.1f TFLOP/s  (median of %d runs)\n", rep->fwd_ms,
@@ -675,7 +851,8 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
   ok = true;
 done:
   if (g.ctx) {
-    uint64_t bufs[] = {g.q, g.k, g.v, g.o, g.lse, g.dO, g.dq, g.dk, g.dv, g.delta, g.flush};
+    uint64_t bufs[] = {g.q, g.k, g.v, g.o, g.lse, g.dO, g.dq, g.dk, g.dv, g.delta, g.flush,
+                       g.alibi, g.sinks, g.dsinks, g.cu};
     for (int i = 0; i < FA_ARRAY_LEN(bufs); i++)
       if (bufs[i])
         fadsl_free(g.ctx, bufs[i]);
@@ -688,10 +865,11 @@ done:
 /* ---- checking and reporting --------------------------------------------------------- */
 
 static bool check_outputs(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
-                          const Tensor *v, const Tensor *dO, bool backward, const Outputs *out,
+                          const Tensor *v, const Tensor *dO, bool backward, const Variant *var, const Outputs *out,
                           FaAttnCheckResult *res) {
   FaAttnData d = {dt, q->data, k->data, v->data, backward ? dO->data : NULL, out->o,
-                  backward ? out->dq : NULL, backward ? out->dk : NULL, backward ? out->dv : NULL, out->lse2};
+                  backward ? out->dq : NULL, backward ? out->dk : NULL, backward ? out->dv : NULL, out->lse2,
+                  &var->v, out->dsinks};
   FaAttnCheckOptions co = fa_attn_check_defaults();
   co.threads = o->threads;
   double t0 = now_s();
@@ -741,18 +919,21 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool backward, const GpuReport *rep,
-                       const FaAttnCheckResult *chk) {
+static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool backward, const Variant *var,
+                       const GpuReport *rep, const FaAttnCheckResult *chk) {
   FILE *f = fopen(o->json, "a");
   if (!f) {
     fprintf(stderr, "fadsl-attn: cannot open %s: %s\n", o->json, strerror(errno));
     return false;
   }
-  double fwd_flops = 4.0 * s->B * s->H * (double)s->Nq * s->Nkv * s->D * (s->causal ? 0.5 : 1.0);
+  double fwd_flops = forward_flops(s, var);
   fprintf(f, "{\"provider\": \"fadsl\", \"B\": %d, \"H\": %d, \"KVH\": %d, \"N\": %d, \"Nkv\": %d, \"D\": %d, "
              "\"causal\": %s, \"dtype\": \"%s\", \"gpu\": ",
           s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, s->causal ? "true" : "false", dt == DT_BF16 ? "bf16" : "f16");
   json_string(f, rep->gpu);
+  char desc[200];
+  fprintf(f, ", \"variant\": ");
+  json_string(f, fa_attn_variant_describe(&var->v, s, desc, sizeof desc));
   fprintf(f, ", \"arch\": ");
   json_string(f, rep->arch);
   fprintf(f, ", \"seed\": %llu", (unsigned long long)o->seed);
@@ -840,6 +1021,8 @@ int main(int argc, char **argv) {
   DType dt = o.dtype;
   Tensor q = {0}, k = {0}, v = {0}, dO = {0};
   Outputs out = {0};
+  Variant var;
+  memset(&var, 0, sizeof var);
   GpuReport rep;
   memset(&rep, 0, sizeof rep);
   FaAttnCheckResult chk;
@@ -876,14 +1059,20 @@ int main(int argc, char **argv) {
     ok = false;
     goto done;
   }
+  if (!(ok = read_variant(&o, s.H, &var)))
+    goto done;
   char why[300];
-  if (!fa_attn_shape_ok(&s, backward, why, sizeof why)) {
+  /* the variants take causal attention with Nq != Nkv (positions aligned at 0) */
+  FaAttnShape plain = s;
+  plain.causal = s.causal && !var.on;
+  if (!fa_attn_shape_ok(&plain, backward, why, sizeof why) || !fa_attn_variant_ok(&var.v, &s, why, sizeof why)) {
     fprintf(stderr, "fadsl-attn: %s\n", why);
     ok = false;
     goto done;
   }
+  char desc[200];
   printf("attention B=%d H=%d KVH=%d Nq=%d Nkv=%d D=%d %s %s scale=%g\n", s.B, s.H, s.KVH, s.Nq, s.Nkv, s.D,
-         s.causal ? "causal" : "full", fa_dtype_name(dt), s.scale);
+         fa_attn_variant_describe(&var.v, &s, desc, sizeof desc), fa_dtype_name(dt), s.scale);
   if (o.save_inputs && !(ok = save_inputs(o.save_inputs, dt, &q, &k, &v, &dO)))
     goto done;
 
@@ -895,13 +1084,15 @@ int main(int argc, char **argv) {
     out.dk = alloc_poisoned(dt, k.n);
     out.dv = alloc_poisoned(dt, v.n);
   }
-  ok = out.o && out.lse2 && (!backward || (out.dq && out.dk && out.dv));
+  if (backward && var.sinks)
+    out.dsinks = alloc_poisoned(DT_F32, s.H);
+  ok = out.o && out.lse2 && (!backward || (out.dq && out.dk && out.dv)) && (!(backward && var.sinks) || out.dsinks);
   if (!ok) {
     fprintf(stderr, "fadsl-attn: out of host memory for the outputs\n");
     goto done;
   }
-  ok = o.gpu ? run_gpu(&o, &s, dt, &q, &k, &v, &dO, backward, &out, &rep)
-             : run_interpreter(&o, &s, dt, &q, &k, &v, &dO, backward, &out);
+  ok = o.gpu ? run_gpu(&o, &s, dt, &q, &k, &v, &dO, backward, &var, &out, &rep)
+             : run_interpreter(&o, &s, dt, &q, &k, &v, &dO, backward, &var, &out);
   if (!ok)
     goto done;
 
@@ -916,13 +1107,18 @@ int main(int argc, char **argv) {
     ok = write_f32(o.dk, dt, out.dk, 4, k.shape, 1.0);
   if (ok && o.dv)
     ok = write_f32(o.dv, dt, out.dv, 4, v.shape, 1.0);
+  int64_t hshape[1] = {s.H};
+  if (ok && o.dsinks)
+    ok = write_f32(o.dsinks, DT_F32, out.dsinks, 1, hshape, 1.0);
   if (ok && o.check) {
-    within = check_outputs(&o, &s, dt, &q, &k, &v, &dO, backward, &out, &chk);
+    within = check_outputs(&o, &s, dt, &q, &k, &v, &dO, backward, &var, &out, &chk);
     checked = true;
   }
   if (ok && o.json)
-    ok = write_json(&o, &s, dt, backward, &rep, checked ? &chk : NULL);
+    ok = write_json(&o, &s, dt, backward, &var, &rep, checked ? &chk : NULL);
 done:
+  free_variant(&var);
+  free(out.dsinks);
   free(out.o);
   free(out.lse2);
   free(out.dq);

@@ -111,6 +111,74 @@ FADSL_API fadsl_status fadsl_attention_backward(fadsl_attention *attn, uint64_t 
 /* Bytes of the backward pass's delta workspace: 4 * B * H * Nq. */
 FADSL_API size_t fadsl_attention_workspace_bytes(int B, int H, int Nq);
 
+/* ---- variants: windows, softcapping, ALiBi, sinks, packed sequences -------
+ * The calls below take the same tensors as fadsl_attention_forward /
+ * _backward plus an options struct (docs/variants.md).  Scores are the scaled
+ * scores s = scale * q.k; query and key positions are aligned at 0 (of their
+ * sequence, when packed):
+ *   window_left, window_right  query i sees keys i - left .. i + right (-1:
+ *                              unbounded on that side); causal sets right = 0
+ *   softcap > 0                s = softcap * tanh(s / softcap), before masking
+ *   alibi                      float32 [H]: s -= alibi[h] * |i - j| (after the cap)
+ *   sinks                      float32 [H]: exp(sinks[h]) joins every row's softmax
+ *                              denominator; the backward pass writes their
+ *                              gradient, summed over the batch and the rows,
+ *                              into dsinks (float32 [H], overwritten)
+ *   cu_seqlens_q, _k           int32 [nseq + 1]: packed variable-length sequences,
+ *                              q, o, do, dq [1, H, total_q, D], k, v, dk, dv
+ *                              [1, KVH, total_k, D] (B = 1, Nq = total_q, Nkv =
+ *                              total_k); sequence s holds rows cu[s] .. cu[s+1] - 1;
+ *                              attention stays inside a sequence (causal within
+ *                              it); cu_seqlens_k 0 means cu_seqlens_q.  max_seqlen_q
+ *                              and max_seqlen_k (the longest sequences) size the grid.
+ * They combine freely and take GQA, f16/bf16 and any lengths (causal too when
+ * Nq != Nkv).  A row that sees no key gets O = 0 and LSE = +inf (which the
+ * backward pass reads as "no probability").  Device pointers are 4-byte
+ * aligned at least.  lse is base 2 as for fadsl_attention_forward.
+ *
+ * The struct can grow: set it up with fadsl_attention_options_init, which
+ * fills `size`; a library that knows more fields treats the ones past `size`
+ * as their defaults, so a program built against this header keeps working. */
+typedef struct fadsl_attention_options {
+  size_t size;                  /* sizeof(fadsl_attention_options), set by _init */
+  int causal;                   /* 0 or 1 */
+  int window_left, window_right;/* -1: unbounded (the default); both -1: no window */
+  float softcap;                /* 0: none */
+  uint64_t alibi;               /* device float32 [H] slopes, or 0 */
+  uint64_t sinks;               /* device float32 [H] logits, or 0 */
+  uint64_t dsinks;              /* device float32 [H]: the backward pass's gradient of the sinks, or 0 */
+  uint64_t cu_seqlens_q;        /* device int32 [nseq + 1], or 0: unpacked [B, H, N, D] tensors */
+  uint64_t cu_seqlens_k;        /* device int32 [nseq + 1], or 0: the same as cu_seqlens_q */
+  int nseq;                     /* sequences (with cu_seqlens_q) */
+  int max_seqlen_q, max_seqlen_k; /* the longest query and key sequence (with cu_seqlens_q) */
+} fadsl_attention_options;
+
+/* Defaults: no variant (plain attention, not causal). */
+FADSL_API void fadsl_attention_options_init(fadsl_attention_options *opts);
+
+/* Forward and backward passes with options (NULL: the defaults).  With no
+ * variant they are fadsl_attention_forward / _backward (causal needing
+ * Nq == Nkv there); with any they run the variant program (the built-in
+ * attention_variants.fa, or the handle's own file when it was created from a
+ * file whose kernels take the variant parameters, such as variants/window.fa).
+ * FADSL_ERROR_INVALID_ARGUMENT for bad options (the message says which), and
+ * FADSL_ERROR_UNSUPPORTED for a variant the handle's program has no
+ * parameters for. */
+FADSL_API fadsl_status fadsl_attention_forward_ex(fadsl_attention *attn,
+                                                  const fadsl_attention_options *opts, uint64_t q,
+                                                  uint64_t k, uint64_t v, uint64_t o, uint64_t lse,
+                                                  int B, int H, int KVH, int Nq, int Nkv, int D,
+                                                  float scale, fadsl_attention_dtype dtype,
+                                                  void *stream);
+
+FADSL_API fadsl_status fadsl_attention_backward_ex(fadsl_attention *attn,
+                                                   const fadsl_attention_options *opts, uint64_t q,
+                                                   uint64_t k, uint64_t v, uint64_t o, uint64_t lse,
+                                                   uint64_t do_, uint64_t dq, uint64_t dk,
+                                                   uint64_t dv, uint64_t delta, int B, int H,
+                                                   int KVH, int Nq, int Nkv, int D, float scale,
+                                                   fadsl_attention_dtype dtype, void *stream);
+
 /* Fixes the configuration of the next calls (for benchmarks and
  * experiments); 0 leaves a value to the tuning database or the default (see
  * docs/runtime.md, "Configuration").  block_q and block_k are the tiles of
