@@ -406,3 +406,59 @@ bool fa_attn_backward(FaAttnRunner *r, const FaAttnShape *s, DType dtype, const 
                       const void *v, const void *o, const void *dO, const float *lse2, void *dq, void *dk, void *dv) {
   return fa_attn_backward_variant(r, s, NULL, dtype, q, k, v, o, dO, lse2, dq, dk, dv, NULL);
 }
+
+/* ---- decoding from a paged KV cache (decode.fa) ------------------------------------- */
+
+#include "attn_decode.h"
+
+bool fa_decode_run(FaAttnRunner *r, const FaDecodeShape *s, const FaDecodeData *d, int num_splits, int block_k,
+                   void *o, float *lse2) {
+  int rows = fa_decode_rows(s), splits_pow2 = 1;
+  while (splits_pow2 < num_splits)
+    splits_pow2 *= 2;
+  int64_t nq = (int64_t)s->B * s->Sq * s->H * s->D, ncache = (int64_t)s->num_blocks * s->page_size * s->KVH * s->D;
+  int64_t nparts = (int64_t)s->B * s->KVH * num_splits * rows;
+  float *lse_part = malloc((size_t)nparts * sizeof *lse_part);
+  float *o_part = malloc((size_t)nparts * (size_t)s->D * sizeof *o_part);
+  if (!lse_part || !o_part) {
+    free(lse_part);
+    free(o_part);
+    fa_error(&r->fc->diag, fa_noloc(), "out of memory");
+    return false;
+  }
+  for (int64_t i = 0; i < nparts; i++)
+    lse_part[i] = NAN;   /* every part must be written by attn_decode_split */
+  RunArgs ra;
+  memset(&ra, 0, sizeof ra);
+  add_const(&ra, "n_groups", const_int(s->H / s->KVH));
+  add_const(&ra, "d_head", const_int(s->D));
+  add_const(&ra, "page_size", const_int(s->page_size));
+  add_const(&ra, "is_causal", const_bool(s->causal));
+  FaConst t = {CK_DTYPE, 0, 0, d->dtype, NULL};
+  add_const(&ra, "T", t);
+  add_const(&ra, "ROWS", const_int(rows));
+  add_const(&ra, "SPLITS", const_int(splits_pow2));
+  if (block_k)
+    add_const(&ra, "BLOCK_K", const_int(block_k));
+  add_arg(&ra, buf_arg("t_q", d->dtype, d->q, nq));
+  add_arg(&ra, buf_arg("t_k_cache", d->dtype, d->k_cache, ncache));
+  add_arg(&ra, buf_arg("t_v_cache", d->dtype, d->v_cache, ncache));
+  add_arg(&ra, buf_arg("t_block_table", DT_I32, d->block_table, (int64_t)s->B * s->max_blocks));
+  add_arg(&ra, buf_arg("t_cache_seqlens", DT_I32, d->cache_seqlens, s->B));
+  add_arg(&ra, float_arg("sm_scale", s->scale));
+  add_arg(&ra, buf_arg("t_o_part", DT_F32, o_part, nparts * s->D));
+  add_arg(&ra, buf_arg("t_lse_part", DT_F32, lse_part, nparts));
+  add_arg(&ra, buf_arg("t_o", d->dtype, o, nq));
+  add_arg(&ra, buf_arg("t_lse", DT_F32, lse2, (int64_t)s->B * s->H * s->Sq));
+  add_arg(&ra, int_arg("batch", s->B));
+  add_arg(&ra, int_arg("q_len", s->Sq));
+  add_arg(&ra, int_arg("n_kv_heads", s->KVH));
+  add_arg(&ra, int_arg("num_blocks", s->num_blocks));
+  add_arg(&ra, int_arg("max_blocks", s->max_blocks));
+  add_arg(&ra, int_arg("num_splits", num_splits));
+  bool ok = run_kernel(r, "attn_decode_split", ra.c, ra.nc, ra.a, ra.na) &&
+            run_kernel(r, "attn_decode_combine", ra.c, ra.nc, ra.a, ra.na);
+  free(lse_part);
+  free(o_part);
+  return ok;
+}
