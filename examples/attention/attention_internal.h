@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "fadsl_attention.h"
@@ -14,8 +15,19 @@
 #define FA_ATTN_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* The variant and decoding programs of a handle, loaded on first use
- * (attention_variants.c). */
-typedef struct FaAttnExtra FaAttnExtra;
+ * (attention_variants.c, attention_decode.c). */
+enum { VK_FWD, VK_BWD_D, VK_DKDV, VK_DQ, VK_ZERO, VK_N };
+enum { DK_SPLIT, DK_COMBINE, DK_N };
+typedef struct FaAttnExtra {
+  fadsl_program *prog;          /* the variant program; NULL until first used */
+  bool owned;                   /* loaded here, rather than the handle's own */
+  fadsl_kernel *k[VK_N];        /* attn_zero_f32 may be missing (then no sinks) */
+  fadsl_args *args[VK_N];
+  fadsl_program *dprog;         /* the decoding program (decode.fa); NULL until first used */
+  bool downed;
+  fadsl_kernel *dk[DK_N];
+  fadsl_args *dargs[DK_N];
+} FaAttnExtra;
 
 /* A handle's parts, by reference. */
 typedef struct FaAttnHandle {

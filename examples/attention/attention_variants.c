@@ -21,24 +21,19 @@
 
 #include "attention_internal.h"
 
-enum { VK_FWD, VK_BWD_D, VK_DKDV, VK_DQ, VK_ZERO, VK_N };
-
 static const char *const vk_names[VK_N] = {"attn_fwd", "attn_bwd_d", "attn_bwd_dkdv", "attn_bwd_dq", "attn_zero_f32"};
-
-struct FaAttnExtra {
-  fadsl_program *prog;          /* the variant program; NULL until first used */
-  bool owned;                   /* loaded here, rather than the handle's own */
-  fadsl_kernel *k[VK_N];        /* attn_zero_f32 may be missing (then no sinks) */
-  fadsl_args *args[VK_N];
-};
 
 void fa_attn_extra_free(FaAttnExtra *x) {
   if (!x)
     return;
   for (int i = 0; i < VK_N; i++)
     fadsl_args_destroy(x->args[i]);
+  for (int i = 0; i < DK_N; i++)
+    fadsl_args_destroy(x->dargs[i]);
   if (x->owned)
     fadsl_program_destroy(x->prog);
+  if (x->downed)
+    fadsl_program_destroy(x->dprog);
   free(x);
 }
 

@@ -59,17 +59,6 @@ int fa_decode_rows(const FaDecodeShape *s) {
   return rows;
 }
 
-int fa_decode_splits(const FaDecodeShape *s, int max_seqlen, int sms) {
-  int programs = s->B * s->KVH;
-  int splits = programs >= 2 * sms ? 1 : (2 * sms + programs - 1) / programs;
-  int by_length = max_seqlen / 256;
-  if (splits > by_length)
-    splits = by_length;
-  if (splits > 64)
-    splits = 64;
-  return splits < 1 ? 1 : splits;
-}
-
 double fa_decode_kv_bytes(const FaDecodeShape *s, const int32_t *lens, int elem_bytes) {
   double keys = 0;
   for (int b = 0; b < s->B; b++)

@@ -38,12 +38,9 @@ bool fa_decode_ok(const FaDecodeShape *s, const int32_t *block_table, const int3
 /* Rows of a program's tile: the next power of two >= max(16, Sq * H / KVH). */
 int fa_decode_rows(const FaDecodeShape *s);
 
-/* How many splits of the keys: enough programs for `sms` multiprocessors
- * (two per multiprocessor), but chunks of at least 256 keys, at most 64. */
-int fa_decode_splits(const FaDecodeShape *s, int max_seqlen, int sms);
-
 /* Runs attn_decode_split and attn_decode_combine of `r`'s program (decode.fa)
- * with num_splits splits and key blocks of block_k (0: the kernel's default). */
+ * with num_splits splits and key blocks of block_k (0: 64 or the page, the
+ * first point of the kernel's @autotune space that fits the page). */
 bool fa_decode_run(FaAttnRunner *r, const FaDecodeShape *s, const FaDecodeData *d, int num_splits, int block_k,
                    void *o, float *lse2);
 

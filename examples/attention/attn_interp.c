@@ -17,13 +17,6 @@
 #ifndef FADSL_ATTENTION_DATA
 #define FADSL_ATTENTION_DATA "/usr/local/share/fadsl/attention.fa"
 #endif
-#ifndef FADSL_ATTENTION_VARIANTS_SRC
-#define FADSL_ATTENTION_VARIANTS_SRC "examples/attention/attention_variants.fa"
-#endif
-#ifndef FADSL_ATTENTION_VARIANTS_DATA
-#define FADSL_ATTENTION_VARIANTS_DATA "/usr/local/share/fadsl/attention_variants.fa"
-#endif
-
 const char *fa_attn_find_program(const char *override) {
   if (override)
     return override;
@@ -39,18 +32,23 @@ const char *fa_attn_find_program(const char *override) {
   return NULL;
 }
 
-const char *fa_attn_find_variants_program(const char *override) {
+const char *fa_attn_find_sibling(const char *override, const char *file) {
   if (override)
     return override;
-  const char *env = getenv("FADSL_ATTENTION_VARIANTS_PROGRAM");
-  if (env && *env)
-    return env;
-  if (access(FADSL_ATTENTION_VARIANTS_SRC, R_OK) == 0)
-    return FADSL_ATTENTION_VARIANTS_SRC;
-  if (access(FADSL_ATTENTION_VARIANTS_DATA, R_OK) == 0)
-    return FADSL_ATTENTION_VARIANTS_DATA;
-  fprintf(stderr, "fadsl: attention_variants.fa not found (looked for %s and %s); give its path with --program\n",
-          FADSL_ATTENTION_VARIANTS_SRC, FADSL_ATTENTION_VARIANTS_DATA);
+  const char *plain = fa_attn_find_program(NULL);
+  if (!plain)
+    return NULL;
+  const char *slash = strrchr(plain, '/');
+  size_t dir = slash ? (size_t)(slash - plain + 1) : 0;
+  size_t n = dir + strlen(file) + 1;
+  char *path = malloc(n);
+  if (!path)
+    return NULL;
+  snprintf(path, n, "%.*s%s", (int)dir, plain, file);
+  if (access(path, R_OK) == 0)
+    return path;   /* kept for the life of the process, like the paths above */
+  fprintf(stderr, "fadsl: %s not found beside %s (%s); give its path with --program\n", file, plain, path);
+  free(path);
   return NULL;
 }
 
@@ -438,8 +436,8 @@ bool fa_decode_run(FaAttnRunner *r, const FaDecodeShape *s, const FaDecodeData *
   add_const(&ra, "T", t);
   add_const(&ra, "ROWS", const_int(rows));
   add_const(&ra, "SPLITS", const_int(splits_pow2));
-  if (block_k)
-    add_const(&ra, "BLOCK_K", const_int(block_k));
+  /* key blocks within a page: the kernel's default point, 64 keys, or the page */
+  add_const(&ra, "BLOCK_K", const_int(block_k ? block_k : s->page_size < 64 ? s->page_size : 64));
   add_arg(&ra, buf_arg("t_q", d->dtype, d->q, nq));
   add_arg(&ra, buf_arg("t_k_cache", d->dtype, d->k_cache, ncache));
   add_arg(&ra, buf_arg("t_v_cache", d->dtype, d->v_cache, ncache));

@@ -36,9 +36,10 @@ typedef struct FaAttnRunner {
  * NULL (with a message on stderr) when none exists. */
 const char *fa_attn_find_program(const char *override);
 
-/* The same for the program of the variants (attention_variants.fa, beside
- * attention.fa; $FADSL_ATTENTION_VARIANTS_PROGRAM names another). */
-const char *fa_attn_find_variants_program(const char *override);
+/* `override` when given, else `file` (attention_variants.fa, decode.fa) in
+ * the directory of the attention program fa_attn_find_program(NULL) finds.
+ * The path returned lives as long as the process. */
+const char *fa_attn_find_sibling(const char *override, const char *file);
 
 /* Reads and checks the program.  Errors go to fc->diag. */
 bool fa_attn_open(FaAttnRunner *r, FaCompiler *fc, const char *path, int block_q, int block_k, int threads);

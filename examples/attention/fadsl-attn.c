@@ -49,6 +49,7 @@
 
 #include "attention_ref.h"
 #include "attn_check.h"
+#include "attn_decode.h"
 #include "attn_interp.h"
 #include "attn_variant.h"
 #include "fadsl.h"
@@ -63,6 +64,11 @@ typedef struct Options {
   DType dtype;
   const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
   const char *alibi, *sinks, *dsinks, *cu_seqlens;   /* variants' files */
+  bool decode;                                        /* --decode: from a paged KV cache */
+  const char *k_cache, *v_cache, *block_table, *cache_seqlens;
+  bool has_decode_shape;
+  int decode_shape[7];                                /* B, Sq, H, KVH, D, page, length */
+  int num_splits;
   bool has_window;
   int window[2];                                      /* left, right; -1 unbounded */
   double softcap;
@@ -110,6 +116,13 @@ static void usage(FILE *f) {
         "  --block-q N, --block-k N  tile sizes (interpreter default 32 and 32; on the GPU they fix\n"
         "                       the config, which otherwise comes from the tuning database or the default)\n"
         "  --warps N, --stages N  (--gpu) fix warps and pipeline stages\n"
+        "Decoding from a paged KV cache (decode.fa; the layout of flash_attn_with_kvcache):\n"
+        "  --decode             q [B, Sq, H, D] against --k-cache/--v-cache [blocks, page, KVH, D] through\n"
+        "                       --block-table (int32 [B, max_blocks]) with --cache-seqlens (int32 [B], the new\n"
+        "                       tokens included); --causal: token t sees keys 0 .. len - Sq + t; writes --o, --lse\n"
+        "  --decode-shape B,SQ,H,KVH,D,PAGE,LENGTH  random inputs: every sequence LENGTH keys, pages in a random order\n"
+        "  --num-splits N       split the keys N ways (default: from the GPU's multiprocessors)\n"
+        "  --bench              (--gpu) also times a device copy of the cache, the bandwidth to compare with\n"
         "Variants (any combination; they run attention_variants.fa unless --program names another):\n"
         "  --window L,R         query i sees keys i-L .. i+R (-1: unbounded on that side; --causal: R = 0)\n"
         "  --softcap C          scores s = scale q.k become C tanh(s / C), before masking and softmax\n"
@@ -162,7 +175,9 @@ static int parse_options(int argc, char **argv, Options *o) {
                  {"--o", &o->o},       {"--lse", &o->lse}, {"--dq", &o->dq},     {"--dk", &o->dk},
                  {"--dv", &o->dv},     {"--program", &o->program}, {"--json", &o->json},
                  {"--save-inputs", &o->save_inputs}, {"--alibi", &o->alibi}, {"--sinks", &o->sinks},
-                 {"--dsinks", &o->dsinks}, {"--cu-seqlens", &o->cu_seqlens}};
+                 {"--dsinks", &o->dsinks}, {"--cu-seqlens", &o->cu_seqlens}, {"--k-cache", &o->k_cache},
+                 {"--v-cache", &o->v_cache}, {"--block-table", &o->block_table},
+                 {"--cache-seqlens", &o->cache_seqlens}};
     bool matched = false;
     for (int f = 0; f < FA_ARRAY_LEN(files); f++)
       if (!strcmp(a, files[f].opt)) {
@@ -178,7 +193,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       const char *opt;
       int *dst;
     } ints[] = {{"--block-q", &o->block_q}, {"--block-k", &o->block_k}, {"--warps", &o->warps},
-                {"--stages", &o->stages},   {"--threads", &o->threads}, {"--iters", &o->bench_iters}};
+                {"--stages", &o->stages},   {"--threads", &o->threads}, {"--iters", &o->bench_iters},
+                {"--num-splits", &o->num_splits}};
     for (int f = 0; f < FA_ARRAY_LEN(ints); f++)
       if (!strcmp(a, ints[f].opt)) {
         if (!val || !parse_pos_int(val, ints[f].dst))
@@ -218,6 +234,20 @@ static int parse_options(int argc, char **argv, Options *o) {
       if (!val || (o->scale = strtod(val, &e), *e) || e == val || !(o->scale > 0) || !isfinite(o->scale))
         return usage_error("--scale needs a positive number", a);
       o->has_scale = true;
+      i++;
+    } else if (!strcmp(a, "--decode")) {
+      o->decode = true;
+    } else if (!strcmp(a, "--decode-shape")) {
+      int n = 0;
+      char *copy = val ? strdup(val) : NULL, *save = NULL;
+      for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+        if (n == 7 || !parse_pos_int(t, &o->decode_shape[n++]))
+          n = 8;
+      free(copy);
+      if (n != 7)
+        return usage_error("--decode-shape wants B,SQ,H,KVH,D,PAGE,LENGTH (positive integers), not '%s'",
+                           val ? val : "");
+      o->has_decode_shape = o->decode = true;
       i++;
     } else if (!strcmp(a, "--window")) {
       char *e1, *e2;
@@ -281,6 +311,24 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if (o->interpret == o->gpu)
     return usage_error("%s", "choose one of --interpret and --gpu");
+  if (o->decode) {
+    if (o->has_shape || o->k || o->v || o->dO || o->backward || o->has_window || o->softcap > 0 || o->alibi ||
+        o->sinks || o->cu_seqlens)
+      return usage_error("%s", "--decode takes --q, --k-cache, --v-cache, --block-table and --cache-seqlens (or "
+                               "--decode-shape), and --causal; not the options of the other passes");
+    if (!o->has_decode_shape && (!o->q || !o->k_cache || !o->v_cache || !o->block_table || !o->cache_seqlens))
+      return usage_error("%s", "--decode needs --q, --k-cache, --v-cache, --block-table and --cache-seqlens, or "
+                               "--decode-shape for random inputs");
+    if (o->has_decode_shape && (o->q || o->k_cache || o->v_cache || o->block_table || o->cache_seqlens))
+      return usage_error("%s", "--decode-shape makes random inputs: give it without the input files");
+    if (o->json && !o->bench)
+      return usage_error("%s", "--json writes the --bench record: give --bench too");
+    if (o->interpret && (o->bench || o->warps || o->stages))
+      return usage_error("%s", "--bench, --warps and --stages are for --gpu");
+    return 0;
+  }
+  if (o->k_cache || o->v_cache || o->block_table || o->cache_seqlens || o->num_splits)
+    return usage_error("%s", "--k-cache, --v-cache, --block-table, --cache-seqlens and --num-splits are for --decode");
   if (o->interpret && (o->bench || o->json || o->warps || o->stages))
     return usage_error("%s", "--bench, --json, --warps and --stages are for --gpu");
   if (o->json && !o->bench)
@@ -524,7 +572,8 @@ typedef struct GpuReport {
 
 static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
                             const Tensor *v, const Tensor *dO, bool backward, const Variant *var, Outputs *out) {
-  const char *program = var->on ? fa_attn_find_variants_program(o->program) : fa_attn_find_program(o->program);
+  const char *program = var->on ? fa_attn_find_sibling(o->program, "attention_variants.fa")
+                                : fa_attn_find_program(o->program);
   if (!program)
     return false;
   FaCompiler fc;
@@ -1008,6 +1057,338 @@ static bool save_inputs(const char *prefix, DType dt, const Tensor *q, const Ten
   return true;
 }
 
+/* ---- decoding from a paged KV cache ------------------------------------------------------ */
+
+/* A 2-D int32 .npy (int64 values that fit are converted). */
+static int32_t *read_table(const char *what, const char *path, int64_t *rows, int64_t *cols) {
+  FaNpy a;
+  char err[600];
+  if (!fa_npy_read(path, &a, err, sizeof err)) {
+    fprintf(stderr, "fadsl-attn: --%s: %s\n", what, err);
+    return NULL;
+  }
+  int32_t *out = NULL;
+  if (a.ndim != 2 || (a.dtype != DT_I32 && a.dtype != DT_I64)) {
+    fprintf(stderr, "fadsl-attn: --%s %s: want a 2-D int32 array, got a %d-D %s array\n", what, path, a.ndim,
+            fa_npy_dtype_name(a.dtype));
+  } else if ((out = malloc((size_t)(a.shape[0] * a.shape[1] > 0 ? a.shape[0] * a.shape[1] : 1) * 4))) {
+    *rows = a.shape[0];
+    *cols = a.shape[1];
+    for (int64_t i = 0; i < a.shape[0] * a.shape[1]; i++)
+      out[i] = (int32_t)fa_host_get(a.dtype, a.data, i);
+  }
+  fa_npy_free(&a);
+  return out;
+}
+
+typedef struct DecodeRun {
+  FaDecodeShape s;
+  Tensor q, kc, vc;
+  int32_t *table, *lens;
+  void *o;
+  float *lse2;
+  int splits;
+  double ms, copy_ms, first_s;   /* --bench */
+  int iters;
+} DecodeRun;
+
+static bool decode_inputs(const Options *o, DType dt, DecodeRun *d) {
+  FaDecodeShape *s = &d->s;
+  if (o->has_decode_shape) {
+    const int *v = o->decode_shape;
+    s->B = v[0], s->Sq = v[1], s->H = v[2], s->KVH = v[3], s->D = v[4], s->page_size = v[5];
+    s->max_blocks = (v[6] + v[5] - 1) / v[5];
+    s->num_blocks = s->B * s->max_blocks + 1;
+    Rng rng = {o->seed};
+    int64_t qs[4] = {s->B, s->Sq, s->H, s->D}, cs[4] = {s->num_blocks, s->page_size, s->KVH, s->D};
+    d->table = malloc((size_t)s->B * s->max_blocks * 4);
+    d->lens = malloc((size_t)s->B * 4);
+    if (!d->table || !d->lens || !random_tensor(&d->q, dt, qs, &rng) || !random_tensor(&d->kc, dt, cs, &rng) ||
+        !random_tensor(&d->vc, dt, cs, &rng))
+      return false;
+    /* the pages of the sequences in a random order over the cache (page 0 spare) */
+    int n = s->B * s->max_blocks;
+    for (int i = 0; i < n; i++)
+      d->table[i] = i + 1;
+    for (int i = n - 1; i > 0; i--) {
+      int j = (int)(rng_next(&rng) % (uint64_t)(i + 1)), t = d->table[i];
+      d->table[i] = d->table[j];
+      d->table[j] = t;
+    }
+    for (int b = 0; b < s->B; b++)
+      d->lens[b] = v[6];
+    return true;
+  }
+  int64_t rows = 0, cols = 0, nlens = 0;
+  if (!read_tensor("q", o->q, dt, &d->q) || !read_tensor("k-cache", o->k_cache, dt, &d->kc) ||
+      !read_tensor("v-cache", o->v_cache, dt, &d->vc) ||
+      !(d->table = read_table("block-table", o->block_table, &rows, &cols)) ||
+      !(d->lens = read_vector("cache-seqlens", o->cache_seqlens, DT_I32, d->q.shape[0], &nlens)))
+    return false;
+  s->B = (int)d->q.shape[0], s->Sq = (int)d->q.shape[1], s->H = (int)d->q.shape[2], s->D = (int)d->q.shape[3];
+  s->num_blocks = (int)d->kc.shape[0], s->page_size = (int)d->kc.shape[1], s->KVH = (int)d->kc.shape[2];
+  s->max_blocks = (int)cols;
+  if (memcmp(d->kc.shape, d->vc.shape, sizeof d->kc.shape) || d->kc.shape[3] != s->D || rows != s->B) {
+    fprintf(stderr, "fadsl-attn: shapes do not fit: want q [B, Sq, H, D], k and v caches [blocks, page, KVH, D], "
+                    "block table [B, max_blocks] and cache lengths [B]\n");
+    return false;
+  }
+  return true;
+}
+
+/* The splits the library would take (a compile-only context knows no GPU:
+ * it assumes 132 multiprocessors, an H100/H200's). */
+static bool decode_plan(const Options *o, const DecodeRun *d, fadsl_attention *attn, int *splits, size_t *ws) {
+  fadsl_attention_kvcache kv;
+  fadsl_attention_kvcache_init(&kv);
+  kv.B = d->s.B, kv.Sq = d->s.Sq, kv.H = d->s.H, kv.KVH = d->s.KVH, kv.D = d->s.D;
+  kv.num_blocks = d->s.num_blocks, kv.page_size = d->s.page_size, kv.max_blocks = d->s.max_blocks;
+  kv.causal = d->s.causal;
+  kv.num_splits = o->num_splits;
+  for (int b = 0; b < d->s.B; b++)
+    if (d->lens[b] > kv.max_seqlen)
+      kv.max_seqlen = d->lens[b];
+  fadsl_status st = fadsl_attention_decode_plan(attn, &kv, splits, ws);
+  if (st != FADSL_SUCCESS)
+    fprintf(stderr, "fadsl-attn: planning the decoding: %s\n", fadsl_attention_last_error(attn));
+  return st == FADSL_SUCCESS;
+}
+
+static bool decode_interpreter(const Options *o, DType dt, DecodeRun *d) {
+  fadsl_context *ctx = NULL;
+  fadsl_attention *attn = NULL;
+  fadsl_context_create(-1, &ctx);
+  bool ok = ctx && fadsl_attention_create(ctx, &attn) == FADSL_SUCCESS && decode_plan(o, d, attn, &d->splits, NULL);
+  fadsl_attention_destroy(attn);
+  fadsl_context_destroy(ctx);
+  const char *program = ok ? fa_attn_find_sibling(o->program, "decode.fa") : NULL;
+  if (!program)
+    return false;
+  FaCompiler fc;
+  fa_compiler_init(&fc, stderr);
+  FaAttnRunner r;
+  FaDecodeData dd = {dt, d->q.data, d->kc.data, d->vc.data, d->table, d->lens, d->o, d->lse2};
+  double t0 = now_s();
+  ok = fa_attn_open(&r, &fc, program, 0, 0, o->threads > 0 ? o->threads : 1) &&
+       fa_decode_run(&r, &d->s, &dd, d->splits, o->block_k, d->o, d->lse2);
+  if (ok)
+    printf("decode: %.2f s on the interpreter (%d splits)\n", now_s() - t0, d->splits);
+  fa_compiler_free(&fc);
+  return ok;
+}
+
+typedef struct DecodeGpu {
+  Gpu g;
+  fadsl_attention_kvcache kv;
+  uint64_t kc, vc, table, lens, ws, copy_dst;
+} DecodeGpu;
+
+static fadsl_status decode_call(DecodeGpu *x) {
+  Gpu *g = &x->g;
+  return fadsl_attention_decode(g->attn, &x->kv, g->q, x->kc, x->vc, x->table, x->lens, g->o, g->lse, x->ws,
+                                g->dtype, NULL);
+}
+
+/* Median milliseconds of `runs` launches of fn, each between its own events. */
+static bool time_median(Gpu *g, fadsl_status (*fn)(void *), void *arg, int runs, double *ms) {
+  void *ev[2] = {NULL, NULL};
+  double *t = malloc((size_t)runs * sizeof *t);
+  bool ok = t && rt_ok(g, fadsl_event_create(g->ctx, &ev[0]), "cuEventCreate") &&
+            rt_ok(g, fadsl_event_create(g->ctx, &ev[1]), "cuEventCreate");
+  for (int i = 0; ok && i < runs; i++) {
+    float e = 0;
+    ok = rt_ok(g, fadsl_event_record(g->ctx, ev[0], NULL), "cuEventRecord") && fn(arg) == FADSL_SUCCESS &&
+         rt_ok(g, fadsl_event_record(g->ctx, ev[1], NULL), "cuEventRecord") &&
+         rt_ok(g, fadsl_synchronize(g->ctx, NULL), "running the timed launches") &&
+         rt_ok(g, fadsl_event_elapsed_ms(g->ctx, ev[0], ev[1], &e), "cuEventElapsedTime");
+    if (ok)
+      t[i] = e;
+  }
+  if (ok) {
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    *ms = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+  }
+  for (int i = 0; i < 2; i++)
+    if (ev[i])
+      fadsl_event_destroy(g->ctx, ev[i]);
+  free(t);
+  return ok;
+}
+
+static fadsl_status decode_thunk(void *x) { return decode_call(x); }
+
+/* A device copy of the K cache through decode.fa's attn_copy. */
+typedef struct CopyRun {
+  fadsl_kernel *k;
+  fadsl_args *args;
+} CopyRun;
+
+static fadsl_status copy_thunk(void *x) {
+  CopyRun *c = x;
+  return fadsl_launch(c->k, c->args, NULL, NULL);
+}
+
+static bool decode_copy_bandwidth(const Options *o, DecodeGpu *x, DType dt, size_t cache_bytes, double *ms) {
+  Gpu *g = &x->g;
+  const char *path = fa_attn_find_sibling(o->program, "decode.fa");
+  fadsl_program *prog = NULL;
+  CopyRun c = {NULL, NULL};
+  bool ok = path && rt_ok(g, fadsl_program_load_file(g->ctx, path, &prog), "loading decode.fa for the copy") &&
+            rt_ok(g, fadsl_program_kernel(prog, "attn_copy", &c.k), "finding attn_copy") &&
+            rt_ok(g, fadsl_args_create(c.k, &c.args), "binding attn_copy") &&
+            dev_alloc(g, cache_bytes, &x->copy_dst, "the copy's destination");
+  ok = ok && rt_ok(g, fadsl_args_set_ptr(c.args, "t_src", x->kc), "binding attn_copy") &&
+       rt_ok(g, fadsl_args_set_ptr(c.args, "t_dst", x->copy_dst), "binding attn_copy") &&
+       rt_ok(g, fadsl_args_set_i64(c.args, "n", (int64_t)(cache_bytes / (size_t)fa_dtype_size(dt))),
+             "binding attn_copy") &&
+       rt_ok(g, fadsl_args_set_dtype(c.args, "T", fa_dtype_name(dt)), "binding attn_copy");
+  ok = ok && rt_ok(g, copy_thunk(&c), "the copy") && time_median(g, copy_thunk, &c, o->bench_iters, ms);
+  fadsl_args_destroy(c.args);
+  fadsl_program_destroy(prog);
+  return ok;
+}
+
+static bool decode_gpu(const Options *o, DType dt, DecodeRun *d) {
+  DecodeGpu x;
+  memset(&x, 0, sizeof x);
+  Gpu *g = &x.g;
+  g->dtype = dt == DT_BF16 ? FADSL_ATTENTION_BF16 : FADSL_ATTENTION_F16;
+  bool ok = false;
+  size_t esz = (size_t)fa_dtype_size(dt), qbytes = (size_t)d->q.n * esz, cbytes = (size_t)d->kc.n * esz;
+  size_t lbytes = (size_t)d->s.B * d->s.H * d->s.Sq * 4, ws = 0;
+  fadsl_status st = fadsl_context_create(o->device, &g->ctx);
+  if (st != FADSL_SUCCESS) {
+    fprintf(stderr, "fadsl-attn: no GPU: %s\n", g->ctx ? fadsl_context_last_error(g->ctx) : fadsl_status_string(st));
+    goto done;
+  }
+  st = o->program ? fadsl_attention_create_from_file(g->ctx, o->program, &g->attn) : fadsl_attention_create(g->ctx, &g->attn);
+  if (!attn_ok(g, st, "loading the attention program") || !decode_plan(o, d, g->attn, &d->splits, &ws))
+    goto done;
+  if ((o->warps || o->stages) &&
+      !attn_ok(g, fadsl_attention_set_config(g->attn, 0, 0, o->warps, o->stages), "fixing the configuration"))
+    goto done;
+  fadsl_attention_kvcache_init(&x.kv);
+  x.kv.B = d->s.B, x.kv.Sq = d->s.Sq, x.kv.H = d->s.H, x.kv.KVH = d->s.KVH, x.kv.D = d->s.D;
+  x.kv.num_blocks = d->s.num_blocks, x.kv.page_size = d->s.page_size, x.kv.max_blocks = d->s.max_blocks;
+  x.kv.causal = d->s.causal, x.kv.num_splits = d->splits, x.kv.scale = (float)d->s.scale;
+  if (!dev_upload(g, &d->q, dt, &g->q, "q") || !dev_upload(g, &d->kc, dt, &x.kc, "the K cache") ||
+      !dev_upload(g, &d->vc, dt, &x.vc, "the V cache") ||
+      !dev_upload_bytes(g, d->table, (size_t)d->s.B * d->s.max_blocks * 4, &x.table, "the block table") ||
+      !dev_upload_bytes(g, d->lens, (size_t)d->s.B * 4, &x.lens, "cache_seqlens") ||
+      !dev_output(g, qbytes, &g->o, "o") || !dev_output(g, lbytes, &g->lse, "lse") ||
+      !dev_alloc(g, ws, &x.ws, "the workspace"))
+    goto done;
+  double t0 = now_s();
+  if (!attn_ok(g, decode_call(&x), "decoding") || !rt_ok(g, fadsl_synchronize(g->ctx, NULL), "running the decoding"))
+    goto done;
+  d->first_s = now_s() - t0;
+  printf("decode: first call %.3f s (compilation included), %d splits\n", d->first_s, d->splits);
+  if (!rt_ok(g, fadsl_memcpy_dtoh(g->ctx, d->o, g->o, qbytes), "copying o back") ||
+      !rt_ok(g, fadsl_memcpy_dtoh(g->ctx, d->lse2, g->lse, lbytes), "copying lse back"))
+    goto done;
+  if (o->bench) {
+    d->iters = o->bench_iters;
+    if (!time_median(g, decode_thunk, &x, d->iters, &d->ms) || !decode_copy_bandwidth(o, &x, dt, cbytes, &d->copy_ms))
+      goto done;
+    double kv = fa_decode_kv_bytes(&d->s, d->lens, (int)esz), copy = 2.0 * (double)cbytes;
+    printf("decode:   %9.4f ms  %7.1f GB/s of K and V read (median of %d runs)\n", d->ms, kv / (d->ms * 1e-3) * 1e-9,
+           d->iters);
+    printf("copy:     %9.4f ms  %7.1f GB/s read + written (a device copy of the K cache, %zu MiB)\n", d->copy_ms,
+           copy / (d->copy_ms * 1e-3) * 1e-9, cbytes >> 20);
+    printf("decode at %.0f%% of the copy's bandwidth\n",
+           100.0 * (kv / (d->ms * 1e-3)) / (copy / (d->copy_ms * 1e-3)));
+  }
+  ok = true;
+done:
+  if (g->ctx) {
+    uint64_t bufs[] = {g->q, g->o, g->lse, x.kc, x.vc, x.table, x.lens, x.ws, x.copy_dst};
+    for (int i = 0; i < FA_ARRAY_LEN(bufs); i++)
+      if (bufs[i])
+        fadsl_free(g->ctx, bufs[i]);
+  }
+  fadsl_attention_destroy(g->attn);
+  fadsl_context_destroy(g->ctx);
+  return ok;
+}
+
+static int run_decode(Options *o) {
+  DType dt = o->dtype;
+  DecodeRun d;
+  memset(&d, 0, sizeof d);
+  bool ok = true, within = true;
+  if (o->has_decode_shape) {
+    if (!o->has_seed)
+      o->seed = (uint64_t)time(NULL);
+    printf("random inputs, seed %llu\n", (unsigned long long)o->seed);
+  }
+  ok = decode_inputs(o, dt, &d);
+  char why[300];
+  d.s.causal = o->causal;
+  d.s.scale = o->has_scale ? o->scale : 1.0 / sqrt((double)d.s.D);
+  if (ok && !fa_decode_ok(&d.s, d.table, d.lens, why, sizeof why)) {
+    fprintf(stderr, "fadsl-attn: %s\n", why);
+    ok = false;
+  }
+  int64_t lrows = (int64_t)d.s.B * d.s.H * d.s.Sq;
+  if (ok) {
+    printf("decoding B=%d Sq=%d H=%d KVH=%d D=%d from %d pages of %d (at most %d per sequence) %s %s scale=%g\n",
+           d.s.B, d.s.Sq, d.s.H, d.s.KVH, d.s.D, d.s.num_blocks, d.s.page_size, d.s.max_blocks,
+           d.s.causal ? "causal" : "full", fa_dtype_name(dt), d.s.scale);
+    d.o = alloc_poisoned(dt, d.q.n);
+    d.lse2 = alloc_poisoned(DT_F32, lrows);
+    ok = d.o && d.lse2 && (o->gpu ? decode_gpu(o, dt, &d) : decode_interpreter(o, dt, &d));
+  }
+  int64_t lshape[3] = {d.s.B, d.s.H, d.s.Sq};
+  if (ok && o->o)
+    ok = write_f32(o->o, dt, d.o, 4, d.q.shape, 1.0);
+  if (ok && o->lse)
+    ok = write_f32(o->lse, DT_F32, d.lse2, 3, lshape, M_LN2);
+  FaDecodeCheck chk;
+  if (ok && o->check) {
+    FaDecodeData dd = {dt, d.q.data, d.kc.data, d.vc.data, d.table, d.lens, d.o, d.lse2};
+    ok = fa_decode_check(&d.s, &dd, &chk);
+    printf("against float64 (on the same %s inputs), every token of every head:\n", fa_dtype_name(dt));
+    static const char *const names[2] = {"o", "lse"};
+    for (int w = 0; ok && w < 2; w++) {
+      double bound = fa_attn_check_bound(dt, w ? FA_CHECK_LSE : FA_CHECK_O);
+      bool good = chk.err[w] < bound && chk.nonfinite[w] == 0;
+      printf("  %-3s %s = %.3e%s\n", names[w], w ? "||out - ref|| / ||ref||" : "||out - ref|| / max(||ref||, ||ref_rss||)",
+             chk.err[w], good ? "" : "  (above the test bound)");
+      within = within && good;
+    }
+  }
+  if (ok && o->json) {
+    FILE *f = fopen(o->json, "a");
+    if (f) {
+      double kv = fa_decode_kv_bytes(&d.s, d.lens, fa_dtype_size(dt));
+      fprintf(f, "{\"provider\": \"fadsl\", \"decode\": true, \"B\": %d, \"Sq\": %d, \"H\": %d, \"KVH\": %d, \"D\": %d, "
+                 "\"page_size\": %d, \"max_blocks\": %d, \"causal\": %s, \"dtype\": \"%s\", \"splits\": %d",
+              d.s.B, d.s.Sq, d.s.H, d.s.KVH, d.s.D, d.s.page_size, d.s.max_blocks, d.s.causal ? "true" : "false",
+              fa_dtype_name(dt), d.splits);
+      json_number(f, "ms", d.ms);
+      json_number(f, "kv_gbps", d.ms > 0 ? kv / (d.ms * 1e-3) * 1e-9 : NAN);
+      json_number(f, "copy_ms", d.copy_ms);
+      json_number(f, "copy_gbps", d.copy_ms > 0 ? 2.0 * (double)d.kc.n * fa_dtype_size(dt) / (d.copy_ms * 1e-3) * 1e-9 : NAN);
+      json_number(f, "first_s", d.first_s);
+      if (o->check)
+        fprintf(f, ", \"errors\": {\"o\": %.3e, \"lse\": %.3e}", chk.err[0], chk.err[1]);
+      fprintf(f, "}\n");
+      ok = fclose(f) == 0;
+    } else {
+      fprintf(stderr, "fadsl-attn: cannot open %s: %s\n", o->json, strerror(errno));
+      ok = false;
+    }
+  }
+  free_tensor(&d.q);
+  free_tensor(&d.kc);
+  free_tensor(&d.vc);
+  free(d.table);
+  free(d.lens);
+  free(d.o);
+  free(d.lse2);
+  return ok && within ? 0 : EXIT_ERRORS;
+}
+
 int main(int argc, char **argv) {
   Options o;
   int rc = parse_options(argc, argv, &o);
@@ -1017,6 +1398,8 @@ int main(int argc, char **argv) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads = n > 0 ? (int)n : 1;
   }
+  if (o.decode)
+    return run_decode(&o);
 
   DType dt = o.dtype;
   Tensor q = {0}, k = {0}, v = {0}, dO = {0};

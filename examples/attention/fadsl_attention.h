@@ -133,8 +133,9 @@ FADSL_API size_t fadsl_attention_workspace_bytes(int B, int H, int Nq);
  *                              and max_seqlen_k (the longest sequences) size the grid.
  * They combine freely and take GQA, f16/bf16 and any lengths (causal too when
  * Nq != Nkv).  A row that sees no key gets O = 0 and LSE = +inf (which the
- * backward pass reads as "no probability").  Device pointers are 4-byte
- * aligned at least.  lse is base 2 as for fadsl_attention_forward.
+ * backward pass reads as "no probability").  The tensors are 16-byte aligned
+ * as for the plain calls, the arrays of the options 4-byte.  lse is base 2
+ * as for fadsl_attention_forward.
  *
  * The struct can grow: set it up with fadsl_attention_options_init, which
  * fills `size`; a library that knows more fields treats the ones past `size`
@@ -178,6 +179,56 @@ FADSL_API fadsl_status fadsl_attention_backward_ex(fadsl_attention *attn,
                                                    uint64_t dv, uint64_t delta, int B, int H,
                                                    int KVH, int Nq, int Nkv, int D, float scale,
                                                    fadsl_attention_dtype dtype, void *stream);
+
+/* ---- decoding from a paged KV cache (flash-decoding) ----------------------
+ * A few new query tokens per sequence against a KV cache kept in pages, with
+ * the layout of FlashAttention's flash_attn_with_kvcache (docs/variants.md):
+ *     q, o           [B, Sq, H, D]                dtype
+ *     k_cache,       [num_blocks, page_size, KVH, D]  dtype: the cache's pages
+ *       v_cache
+ *     block_table    int32 [B, max_blocks]: key j of sequence b is row
+ *                    j % page_size of page block_table[b, j / page_size]
+ *     cache_seqlens  int32 [B]: the keys of each sequence, the Sq new tokens'
+ *                    included (write their k and v into the cache first)
+ *     lse            float32 [B, H, Sq], base 2 (as fadsl_attention_forward's)
+ * With causal the new tokens are the sequence's last Sq positions: token t
+ * sees keys 0 .. cache_seqlens[b] - Sq + t (bottom-right alignment, as
+ * flash_attn_with_kvcache); without, every key.  A token that sees no key
+ * gets o = 0 and lse = +inf.  The keys are split into num_splits chunks
+ * processed in parallel and then combined (in the workspace); the H / KVH
+ * query heads of a kv head are packed with the Sq tokens into one tile
+ * (Sq * H / KVH <= 256), so that each page is read once per kv head.
+ * page_size is a power of two, at least 16. */
+typedef struct fadsl_attention_kvcache {
+  size_t size;                  /* sizeof(fadsl_attention_kvcache), set by _init */
+  int B, Sq, H, KVH, D;
+  int num_blocks, page_size, max_blocks;
+  int causal;
+  int num_splits;               /* 0: chosen from the GPU (fadsl_attention_decode_plan) */
+  int max_seqlen;               /* the longest cache_seqlens, for that choice (0: max_blocks * page_size) */
+  float scale;                  /* 0: 1/sqrt(D) */
+} fadsl_attention_kvcache;
+
+FADSL_API void fadsl_attention_kvcache_init(fadsl_attention_kvcache *kv);
+
+/* The number of splits a decoding call with these sizes uses and the bytes
+ * of float32 workspace it needs (allocate them once; any 16-byte aligned
+ * device memory). */
+FADSL_API fadsl_status fadsl_attention_decode_plan(fadsl_attention *attn,
+                                                   const fadsl_attention_kvcache *kv,
+                                                   int *num_splits, size_t *workspace_bytes);
+
+/* One decoding step: o and lse from q and the cache.  Runs attn_decode_split
+ * and attn_decode_combine of decode.fa (built into the library) on the
+ * stream.  FADSL_ERROR_INVALID_ARGUMENT for bad sizes or pointers (the
+ * message says which).  The lengths and the table are not read on the host:
+ * they must lie within max_blocks * page_size and num_blocks. */
+FADSL_API fadsl_status fadsl_attention_decode(fadsl_attention *attn,
+                                              const fadsl_attention_kvcache *kv, uint64_t q,
+                                              uint64_t k_cache, uint64_t v_cache,
+                                              uint64_t block_table, uint64_t cache_seqlens,
+                                              uint64_t o, uint64_t lse, uint64_t workspace,
+                                              fadsl_attention_dtype dtype, void *stream);
 
 /* Fixes the configuration of the next calls (for benchmarks and
  * experiments); 0 leaves a value to the tuning database or the default (see
