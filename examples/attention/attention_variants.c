@@ -73,7 +73,7 @@ static bool read_options(const fadsl_attention_options *in, fadsl_attention_opti
 
 static bool any_variant(const fadsl_attention_options *o) {
   return o->window_left != -1 || o->window_right != -1 || o->softcap != 0 || o->alibi || o->sinks ||
-         o->cu_seqlens_q;
+         o->cu_seqlens_q || o->cu_seqlens_k;
 }
 
 /* ---- the variant program --------------------------------------------------------- */
