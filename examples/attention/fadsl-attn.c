@@ -64,6 +64,7 @@ typedef struct Options {
   DType dtype;
   const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
   const char *alibi, *sinks, *dsinks, *cu_seqlens;   /* variants' files */
+  const char *label;                                  /* --label: a name for the --json record */
   bool decode;                                        /* --decode: from a paged KV cache */
   const char *k_cache, *v_cache, *block_table, *cache_seqlens;
   bool has_decode_shape;
@@ -113,6 +114,7 @@ static void usage(FILE *f) {
         "                       --iters runs (default 20) and --min-ms of runs (default 200), L2 flushed\n"
         "                       before each; prints ms and TFLOP/s (with --shape it implies --backward)\n"
         "  --json FILE          (--bench) append one JSON line with shape, configs, times, errors\n"
+        "  --label TEXT         (--json) a name for the record (its \"label\")\n"
         "  --block-q N, --block-k N  tile sizes (interpreter default 32 and 32; on the GPU they fix\n"
         "                       the config, which otherwise comes from the tuning database or the default)\n"
         "  --warps N, --stages N  (--gpu) fix warps and pipeline stages\n"
@@ -177,7 +179,7 @@ static int parse_options(int argc, char **argv, Options *o) {
                  {"--save-inputs", &o->save_inputs}, {"--alibi", &o->alibi}, {"--sinks", &o->sinks},
                  {"--dsinks", &o->dsinks}, {"--cu-seqlens", &o->cu_seqlens}, {"--k-cache", &o->k_cache},
                  {"--v-cache", &o->v_cache}, {"--block-table", &o->block_table},
-                 {"--cache-seqlens", &o->cache_seqlens}};
+                 {"--cache-seqlens", &o->cache_seqlens}, {"--label", &o->label}};
     bool matched = false;
     for (int f = 0; f < FA_ARRAY_LEN(files); f++)
       if (!strcmp(a, files[f].opt)) {
@@ -983,6 +985,10 @@ static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool ba
   char desc[200];
   fprintf(f, ", \"variant\": ");
   json_string(f, fa_attn_variant_describe(&var->v, s, desc, sizeof desc));
+  if (o->label) {
+    fprintf(f, ", \"label\": ");
+    json_string(f, o->label);
+  }
   fprintf(f, ", \"arch\": ");
   json_string(f, rep->arch);
   fprintf(f, ", \"seed\": %llu", (unsigned long long)o->seed);
@@ -1361,7 +1367,9 @@ static int run_decode(Options *o) {
     FILE *f = fopen(o->json, "a");
     if (f) {
       double kv = fa_decode_kv_bytes(&d.s, d.lens, fa_dtype_size(dt));
-      fprintf(f, "{\"provider\": \"fadsl\", \"decode\": true, \"B\": %d, \"Sq\": %d, \"H\": %d, \"KVH\": %d, \"D\": %d, "
+      fprintf(f, "{\"provider\": \"fadsl\", \"decode\": true, \"label\": ");
+      json_string(f, o->label ? o->label : "");
+      fprintf(f, ", \"B\": %d, \"Sq\": %d, \"H\": %d, \"KVH\": %d, \"D\": %d, "
                  "\"page_size\": %d, \"max_blocks\": %d, \"causal\": %s, \"dtype\": \"%s\", \"splits\": %d",
               d.s.B, d.s.Sq, d.s.H, d.s.KVH, d.s.D, d.s.page_size, d.s.max_blocks, d.s.causal ? "true" : "false",
               fa_dtype_name(dt), d.splits);
