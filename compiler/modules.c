@@ -15,7 +15,8 @@
  * The linked module is the program's items in order, preceded by the
  * helpers and constants of the imported modules (dependencies first), with
  * a copy of each kernel or problem the program imports by name, named as the
- * program calls it.
+ * program calls it, and a constant NAME = MODULE.NAME for each constant it
+ * imports by name.
  */
 #include "modules.h"
 
@@ -454,7 +455,7 @@ static void import_names(Linker *K, Module *m, const Node *s) {
     }
     Def d = *target;
     d.name = it->rhs ? it->rhs->name : it->name;
-    d.at = it->loc;
+    d.at = it->rhs ? it->rhs->loc : it->loc;
     d.imported = true;
     /* a kernel or problem the program imports by name is copied into it under that name */
     if (is_root(m) && d.kind == DEF_FUNC && (fa_func_is_kernel(d.fn) || fa_func_decorator(d.fn, "problem")))
@@ -784,10 +785,22 @@ static void emit_items(Linker *K, Module *m) {
     if (s->kind == N_FROM_IMPORT) {
       if (!is_root(m))
         continue;
-      /* the kernels and problems the program takes from a module */
+      /* the kernels and problems the program takes from a module, and its
+       * constants under the program's names (for what evaluates a name of the
+       * program from outside it, such as fa_eval_const) */
       for (int j = 0; j < s->args.len; j++) {
         const Node *it = s->args.items[j];
         const Def *d = lookup(m, it->rhs ? it->rhs->name : it->name);
+        if (d && d->kind == DEF_CONST) {
+          Node *assign = fa_node_new(K->fc, N_ASSIGN, d->at);
+          Node *target = name_node(K, d->name, d->at), *value = name_node(K, d->linked, d->at);
+          if (!assign || !target || !value)
+            return;
+          fa_nodelist_push(K->fc, &assign->args, target);
+          assign->rhs = value;
+          fa_ptrvec_push(&K->items, assign);
+          continue;
+        }
         if (!d || d->kind != DEF_FUNC || strcmp(d->linked, d->name) || !d->linked_fn || !*d->linked_fn)
           continue;
         Node *copy = copy_node(K, *d->linked_fn);
@@ -826,15 +839,17 @@ static void emit_items(Linker *K, Module *m) {
   }
 }
 
-/* Links one module (its imports first).  Every error of its imports is
- * reported; nothing is emitted once there was one. */
+/* Links one module (its imports first).  Every error of its imports and
+ * their uses is reported; the result is used only when there was none. */
 static bool link_module(Linker *K, Module *m) {
   int errors = K->fc->diag.errors;
   m->state = 1;
   fa_ptrvec_push(&K->stack, m);
   collect_defs(K, m);
-  if (K->fc->diag.errors == errors)
-    emit_items(K, m);
+  /* rewriting reports the errors of the uses (mod.NAME that does not exist,
+   * a module used as a value) even after errors in the imports; names that
+   * failed to import stay as they are and are not reported again */
+  emit_items(K, m);
   K->stack.len--;
   m->state = 2;
   m->failed = K->fc->diag.errors > errors;

@@ -343,41 +343,6 @@ item
   | import_stmt         { $$ = list1(ps, $1); }
   ;
 
-/* ---- imports (module level only; resolved by modules.c) ---- */
-
-import_stmt
-  : IMPORT module_ref NEWLINE
-      { $$ = mk(ps, N_IMPORT, @1); $$->lhs = $2; fin(ps, $$); }
-  | IMPORT module_ref AS NAME NEWLINE
-      { $$ = mk(ps, N_IMPORT, @1); $$->lhs = $2; $$->name = $4; fin(ps, $$); }
-  | FROM module_ref IMPORT import_names NEWLINE
-      { $$ = mk(ps, N_FROM_IMPORT, @1); $$->lhs = $2; $$->args = $4; fin(ps, $$); }
-  | FROM module_ref IMPORT '(' import_names ')' NEWLINE
-      { $$ = mk(ps, N_FROM_IMPORT, @1); $$->lhs = $2; $$->args = $5; fin(ps, $$); }
-  | FROM module_ref IMPORT '(' import_names ',' ')' NEWLINE
-      { $$ = mk(ps, N_FROM_IMPORT, @1); $$->lhs = $2; $$->args = $5; fin(ps, $$); }
-  ;
-
-/* a dotted name (attention_core, variants.window) or a path ("core.fa") */
-module_ref
-  : dotted              { $$ = mk(ps, N_NAME, @1); $$->name = $1; }
-  | STRING              { $$ = $1; }
-  ;
-
-import_names
-  : import_name         { $$ = list1(ps, $1); }
-  | import_names ',' import_name { $$ = $1; push(ps, &$$, $3); }
-  ;
-
-/* NAME, or NAME as ALIAS (the alias is the item's rhs) */
-import_name
-  : NAME                { $$ = mk(ps, N_NAME, @1); $$->name = $1; }
-  | NAME AS NAME
-      { $$ = mk(ps, N_NAME, @1); $$->name = $1;
-        Node *alias = mk(ps, N_NAME, @3); alias->name = $3;
-        $$->rhs = alias; fin(ps, $$); }
-  ;
-
 /* ---- definitions ---- */
 
 funcdef
@@ -717,6 +682,44 @@ atom
 strings
   : STRING              { $$ = list1(ps, $1); }
   | strings STRING      { $$ = $1; push(ps, &$$, $2); }
+  ;
+
+/* ---- imports (module level only; resolved by modules.c) ----
+ * Last in the grammar: bison numbers character tokens in the order they
+ * first appear, and the order of the tokens a syntax error lists as expected
+ * follows it. */
+
+import_stmt
+  : IMPORT module_ref NEWLINE
+      { $$ = mk(ps, N_IMPORT, @1); $$->lhs = $2; fin(ps, $$); }
+  | IMPORT module_ref AS NAME NEWLINE
+      { $$ = mk(ps, N_IMPORT, @1); $$->lhs = $2; $$->name = $4; fin(ps, $$); }
+  | FROM module_ref IMPORT import_names NEWLINE
+      { $$ = mk(ps, N_FROM_IMPORT, @1); $$->lhs = $2; $$->args = $4; fin(ps, $$); }
+  | FROM module_ref IMPORT '(' import_names ')' NEWLINE
+      { $$ = mk(ps, N_FROM_IMPORT, @1); $$->lhs = $2; $$->args = $5; fin(ps, $$); }
+  | FROM module_ref IMPORT '(' import_names ',' ')' NEWLINE
+      { $$ = mk(ps, N_FROM_IMPORT, @1); $$->lhs = $2; $$->args = $5; fin(ps, $$); }
+  ;
+
+/* a dotted name (attention_core, variants.window) or a path ("core.fa") */
+module_ref
+  : dotted              { $$ = mk(ps, N_NAME, @1); $$->name = $1; }
+  | STRING              { $$ = $1; }
+  ;
+
+import_names
+  : import_name         { $$ = list1(ps, $1); }
+  | import_names ',' import_name { $$ = $1; push(ps, &$$, $3); }
+  ;
+
+/* NAME, or NAME as ALIAS (the alias is the item's rhs) */
+import_name
+  : NAME                { $$ = mk(ps, N_NAME, @1); $$->name = $1; }
+  | NAME AS NAME
+      { $$ = mk(ps, N_NAME, @1); $$->name = $1;
+        Node *alias = mk(ps, N_NAME, @3); alias->name = $3;
+        $$->rhs = alias; fin(ps, $$); }
   ;
 
 %%
