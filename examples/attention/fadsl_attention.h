@@ -132,7 +132,8 @@ FADSL_API size_t fadsl_attention_workspace_bytes(int B, int H, int Nq);
  *                              it); cu_seqlens_k 0 means cu_seqlens_q.  max_seqlen_q
  *                              and max_seqlen_k (the longest sequences) size the grid.
  * They combine freely and take GQA, f16/bf16 and any lengths (causal too when
- * Nq != Nkv).  A row that sees no key gets O = 0 and LSE = +inf (which the
+ * Nq != Nkv: causal alone is plain attention, which needs Nq == Nkv, but
+ * window_right = 0 is the same mask through the variant program).  A row that sees no key gets O = 0 and LSE = +inf (which the
  * backward pass reads as "no probability").  The tensors are 16-byte aligned
  * as for the plain calls, the arrays of the options 4-byte.  lse is base 2
  * as for fadsl_attention_forward.
