@@ -32,23 +32,21 @@ const char *fa_attn_find_program(const char *override) {
   return NULL;
 }
 
-const char *fa_attn_find_sibling(const char *override, const char *file) {
+const char *fa_attn_find_sibling(const char *override, const char *file, char *buf, size_t len) {
   if (override)
     return override;
   const char *plain = fa_attn_find_program(NULL);
   if (!plain)
     return NULL;
   const char *slash = strrchr(plain, '/');
-  size_t dir = slash ? (size_t)(slash - plain + 1) : 0;
-  size_t n = dir + strlen(file) + 1;
-  char *path = malloc(n);
-  if (!path)
+  int dir = slash ? (int)(slash - plain + 1) : 0;
+  if ((size_t)snprintf(buf, len, "%.*s%s", dir, plain, file) >= len) {
+    fprintf(stderr, "fadsl: the path of %s beside %s is too long\n", file, plain);
     return NULL;
-  snprintf(path, n, "%.*s%s", (int)dir, plain, file);
-  if (access(path, R_OK) == 0)
-    return path;   /* kept for the life of the process, like the paths above */
-  fprintf(stderr, "fadsl: %s not found beside %s (%s); give its path with --program\n", file, plain, path);
-  free(path);
+  }
+  if (access(buf, R_OK) == 0)
+    return buf;
+  fprintf(stderr, "fadsl: %s not found beside %s (%s); give its path with --program\n", file, plain, buf);
   return NULL;
 }
 

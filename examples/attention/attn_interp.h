@@ -37,9 +37,9 @@ typedef struct FaAttnRunner {
 const char *fa_attn_find_program(const char *override);
 
 /* `override` when given, else `file` (attention_variants.fa, decode.fa) in
- * the directory of the attention program fa_attn_find_program(NULL) finds.
- * The path returned lives as long as the process. */
-const char *fa_attn_find_sibling(const char *override, const char *file);
+ * the directory of the attention program fa_attn_find_program(NULL) finds,
+ * written into buf; NULL (with a message on stderr) when it is not there. */
+const char *fa_attn_find_sibling(const char *override, const char *file, char *buf, size_t len);
 
 /* Reads and checks the program.  Errors go to fc->diag. */
 bool fa_attn_open(FaAttnRunner *r, FaCompiler *fc, const char *path, int block_q, int block_k, int threads);

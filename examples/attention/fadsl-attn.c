@@ -574,7 +574,8 @@ typedef struct GpuReport {
 
 static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
                             const Tensor *v, const Tensor *dO, bool backward, const Variant *var, Outputs *out) {
-  const char *program = var->on ? fa_attn_find_sibling(o->program, "attention_variants.fa")
+  char path[4096];
+  const char *program = var->on ? fa_attn_find_sibling(o->program, "attention_variants.fa", path, sizeof path)
                                 : fa_attn_find_program(o->program);
   if (!program)
     return false;
@@ -1167,7 +1168,8 @@ static bool decode_interpreter(const Options *o, DType dt, DecodeRun *d) {
   bool ok = ctx && fadsl_attention_create(ctx, &attn) == FADSL_SUCCESS && decode_plan(o, d, attn, &d->splits, NULL);
   fadsl_attention_destroy(attn);
   fadsl_context_destroy(ctx);
-  const char *program = ok ? fa_attn_find_sibling(o->program, "decode.fa") : NULL;
+  char path[4096];
+  const char *program = ok ? fa_attn_find_sibling(o->program, "decode.fa", path, sizeof path) : NULL;
   if (!program)
     return false;
   FaCompiler fc;
@@ -1236,7 +1238,8 @@ static fadsl_status copy_thunk(void *x) {
 
 static bool decode_copy_bandwidth(const Options *o, DecodeGpu *x, DType dt, size_t cache_bytes, double *ms) {
   Gpu *g = &x->g;
-  const char *path = fa_attn_find_sibling(o->program, "decode.fa");
+  char buf[4096];
+  const char *path = fa_attn_find_sibling(o->program, "decode.fa", buf, sizeof buf);
   fadsl_program *prog = NULL;
   CopyRun c = {NULL, NULL};
   bool ok = path && rt_ok(g, fadsl_program_load_file(g->ctx, path, &prog), "loading decode.fa for the copy") &&
