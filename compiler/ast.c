@@ -21,6 +21,7 @@ void fa_compiler_init(FaCompiler *fc, FILE *diag_stream) {
   fa_diag_init(&fc->diag, diag_stream);
   fc->sources.items = NULL;
   fc->sources.len = fc->sources.cap = 0;
+  fc->imports = NULL;
 }
 
 void fa_compiler_free(FaCompiler *fc) {
@@ -139,7 +140,8 @@ const char *fa_node_kind_name(NodeKind kind) {
     [N_LIST] = "LIST", [N_PTR_TYPE] = "PTR_TYPE", [N_EXPR_STMT] = "EXPR_STMT",
     [N_ASSIGN] = "ASSIGN", [N_AUGASSIGN] = "AUGASSIGN", [N_ANNASSIGN] = "ANNASSIGN",
     [N_IF] = "IF", [N_FOR] = "FOR", [N_WHILE] = "WHILE", [N_RETURN] = "RETURN",
-    [N_PASS] = "PASS", [N_BREAK] = "BREAK", [N_CONTINUE] = "CONTINUE", [N_PARAM] = "PARAM",
+    [N_PASS] = "PASS", [N_BREAK] = "BREAK", [N_CONTINUE] = "CONTINUE", [N_IMPORT] = "IMPORT",
+    [N_FROM_IMPORT] = "FROM_IMPORT", [N_PARAM] = "PARAM",
     [N_DECORATOR] = "DECORATOR", [N_FUNC] = "FUNC", [N_MODULE] = "MODULE",
   };
   if ((int)kind < 0 || (int)kind >= FA_ARRAY_LEN(names) || !names[kind])
@@ -242,6 +244,10 @@ static void dump_node(Dumper *d, const Node *n, int indent, const char *label) {
   case N_FUNC:
     if (n->name)
       fa_sb_printf(sb, " %s", n->name);
+    break;
+  case N_IMPORT:
+    if (n->name)
+      fa_sb_printf(sb, " as %s", n->name);
     break;
   case N_INT:
     fa_sb_printf(sb, " %lld", (long long)n->int_val);
@@ -352,6 +358,17 @@ static void dump_node(Dumper *d, const Node *n, int indent, const char *label) {
     break;
   case N_RETURN:
     dump_node(d, n->lhs, in, NULL);
+    break;
+  case N_IMPORT:
+    dump_node(d, n->lhs, in, "module");
+    break;
+  case N_FROM_IMPORT:
+    dump_node(d, n->lhs, in, "module");
+    for (int i = 0; i < n->args.len; i++)
+      dump_node(d, n->args.items[i], in, "name");
+    break;
+  case N_NAME:
+    dump_node(d, n->rhs, in, "as");
     break;
   case N_PARAM:
     dump_node(d, n->annot, in, "type");
@@ -717,6 +734,23 @@ static void print_stmt(StrBuf *sb, const Node *n, int indent) {
   case N_PASS: fa_sb_puts(sb, "pass"); break;
   case N_BREAK: fa_sb_puts(sb, "break"); break;
   case N_CONTINUE: fa_sb_puts(sb, "continue"); break;
+  case N_IMPORT:
+    fa_sb_puts(sb, "import ");
+    print_expr(sb, n->lhs, PREC_IFEXP);
+    if (n->name)
+      fa_sb_printf(sb, " as %s", n->name);
+    break;
+  case N_FROM_IMPORT:
+    fa_sb_puts(sb, "from ");
+    print_expr(sb, n->lhs, PREC_IFEXP);
+    fa_sb_puts(sb, " import ");
+    for (int i = 0; i < n->args.len; i++) {
+      const Node *a = n->args.items[i];
+      fa_sb_printf(sb, "%s%s", i ? ", " : "", a->name);
+      if (a->rhs)
+        fa_sb_printf(sb, " as %s", a->rhs->name);
+    }
+    break;
   default:
     /* an expression where a statement should be (only in synthesised trees) */
     print_expr(sb, n, PREC_IFEXP);

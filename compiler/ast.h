@@ -62,6 +62,9 @@ typedef enum NodeKind {
   N_PASS,
   N_BREAK,
   N_CONTINUE,
+  N_IMPORT,     /* import lhs [as name]: lhs an N_NAME (dotted module name) or N_STR (path); module level */
+  N_FROM_IMPORT,/* from lhs import args: each an N_NAME (the imported name) whose rhs, if any, is the
+                   N_NAME of its alias; module level.  Resolved by modules.c before the program check. */
 
   /* ---- definitions ---- */
   N_PARAM,      /* name [: annot] [= rhs] */
@@ -111,10 +114,14 @@ struct Node {
  * diagnostics go, and the sources it has read.  There is no global state: two
  * contexts may be used from two threads at once.
  */
+struct FaImportPath;
+
 typedef struct FaCompiler {
   Arena arena;
   Diag diag;
   PtrVec sources;       /* Source*, owned by the arena */
+  const struct FaImportPath *imports;  /* where `import` looks besides the importing file's
+                                          directory (modules.h); NULL: $FADSL_PATH only */
 } FaCompiler;
 
 void fa_compiler_init(FaCompiler *fc, FILE *diag_stream);

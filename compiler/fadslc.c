@@ -22,6 +22,7 @@
 
 #include "ast.h"
 #include "fadslc_cuda.h"
+#include "modules.h"
 #include "problem_binds.h"
 #include "sema.h"
 
@@ -85,8 +86,12 @@ static bool run_source(Job *job) {
 }
 
 static bool run_list(Job *job) {
-  for (int i = 0; i < job->module->body.len; i++) {
-    const Node *fn = job->module->body.items[i];
+  /* with what it imports (imported helpers by their linked names, MODULE.NAME) */
+  const Node *module = fa_modules_link(job->fc, job->module);
+  if (!module)
+    return false;
+  for (int i = 0; i < module->body.len; i++) {
+    const Node *fn = module->body.items[i];
     if (fn->kind != N_FUNC)
       continue;
     const char *what = fa_func_is_kernel(fn) ? "kernel"

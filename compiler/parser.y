@@ -303,6 +303,7 @@ static Node *join_strings(FaParseState *ps, NodeList parts) {
 %token NEWLINE "end of line" INDENT "indent" DEDENT "dedent"
 %token DEF "'def'" IF "'if'" ELIF "'elif'" ELSE "'else'" FOR "'for'" IN "'in'" WHILE "'while'"
 %token RETURN "'return'" PASS "'pass'" BREAK "'break'" CONTINUE "'continue'"
+%token IMPORT "'import'" FROM "'from'" AS "'as'"
 %token AND "'and'" OR "'or'" NOT "'not'" TRUE "'True'" FALSE "'False'" NONE "'None'"
 %token POW "'**'" FLOORDIV "'//'" SHL "'<<'" SHR "'>>'"
 %token LE "'<='" GE "'>='" EQ "'=='" NE "'!='" ARROW "'->'" ELLIPSIS "'...'"
@@ -311,11 +312,12 @@ static Node *join_strings(FaParseState *ps, NodeList parts) {
 %token '{' '}'
 
 %type <node> module funcdef decorator param type type_base
+%type <node> import_stmt module_ref import_name
 %type <node> small_stmt assign compound if_stmt for_stmt while_stmt
 %type <node> exprlist expr or_expr and_expr not_expr comparison chain bor bxor band shift arith term
 %type <node> factor power primary atom arglist arg_seq arg subscript opt_expr
 %type <list> item stmt stmts suite simple_stmts small_list decorators params param_seq
-%type <list> elif_tail expr_seq sub_seq subscripts strings
+%type <list> elif_tail expr_seq sub_seq subscripts strings import_names
 %type <name> dotted
 %type <op> compop
 
@@ -338,6 +340,7 @@ item
   : NEWLINE             { $$ = (NodeList){0}; }
   | stmt
   | funcdef             { $$ = list1(ps, $1); }
+  | import_stmt         { $$ = list1(ps, $1); }
   ;
 
 /* ---- definitions ---- */
@@ -679,6 +682,44 @@ atom
 strings
   : STRING              { $$ = list1(ps, $1); }
   | strings STRING      { $$ = $1; push(ps, &$$, $2); }
+  ;
+
+/* ---- imports (module level only; resolved by modules.c) ----
+ * Last in the grammar: bison numbers character tokens in the order they
+ * first appear, and the order of the tokens a syntax error lists as expected
+ * follows it. */
+
+import_stmt
+  : IMPORT module_ref NEWLINE
+      { $$ = mk(ps, N_IMPORT, @1); $$->lhs = $2; fin(ps, $$); }
+  | IMPORT module_ref AS NAME NEWLINE
+      { $$ = mk(ps, N_IMPORT, @1); $$->lhs = $2; $$->name = $4; fin(ps, $$); }
+  | FROM module_ref IMPORT import_names NEWLINE
+      { $$ = mk(ps, N_FROM_IMPORT, @1); $$->lhs = $2; $$->args = $4; fin(ps, $$); }
+  | FROM module_ref IMPORT '(' import_names ')' NEWLINE
+      { $$ = mk(ps, N_FROM_IMPORT, @1); $$->lhs = $2; $$->args = $5; fin(ps, $$); }
+  | FROM module_ref IMPORT '(' import_names ',' ')' NEWLINE
+      { $$ = mk(ps, N_FROM_IMPORT, @1); $$->lhs = $2; $$->args = $5; fin(ps, $$); }
+  ;
+
+/* a dotted name (attention_core, variants.window) or a path ("core.fa") */
+module_ref
+  : dotted              { $$ = mk(ps, N_NAME, @1); $$->name = $1; }
+  | STRING              { $$ = $1; }
+  ;
+
+import_names
+  : import_name         { $$ = list1(ps, $1); }
+  | import_names ',' import_name { $$ = $1; push(ps, &$$, $3); }
+  ;
+
+/* NAME, or NAME as ALIAS (the alias is the item's rhs) */
+import_name
+  : NAME                { $$ = mk(ps, N_NAME, @1); $$->name = $1; }
+  | NAME AS NAME
+      { $$ = mk(ps, N_NAME, @1); $$->name = $1;
+        Node *alias = mk(ps, N_NAME, @3); alias->name = $3;
+        $$->rhs = alias; fin(ps, $$); }
   ;
 
 %%

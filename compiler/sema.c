@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "autotune_point.h"
+#include "modules.h"
 #include "sema_internal.h"
 
 typedef struct Checker {
@@ -676,6 +677,9 @@ static void *freeze(FaCompiler *fc, PtrVec *v) {
 FaProgram *fa_program_check(FaCompiler *fc, const Node *module) {
   if (!module || module->kind != N_MODULE)
     return NULL;
+  /* what the module imports, linked in (modules.c) */
+  if (!(module = fa_modules_link(fc, module)))
+    return NULL;
   int errors0 = fc->diag.errors;
   Checker C;
   memset(&C, 0, sizeof C);
@@ -685,7 +689,7 @@ FaProgram *fa_program_check(FaCompiler *fc, const Node *module) {
   if (!C.p)
     return NULL;
   C.p->module = module;
-  PtrVec kernels = {0}, helpers = {0}, problems = {0}, fns = {0};
+  PtrVec kernels = {0}, helpers = {0}, problems = {0}, fns = {0}, const_defs = {0};
   /* what the module defines */
   for (int i = 0; i < module->body.len; i++) {
     const Node *s = module->body.items[i];
@@ -723,7 +727,7 @@ FaProgram *fa_program_check(FaCompiler *fc, const Node *module) {
         serr(&C, target->loc, "'%s' is already defined as a function", target->name);
     if (has_name(&C.consts, target->name))
       serr(&C, target->loc, "module constant '%s' is defined twice", target->name);
-    check_names(&C, NULL, s->rhs);
+    fa_ptrvec_push(&const_defs, (void *)s);
     fa_ptrvec_push(&C.consts, (void *)target->name);
   }
   fa_ptrvec_free(&fns);
@@ -735,6 +739,7 @@ FaProgram *fa_program_check(FaCompiler *fc, const Node *module) {
   if (!C.p->helpers || !C.p->problems || !C.p->kernels) {
     fa_ptrvec_free(&kernels);
     fa_ptrvec_free(&problems);
+    fa_ptrvec_free(&const_defs);
     fa_ptrvec_free(&C.consts);
     return NULL;
   }
@@ -757,6 +762,10 @@ FaProgram *fa_program_check(FaCompiler *fc, const Node *module) {
   }
   fa_ptrvec_free(&kernels);
   fa_ptrvec_free(&problems);
+  /* a constant may name any function of the module (a tuple of helpers) */
+  for (int i = 0; i < const_defs.len; i++)
+    check_names(&C, NULL, ((const Node *)const_defs.items[i])->rhs);
+  fa_ptrvec_free(&const_defs);
   /* module constants first: decorators and defaults use them */
   if (fc->diag.errors == errors0 && fa_lower_check_module(fc, C.p, module)) {
     for (int i = 0; i < C.p->nkernels; i++) {

@@ -161,6 +161,24 @@ FADSL_API fadsl_status fadsl_program_load_string(fadsl_context *ctx, const char 
                                                  const char *text, fadsl_program **out);
 FADSL_API void fadsl_program_destroy(fadsl_program *prog);
 
+/* A module a program may import (`import NAME` / `from "PATH" import ...`,
+ * docs/language.md, "Modules"), given as text: `name` is the path an import
+ * finds it by, such as "attention_core.fa" or "variants/window.fa". */
+typedef struct fadsl_module_text {
+  const char *name;
+  const char *text;
+} fadsl_module_text;
+
+/* Like fadsl_program_load_string, for a program that imports modules: its
+ * imports are looked up among `modules` first (relative to the importing
+ * module's name, then by the name as written), and only then in the file
+ * system (relative to `name`'s directory and $FADSL_PATH).  The array and its
+ * texts need to live only during the call. */
+FADSL_API fadsl_status fadsl_program_load_with_modules(fadsl_context *ctx, const char *name,
+                                                       const char *text,
+                                                       const fadsl_module_text *modules,
+                                                       int nmodules, fadsl_program **out);
+
 /* Number of kernels in the program and the name of the i-th. */
 FADSL_API int fadsl_program_kernel_count(const fadsl_program *prog);
 FADSL_API const char *fadsl_program_kernel_name(const fadsl_program *prog, int i);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "modules.h"
 #include "rt_program.h"
 
 /* Parses and checks `text`; on success fills prog->prog and the kernels. */
@@ -119,4 +120,36 @@ FADSL_API fadsl_status fadsl_program_kernel(fadsl_program *prog, const char *nam
                                prog->name, name, names.data ? names.data : "none");
   fa_sb_free(&names);
   return st;
+}
+
+FADSL_API fadsl_status fadsl_program_load_with_modules(fadsl_context *ctx, const char *name,
+                                                       const char *text,
+                                                       const fadsl_module_text *modules,
+                                                       int nmodules, fadsl_program **out) {
+  if (!out) return FADSL_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (!ctx || !text || nmodules < 0 || (nmodules && !modules)) return FADSL_ERROR_INVALID_ARGUMENT;
+  FaModuleText *texts = calloc(nmodules > 0 ? (size_t)nmodules : 1, sizeof *texts);
+  fadsl_program *prog = texts ? program_new(ctx, name ? name : "<string>") : NULL;
+  if (!prog) {
+    free(texts);
+    return FADSL_ERROR_OUT_OF_MEMORY;
+  }
+  for (int i = 0; i < nmodules; i++) {
+    texts[i].name = modules[i].name;
+    texts[i].text = modules[i].text;
+  }
+  /* the given modules first: a built-in program must not pick up a file of
+   * the same name from the current directory */
+  FaImportPath path = {NULL, 0, texts, nmodules, true, false};
+  prog->fc.imports = &path;
+  fadsl_status st = load(prog, text, strlen(text));
+  prog->fc.imports = NULL;   /* imports are resolved while the program is checked */
+  free(texts);
+  if (st != FADSL_SUCCESS) {
+    fadsl_program_destroy(prog);
+    return st;
+  }
+  *out = prog;
+  return FADSL_SUCCESS;
 }

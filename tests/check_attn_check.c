@@ -24,6 +24,9 @@
 
 #include "attention_ref.h"
 #include "attn_check.h"
+
+/* the outputs of plain attention (the sinks' gradient is tested with the variants) */
+enum { PLAIN_N = FA_CHECK_DSINKS };
 #include "interp.h"
 
 static int failures;
@@ -48,8 +51,8 @@ typedef struct Data {
   FaAttnShape s;
   int64_t nq, nkv, rows;
   float *q, *k, *v, *dO, *o, *lse2, *dq, *dk, *dv;
-  double *ref[FA_CHECK_N], *rss[FA_CHECK_N];   /* float64 reference and its scale (rss[LSE] NULL) */
-  int64_t n[FA_CHECK_N];                       /* elements of each output */
+  double *ref[PLAIN_N], *rss[PLAIN_N];   /* float64 reference and its scale (rss[LSE] NULL) */
+  int64_t n[PLAIN_N];                       /* elements of each output */
 } Data;
 
 static float *randf(int64_t n, double *exact) {
@@ -89,9 +92,9 @@ static void make(Data *t, FaAttnShape s) {
   double *os = malloc((size_t)t->nq * 8), *dqs = malloc((size_t)t->nq * 8);
   double *dks = malloc((size_t)t->nkv * 8), *dvs = malloc((size_t)t->nkv * 8);
   fa_attn_ref_rss(&s, q, k, v, dO, os, dqs, dks, dvs);
-  double *refs[FA_CHECK_N] = {o, lse, dq, dk, dv}, *rss[FA_CHECK_N] = {os, NULL, dqs, dks, dvs};
-  int64_t n[FA_CHECK_N] = {t->nq, t->rows, t->nq, t->nkv, t->nkv};
-  for (int w = 0; w < FA_CHECK_N; w++) {
+  double *refs[PLAIN_N] = {o, lse, dq, dk, dv}, *rss[PLAIN_N] = {os, NULL, dqs, dks, dvs};
+  int64_t n[PLAIN_N] = {t->nq, t->rows, t->nq, t->nkv, t->nkv};
+  for (int w = 0; w < PLAIN_N; w++) {
     t->ref[w] = refs[w];
     t->rss[w] = rss[w];
     t->n[w] = n[w];
@@ -102,31 +105,31 @@ static void make(Data *t, FaAttnShape s) {
 static void drop(Data *t) {
   free(t->q), free(t->k), free(t->v), free(t->dO), free(t->o), free(t->lse2), free(t->dq), free(t->dk),
       free(t->dv);
-  for (int w = 0; w < FA_CHECK_N; w++)
+  for (int w = 0; w < PLAIN_N; w++)
     free(t->ref[w]), free(t->rss[w]);
 }
 
 static float *output(Data *t, int w) {
-  float *outs[FA_CHECK_N] = {t->o, t->lse2, t->dq, t->dk, t->dv};
+  float *outs[PLAIN_N] = {t->o, t->lse2, t->dq, t->dk, t->dv};
   return outs[w];
 }
 
 static FaAttnCheckResult check(const Data *t, const FaAttnCheckOptions *o) {
-  FaAttnData d = {DT_F32, t->q, t->k, t->v, t->dO, t->o, t->dq, t->dk, t->dv, t->lse2};
+  FaAttnData d = {DT_F32, t->q, t->k, t->v, t->dO, t->o, t->dq, t->dk, t->dv, t->lse2, NULL, NULL};
   FaAttnCheckResult r;
   if (!fa_attn_check(&t->s, &d, o, &r)) {
     printf("  FAIL: fa_attn_check ran out of memory\n");
     failures++;
   }
   printf("  checked %s\n ", r.subset);
-  for (int w = 0; w < FA_CHECK_N; w++)
+  for (int w = 0; w < PLAIN_N; w++)
     printf(" %s %.2e (%lld el.)", fa_attn_check_name(w), r.err[w], (long long)r.elements[w]);
   printf("\n");
   return r;
 }
 
 static bool all_small(const FaAttnCheckResult *r) {
-  for (int w = 0; w < FA_CHECK_N; w++)
+  for (int w = 0; w < PLAIN_N; w++)
     if (!r->checked[w] || !(r->err[w] < 1e-6) || r->nonfinite[w])
       return false;
   return true;
@@ -146,7 +149,7 @@ static void run_shape(FaAttnShape s) {
   expect(all_small(&r) && strstr(r.subset, "everything"), "reference outputs pass the full check");
   /* the checker's norms against the plain reference's, over every element */
   bool same = true;
-  for (int w = 0; w < FA_CHECK_N; w++) {
+  for (int w = 0; w < PLAIN_N; w++) {
     double rn = fa_norm(t.ref[w], t.n[w]), sn = t.rss[w] ? fa_norm(t.rss[w], t.n[w]) : rn;
     same = same && fabs(r.ref_norm[w] - rn) <= 1e-9 * rn && fabs(r.rss_norm[w] - sn) <= 1e-9 * sn;
     printf("  %s: ||ref|| %.6e (plain %.6e), ||ref_rss|| %.6e (plain %.6e), ratio %.3f\n", fa_attn_check_name(w),
@@ -154,7 +157,7 @@ static void run_shape(FaAttnShape s) {
   }
   expect(same, "the checker's ||ref|| and ||ref_rss|| equal the plain reference's (fa_attn_ref_rss)");
   bool strict = true;
-  for (int w = 0; w < FA_CHECK_N; w++)
+  for (int w = 0; w < PLAIN_N; w++)
     strict = strict && r.rss_norm[w] >= r.ref_norm[w] * 0.5 && r.rss_norm[w] < 2 * r.ref_norm[w];
   expect(strict, "on ordinary data ||ref_rss|| is within a factor 2 of ||ref|| (the bounds keep their strictness)");
   r = check(&t, &sub);
@@ -162,8 +165,8 @@ static void run_shape(FaAttnShape s) {
          "reference outputs pass the subset check, which says what it took");
 
   /* a wrong element in a checked row of every output: row 0 of head (0, 0) and key row 0 of kv head (0, 0) */
-  float *outs[FA_CHECK_N] = {t.o, t.lse2, t.dq, t.dk, t.dv};
-  for (int w = 0; w < FA_CHECK_N; w++) {
+  float *outs[PLAIN_N] = {t.o, t.lse2, t.dq, t.dk, t.dv};
+  for (int w = 0; w < PLAIN_N; w++) {
     int64_t at = w == FA_CHECK_LSE ? 0 : 3 % s.D;
     float keep = outs[w][at];
     outs[w][at] += 0.5f;
@@ -174,7 +177,7 @@ static void run_shape(FaAttnShape s) {
     outs[w][at] = keep;
   }
   /* wrong gradients (and outputs), as a kernel bug would give them: zeroed, of the wrong sign */
-  for (int w = 0; w < FA_CHECK_N; w++) {
+  for (int w = 0; w < PLAIN_N; w++) {
     if (w == FA_CHECK_LSE)
       continue;
     float *x = output(&t, w), *keep = malloc((size_t)t.n[w] * sizeof *keep);
@@ -248,14 +251,14 @@ static void one_key(FaAttnShape s, bool also_forget) {
          "the exact dq and dk are zero, their scale is not, and the exact outputs pass");
   /* rounding noise as a GPU leaves it (f32 products in another order, D from
    * the rounded O): 1e-4 of the scale, element by element, on every output */
-  for (int w = 0; w < FA_CHECK_N; w++) {
+  for (int w = 0; w < PLAIN_N; w++) {
     float *x = output(&t, w);
     for (int64_t e = 0; e < t.n[w]; e++)
       x[e] += (float)(1e-4 * uniform() * (t.rss[w] ? t.rss[w][e] : fabs(t.ref[w][e])));
   }
   r = check(&t, &full);
   bool pass = true;
-  for (int w = 0; w < FA_CHECK_N; w++)
+  for (int w = 0; w < PLAIN_N; w++)
     pass = pass && r.err[w] < fa_attn_check_bound(DT_F16, w);
   expect(pass && r.err[FA_CHECK_DQ] > 0 && r.err[FA_CHECK_DK] > 0,
          "noise of 1e-4 of the scale passes the f16 bounds (relative to ||ref|| = 0 it would be infinite)");

@@ -746,9 +746,14 @@ START_TEST(test_attention_kernels) {
               b[n++] = bind("is_causal", fa_const_bool(causal));
             if (k->prune) {
               FaConst keep;
-              /* the prune may mention runtime sizes; skip it when it cannot be evaluated here */
+              /* the prune may mention runtime sizes; skip it when it cannot be evaluated here.
+                 It sees the launch settings at their defaults, as a launch's does. */
               int errs = c.fc.diag.errors;
-              if (fa_eval_const(&c.fc, p, k->prune, b, n, &keep) && !fa_const_truth(keep))
+              FaBinding pb[32];
+              memcpy(pb, b, (size_t)n * sizeof *b);
+              pb[n] = bind("warps", fa_const_int(4));
+              pb[n + 1] = bind("stages", fa_const_int(2));
+              if (fa_eval_const(&c.fc, p, k->prune, pb, n + 2, &keep) && !fa_const_truth(keep))
                 continue;
               c.fc.diag.errors = errs;
             }

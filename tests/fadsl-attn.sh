@@ -60,9 +60,12 @@ r=$($relerr "$dir/o3.npy" "$dir/o1.npy")
 [ "${r%% *}" = "0.000e+00" ] && echo "ok: fadsl-run attn_fwd = fadsl-attn forward ($r)" \
   || fail "fadsl-run attn_fwd differs from fadsl-attn: $r"
 
-# a wrong kernel must fail --check: P V scaled by 1.01
-sed 's/b_o += dot(b_p, b_v, out_dtype=f32)/b_o += dot(b_p, b_v, out_dtype=f32) * 1.01/' "$fa" > "$dir/wrong.fa"
-grep -q '\* 1.01' "$dir/wrong.fa" || fail "could not make the wrong attention.fa"
+# a wrong kernel must fail --check: P V scaled by 1.01 in the core that
+# attention.fa imports (from its own directory, where the copy is)
+cp "$fa" "$dir/wrong.fa"
+sed 's/b_o += dot(b_p, b_v, out_dtype=f32)/b_o += dot(b_p, b_v, out_dtype=f32) * 1.01/' \
+  "$(dirname "$fa")/attention_core.fa" > "$dir/attention_core.fa"
+grep -q '\* 1.01' "$dir/attention_core.fa" || fail "could not make the wrong attention_core.fa"
 expect 1 "(above the test bound)" --interpret --program "$dir/wrong.fa" --shape 1,2,2,40,16 --check --seed 5
 
 # shapes and usage

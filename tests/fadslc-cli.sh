@@ -79,16 +79,45 @@ check 0 '^arg K: i32 multiple of 32$' - --emit=plan --kernel matmul "$matmul" --
 check 0 '^arg a: \*f16 aligned to 4 bytes$' - --emit=plan --kernel matmul "$matmul" --assume a%4,K%16
 check 0 '^arg b: \*f16 aligned to 16 bytes (assumed)$' - --emit=plan --kernel matmul "$matmul" --assume a%4
 
-# --list over the flagship example
+# --list over the flagship example: its kernels, its problem and the core's
+# helpers it imports (by their linked names)
 if "$fadslc" --list "$attention" > "$dir/list" 2> "$dir/err"; then
   cat > "$dir/want" <<'LIST'
+helper attention_core.fwd_tiles_ok
+helper attention_core.dkdv_tiles_ok
+helper attention_core.dq_tiles_ok
+helper attention_core.no_score
+helper attention_core.no_score_grad
+helper attention_core.causal_mask
+helper attention_core.no_init_rows
+helper attention_core.params_as_context
+helper attention_core.padded_locate
+helper attention_core.padded_q_rows
+helper attention_core.padded_kv_rows
+helper attention_core.padded_lengths
+helper attention_core.all_keys
+helper attention_core.all_queries
+helper attention_core.causal_keys
+helper attention_core.causal_queries
+helper attention_core.tile_runs
+helper attention_core.run_of
+helper attention_core.bounded_keys
+helper attention_core.bounded_queries
+helper attention_core.band_bounds
+helper attention_core.band_mask
+helper attention_core.attn_fwd_program
+helper attention_core.attn_fwd_inner
+helper attention_core.online_softmax_step
+helper attention_core.no_delta_hook
+helper attention_core.attn_bwd_d_program
+helper attention_core.attn_bwd_dkdv_program
+helper attention_core.attn_bwd_dkdv_inner
+helper attention_core.attn_bwd_dq_program
+helper attention_core.attn_bwd_dq_inner
 kernel attn_fwd
-helper attn_fwd_inner
 kernel attn_bwd_d
 kernel attn_bwd_dkdv
-helper attn_bwd_dkdv_inner
 kernel attn_bwd_dq
-helper attn_bwd_dq_inner
 problem attention
 LIST
   if cmp -s "$dir/list" "$dir/want"; then echo "ok: fadslc --list attention.fa"

@@ -99,8 +99,8 @@ expect_error longstring "literal too long"
 awk 'BEGIN { printf "x = \""; for (i = 0; i < 2000000; i++) printf "a"; print "" }' > "$dir/longunterminated.fa"
 expect_error longunterminated "unterminated string"
 
-# 10 MB: copies of the attention example, functions renamed apart
-src="$srcdir/examples/attention/attention.fa"
+# 10 MB: copies of the attention core (a file without imports), functions renamed apart
+src="$srcdir/examples/attention/attention_core.fa"
 if [ -f "$src" ]; then
   : > "$dir/big.fa"
   i=0

@@ -20,6 +20,7 @@ struct fadsl_attention {
   int block_q, block_k, warps, stages;                /* 0: automatic */
   pthread_mutex_t lock;                               /* the args and info are shared state */
   char error[4096];
+  struct FaAttnExtra *extra;                          /* attention_variants.c: variant and decoding programs */
 };
 
 /* The shape and numbers of one call. */

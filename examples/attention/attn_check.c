@@ -20,7 +20,7 @@
 
 #include "interp.h"
 
-static const char *const names[FA_CHECK_N] = {"o", "lse", "dq", "dk", "dv"};
+static const char *const names[FA_CHECK_N] = {"o", "lse", "dq", "dk", "dv", "dsinks"};
 
 const char *fa_attn_check_name(int which) { return which >= 0 && which < FA_CHECK_N ? names[which] : "?"; }
 
@@ -50,6 +50,7 @@ typedef struct Acc {
 typedef struct Check {
   const FaAttnShape *s;
   const FaAttnData *d;
+  const FaAttnVariant *var;     /* NULL: plain */
   int G;                        /* query heads per key/value head */
   int b, h, kvh;                /* the current query head / key-value head */
   double *Q, *DO;               /* current query head's rows (forward job), [Nq * D] */
@@ -61,7 +62,8 @@ typedef struct Check {
 } Check;
 
 typedef struct Scratch {
-  double *p, *vec;              /* [max(Nq, Nkv)], [4 * D] */
+  double *p, *g, *vec;          /* [Nkv] probabilities and score derivatives, [4 * D] */
+  double *dsink, *dsink2;       /* [H]: the sinks' gradient and its scale squared, summed here */
   Acc acc;
 } Scratch;
 
@@ -138,6 +140,12 @@ static void compare(Acc *a, int which, DType dt, const void *data, int64_t off, 
                     const double *rss2, int64_t n, double mul) {
   for (int64_t e = 0; e < n; e++) {
     double got = fa_host_get(dt, data, off + e) * mul;
+    if (isinf(ref[e])) {
+      /* the LSE of a row that sees no key: it must be the same infinity */
+      a->bad[which] += got != ref[e];
+      a->n[which]++;
+      continue;
+    }
     if (!isfinite(got)) {
       a->bad[which]++;
     } else {
@@ -150,45 +158,68 @@ static void compare(Acc *a, int which, DType dt, const void *data, int64_t off, 
   }
 }
 
-/* Softmax row of query i (q_i) against the visible keys: p[j] normalised,
- * returns the natural-log denominator; *nk = number of visible keys. */
-static double softmax_row(const Check *c, const double *qi, int64_t i, double *p, int64_t *nk) {
+/* Softmax row of query row i (q_i) of query head h against every key row:
+ * p[j] normalised (0 where the key is not visible), g[j] the derivative of
+ * the variant's score modification; *psink the sink's probability.  Returns
+ * the natural-log denominator, +inf for a row that sees nothing. */
+static double softmax_row(const Check *c, int h, const double *qi, int64_t i, double *p, double *g, double *psink) {
   const FaAttnShape *s = c->s;
   int D = s->D;
-  int64_t n = s->causal ? (i + 1 < s->Nkv ? i + 1 : s->Nkv) : s->Nkv;
-  double m = -INFINITY;
-  for (int64_t j = 0; j < n; j++) {
-    p[j] = s->scale * dot(qi, c->K + j * D, D);
+  double sink = fa_attn_variant_sink(c->var, h), m = sink;
+  int64_t pi;
+  fa_attn_variant_seq(c->var, s, i, false, &pi);
+  for (int64_t j = 0; j < s->Nkv; j++) {
+    if (!fa_attn_variant_visible(c->var, s, i, j)) {
+      p[j] = -INFINITY;
+      g[j] = 0;
+      continue;
+    }
+    int64_t pj;
+    fa_attn_variant_seq(c->var, s, j, true, &pj);
+    p[j] = fa_attn_variant_score(c->var, h, s->scale * dot(qi, c->K + j * D, D), pi, pj, &g[j]);
     if (p[j] > m)
       m = p[j];
   }
+  *psink = 0;
+  if (m == -INFINITY) {
+    for (int64_t j = 0; j < s->Nkv; j++)
+      p[j] = 0;
+    return INFINITY;
+  }
   double l = 0;
-  for (int64_t j = 0; j < n; j++) {
-    p[j] = exp(p[j] - m);
+  for (int64_t j = 0; j < s->Nkv; j++) {
+    p[j] = p[j] == -INFINITY ? 0 : exp(p[j] - m);
     l += p[j];
   }
-  for (int64_t j = 0; j < n; j++)
+  double es = exp(sink - m);   /* 0 without sinks */
+  l += es;
+  for (int64_t j = 0; j < s->Nkv; j++)
     p[j] /= l;
-  *nk = n;
+  *psink = es / l;
   return m + log(l);
 }
 
-/* One sampled query row of the current head: O, LSE and dQ. */
+/* One sampled query row of the current head: O, LSE and dQ (and, when
+ * everything is checked, its share of the sinks' gradient). */
 static void forward_row(Check *c, int64_t r, Scratch *sc) {
   const FaAttnShape *s = c->s;
   const FaAttnData *d = c->d;
   int D = s->D;
-  int64_t i = c->rows[r], nk;
+  int64_t i = c->rows[r];
   const double *qi = c->Q + i * D;
-  double L = softmax_row(c, qi, i, sc->p, &nk);
+  double psink;
+  double L = softmax_row(c, c->h, qi, i, sc->p, sc->g, &psink);
   double *o = sc->vec, *dq = sc->vec + D, *o2 = sc->vec + 2 * D, *dq2 = sc->vec + 3 * D;
   memset(sc->vec, 0, (size_t)4 * D * sizeof *sc->vec);
-  for (int64_t j = 0; j < nk; j++)
+  for (int64_t j = 0; j < s->Nkv; j++) {
+    if (sc->p[j] == 0)
+      continue;
     for (int e = 0; e < D; e++) {
       double t = sc->p[j] * c->V[j * D + e];
       o[e] += t;
       o2[e] += t * t;
     }
+  }
   int64_t row = ((int64_t)c->b * s->H + c->h) * s->Nq + i;
   compare(&sc->acc, FA_CHECK_O, d->dtype, d->o, row * D, o, o2, D, 1.0);
   if (d->lse2)
@@ -199,19 +230,27 @@ static void forward_row(Check *c, int64_t r, Scratch *sc) {
   double delta = dot(doi, o, D), delta2 = 0;
   for (int e = 0; e < D; e++)
     delta2 += doi[e] * doi[e] * o2[e];
-  for (int64_t j = 0; j < nk; j++) {
+  for (int64_t j = 0; j < s->Nkv; j++) {
+    if (sc->p[j] == 0)
+      continue;
     const double *vj = c->V + j * D, *kj = c->K + j * D;
     double dp2 = 0;
     for (int e = 0; e < D; e++)
       dp2 += doi[e] * doi[e] * vj[e] * vj[e];
-    double ds = sc->p[j] * (dot(doi, vj, D) - delta) * s->scale;
-    double ds2 = sc->p[j] * sc->p[j] * (dp2 + delta2) * s->scale * s->scale;
+    double gs = sc->g[j] * s->scale;
+    double ds = sc->p[j] * (dot(doi, vj, D) - delta) * gs;
+    double ds2 = sc->p[j] * sc->p[j] * (dp2 + delta2) * gs * gs;
     for (int e = 0; e < D; e++) {
       dq[e] += ds * kj[e];
       dq2[e] += ds2 * kj[e] * kj[e];
     }
   }
   compare(&sc->acc, FA_CHECK_DQ, d->dtype, d->dq, row * D, dq, dq2, D, 1.0);
+  /* d loss / d sink_h = sum over rows of -P_sink * (dP_sink - D) with dP_sink = 0 */
+  if (sc->dsink && psink > 0) {
+    sc->dsink[c->h] -= psink * delta;
+    sc->dsink2[c->h] += psink * psink * delta2;
+  }
 }
 
 /* Every query row of head g of the current group: LSE, delta and delta's
@@ -219,12 +258,15 @@ static void forward_row(Check *c, int64_t r, Scratch *sc) {
 static void group_stats_row(Check *c, int64_t index, Scratch *sc) {
   const FaAttnShape *s = c->s;
   int D = s->D;
-  int64_t g = index / s->Nq, i = index % s->Nq, nk;
+  int64_t g = index / s->Nq, i = index % s->Nq;
   const double *qi = c->Qg[g] + i * D, *doi = c->DOg[g] + i * D;
-  double L = softmax_row(c, qi, i, sc->p, &nk);
+  double psink;
+  double L = softmax_row(c, c->kvh * c->G + (int)g, qi, i, sc->p, sc->g, &psink);
   double delta = 0, *o2 = sc->vec, delta2 = 0;
   memset(o2, 0, (size_t)D * sizeof *o2);
-  for (int64_t j = 0; j < nk; j++) {
+  for (int64_t j = 0; j < s->Nkv; j++) {
+    if (sc->p[j] == 0)
+      continue;
     const double *vj = c->V + j * D;
     delta += sc->p[j] * dot(doi, vj, D);
     for (int e = 0; e < D; e++)
@@ -243,20 +285,27 @@ static void key_row(Check *c, int64_t r, Scratch *sc) {
   const FaAttnShape *s = c->s;
   const FaAttnData *d = c->d;
   int D = s->D;
-  int64_t j = c->rows[r];
+  int64_t j = c->rows[r], pj;
+  fa_attn_variant_seq(c->var, s, j, true, &pj);
   const double *kj = c->K + j * D, *vj = c->V + j * D;
   double *dk = sc->vec, *dv = sc->vec + D, *dk2 = sc->vec + 2 * D, *dv2 = sc->vec + 3 * D;
   memset(sc->vec, 0, (size_t)4 * D * sizeof *sc->vec);
   for (int g = 0; g < c->G; g++)
-    for (int64_t i = s->causal ? j : 0; i < s->Nq; i++) {
+    for (int64_t i = 0; i < s->Nq; i++) {
+      if (!fa_attn_variant_visible(c->var, s, i, j))
+        continue;
+      int64_t pi, gi = (int64_t)g * s->Nq + i;
+      fa_attn_variant_seq(c->var, s, i, false, &pi);
       const double *qi = c->Qg[g] + i * D, *doi = c->DOg[g] + i * D;
-      int64_t gi = (int64_t)g * s->Nq + i;
-      double p = exp(s->scale * dot(qi, kj, D) - c->lse_g[gi]);
-      double ds = p * (dot(doi, vj, D) - c->delta_g[gi]) * s->scale;
+      double grad;
+      double sc_ij = fa_attn_variant_score(c->var, c->kvh * c->G + g, s->scale * dot(qi, kj, D), pi, pj, &grad);
+      double p = exp(sc_ij - c->lse_g[gi]);
+      double gs = grad * s->scale;
+      double ds = p * (dot(doi, vj, D) - c->delta_g[gi]) * gs;
       double dp2 = 0;
       for (int e = 0; e < D; e++)
         dp2 += doi[e] * doi[e] * vj[e] * vj[e];
-      double ds2 = p * p * (dp2 + c->delta_rss2_g[gi]) * s->scale * s->scale;
+      double ds2 = p * p * (dp2 + c->delta_rss2_g[gi]) * gs * gs;
       for (int e = 0; e < D; e++) {
         dv[e] += p * doi[e];
         dk[e] += ds * qi[e];
@@ -281,12 +330,16 @@ static int64_t *choose_rows(int64_t n, bool sample, int want, int64_t *count) {
   return r;
 }
 
-static int64_t count_nonfinite(DType dt, const void *data, int64_t n) {
+/* NaN and infinities; with allow_inf, +inf does not count (the LSE of a
+ * row that sees no key: whether it should be there, the check says). */
+static int64_t count_nonfinite(DType dt, const void *data, int64_t n, bool allow_inf) {
   int64_t bad = 0;
   if (!data)
     return 0;
-  for (int64_t i = 0; i < n; i++)
-    bad += !isfinite(fa_host_get(dt, data, i));
+  for (int64_t i = 0; i < n; i++) {
+    double x = fa_host_get(dt, data, i);
+    bad += !isfinite(x) && !(allow_inf && x == INFINITY);
+  }
   return bad;
 }
 
@@ -300,13 +353,17 @@ bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckO
   int D = s->D, G = s->H / s->KVH;
   int64_t nq = (int64_t)s->B * s->H * s->Nq * D, nkv = (int64_t)s->B * s->KVH * s->Nkv * D;
   int64_t nrows = (int64_t)s->B * s->H * s->Nq;
-  res->nonfinite[FA_CHECK_O] = count_nonfinite(d->dtype, d->o, nq);
-  res->nonfinite[FA_CHECK_LSE] = count_nonfinite(DT_F32, d->lse2, nrows);
+  const FaAttnVariant *var = fa_attn_variant_any(d->variant) ? d->variant : NULL;
+  res->nonfinite[FA_CHECK_O] = count_nonfinite(d->dtype, d->o, nq, false);
+  res->nonfinite[FA_CHECK_LSE] = count_nonfinite(DT_F32, d->lse2, nrows, true);
   if (backward) {
-    res->nonfinite[FA_CHECK_DQ] = count_nonfinite(d->dtype, d->dq, nq);
-    res->nonfinite[FA_CHECK_DK] = count_nonfinite(d->dtype, d->dk, nkv);
-    res->nonfinite[FA_CHECK_DV] = count_nonfinite(d->dtype, d->dv, nkv);
+    res->nonfinite[FA_CHECK_DQ] = count_nonfinite(d->dtype, d->dq, nq, false);
+    res->nonfinite[FA_CHECK_DK] = count_nonfinite(d->dtype, d->dk, nkv, false);
+    res->nonfinite[FA_CHECK_DV] = count_nonfinite(d->dtype, d->dv, nkv, false);
   }
+  bool sinks = backward && var && var->sinks && d->dsinks;
+  if (sinks)
+    res->nonfinite[FA_CHECK_DSINKS] = count_nonfinite(DT_F32, d->dsinks, s->H, false);
 
   /* what to check */
   double work = (double)s->B * s->H * s->Nq * s->Nkv * D * (backward ? 9 : 2);
@@ -326,15 +383,21 @@ bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckO
   int64_t longest = s->Nq > s->Nkv ? s->Nq : s->Nkv;
   Scratch *sc = calloc((size_t)threads, sizeof *sc);
   bool ok = qrows && krows && sc;
+  /* the sinks' gradient sums over every row of every batch entry */
+  bool dsinks = sinks && full;
   for (int t = 0; ok && t < threads; t++) {
     sc[t].p = malloc((size_t)longest * sizeof(double));
+    sc[t].g = malloc((size_t)longest * sizeof(double));
     sc[t].vec = malloc((size_t)4 * D * sizeof(double));
-    ok = sc[t].p && sc[t].vec;
+    sc[t].dsink = dsinks ? calloc((size_t)s->H, sizeof(double)) : NULL;
+    sc[t].dsink2 = dsinks ? calloc((size_t)s->H, sizeof(double)) : NULL;
+    ok = sc[t].p && sc[t].g && sc[t].vec && (!dsinks || (sc[t].dsink && sc[t].dsink2));
   }
   Check c;
   memset(&c, 0, sizeof c);
   c.s = s;
   c.d = d;
+  c.var = var;
   c.G = G;
 
   /* forward (and dQ) per query head */
@@ -390,6 +453,16 @@ bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckO
     c.lse_g = c.delta_g = c.delta_rss2_g = c.K = c.V = NULL;
   }
 
+  /* the sinks' gradient, head by head */
+  for (int h = 0; ok && dsinks && h < s->H; h++) {
+    double ref = 0, rss2 = 0;
+    for (int t = 0; t < threads; t++) {
+      ref += sc[t].dsink[h];
+      rss2 += sc[t].dsink2[h];
+    }
+    compare(&sc[0].acc, FA_CHECK_DSINKS, DT_F32, d->dsinks, h, &ref, &rss2, 1, 1.0);
+  }
+
   /* results */
   Acc total;
   memset(&total, 0, sizeof total);
@@ -425,9 +498,13 @@ bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckO
                s->B * s->H, pb[1], ph[1], q, kk);
     else
       snprintf(res->subset, sizeof res->subset, "1 of %d (batch, head) pairs, (0, 0); %s%s", s->B * s->H, q, kk);
+    if (sinks) {
+      size_t n = strlen(res->subset);
+      snprintf(res->subset + n, sizeof res->subset - n, "; not dsinks (it sums over every row)");
+    }
   }
   for (int t = 0; sc && t < threads; t++)
-    free(sc[t].p), free(sc[t].vec);
+    free(sc[t].p), free(sc[t].g), free(sc[t].vec), free(sc[t].dsink), free(sc[t].dsink2);
   free(sc);
   free(qrows);
   free(krows);

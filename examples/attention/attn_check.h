@@ -41,15 +41,18 @@
 #include <stdint.h>
 
 #include "attention_ref.h"
+#include "attn_variant.h"
 #include "ir.h"
 
-enum { FA_CHECK_O, FA_CHECK_LSE, FA_CHECK_DQ, FA_CHECK_DK, FA_CHECK_DV, FA_CHECK_N };
+enum { FA_CHECK_O, FA_CHECK_LSE, FA_CHECK_DQ, FA_CHECK_DK, FA_CHECK_DV, FA_CHECK_DSINKS, FA_CHECK_N };
 
 typedef struct FaAttnData {
   DType dtype;
   const void *q, *k, *v, *dO;      /* inputs; dO NULL: forward only */
   const void *o, *dq, *dk, *dv;    /* outputs; dq/dk/dv only with dO */
-  const float *lse2;               /* may be NULL */
+  const float *lse2;               /* may be NULL; +inf for a row that sees no key */
+  const FaAttnVariant *variant;    /* NULL: plain (causal or not, as the shape says) */
+  const float *dsinks;             /* [H], the sinks' gradient (with dO and variant->sinks), or NULL */
 } FaAttnData;
 
 typedef struct FaAttnCheckOptions {
@@ -80,10 +83,10 @@ typedef struct FaAttnCheckResult {
 bool fa_attn_check(const FaAttnShape *s, const FaAttnData *d, const FaAttnCheckOptions *opt, FaAttnCheckResult *res);
 
 /* The bound on err[which] that the tests and fadsl-attn --check apply:
- * f16 2e-3 (o), 1e-2 (dq, dk, dv); bf16 1e-2, 3e-2; 1e-4 for lse. */
+ * f16 2e-3 (o), 1e-2 (dq, dk, dv, dsinks); bf16 1e-2, 3e-2; 1e-4 for lse. */
 double fa_attn_check_bound(DType dtype, int which);
 
-/* Names for messages: "o", "lse", "dq", "dk", "dv". */
+/* Names for messages: "o", "lse", "dq", "dk", "dv", "dsinks". */
 const char *fa_attn_check_name(int which);
 
 #endif

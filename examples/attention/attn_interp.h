@@ -18,6 +18,7 @@
 
 #include "ast.h"
 #include "attention_ref.h"
+#include "attn_variant.h"
 #include "ir.h"
 #include "sema.h"
 
@@ -35,6 +36,11 @@ typedef struct FaAttnRunner {
  * NULL (with a message on stderr) when none exists. */
 const char *fa_attn_find_program(const char *override);
 
+/* `override` when given, else `file` (attention_variants.fa, decode.fa) in
+ * the directory of the attention program fa_attn_find_program(NULL) finds,
+ * written into buf; NULL (with a message on stderr) when it is not there. */
+const char *fa_attn_find_sibling(const char *override, const char *file, char *buf, size_t len);
+
 /* Reads and checks the program.  Errors go to fc->diag. */
 bool fa_attn_open(FaAttnRunner *r, FaCompiler *fc, const char *path, int block_q, int block_k, int threads);
 
@@ -51,5 +57,21 @@ bool fa_attn_forward(FaAttnRunner *r, const FaAttnShape *s, DType dtype, const v
  * forward pass. */
 bool fa_attn_backward(FaAttnRunner *r, const FaAttnShape *s, DType dtype, const void *q, const void *k,
                       const void *v, const void *o, const void *dO, const float *lse2, void *dq, void *dk, void *dv);
+
+/* The same with a variant (attn_variant.h; NULL: plain), for a program whose
+ * kernels take the variant's parameters by the names of
+ * examples/attention/variants/ (window_left, window_right, softcap,
+ * t_alibi, t_sinks, t_dsinks, n_heads, t_cu_seqlens_q, t_cu_seqlens_k,
+ * n_seqs, max_seqlen_q, max_seqlen_k) and, where it has them, the flags of
+ * attention_variants.fa (HAS_WINDOW, HAS_SOFTCAP, HAS_ALIBI, HAS_SINKS,
+ * VARLEN).  Causal attention is is_causal where a kernel has it, else
+ * window_right = 0.  A variant the program has no parameters for is an
+ * error, not ignored.  With sinks, dsinks (may be NULL) receives their
+ * gradient [H]. */
+bool fa_attn_forward_variant(FaAttnRunner *r, const FaAttnShape *s, const FaAttnVariant *var, DType dtype,
+                             const void *q, const void *k, const void *v, void *o, float *lse2);
+bool fa_attn_backward_variant(FaAttnRunner *r, const FaAttnShape *s, const FaAttnVariant *var, DType dtype,
+                              const void *q, const void *k, const void *v, const void *o, const void *dO,
+                              const float *lse2, void *dq, void *dk, void *dv, float *dsinks);
 
 #endif

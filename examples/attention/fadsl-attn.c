@@ -7,6 +7,8 @@
  *   fadsl-attn --interpret|--gpu --shape B,H,KVH,N,D [--backward] [--seed N] [--check] ...
  *   fadsl-attn --gpu --shape B,H,KVH,N,D --bench [--json FILE] [--block-q N --block-k N]
  *              [--warps N] [--stages N] ...
+ *   variants (any of them, combined): [--window L,R] [--softcap C] [--alibi SLOPES.npy]
+ *              [--sinks SINKS.npy [--dsinks OUT.npy]] [--cu-seqlens OFFS.npy]
  *
  * q is [B, H, Nq, D]; k and v are [B, KVH, Nkv, D] with H a multiple of KVH
  * (grouped-query attention).  Inputs may be float16 or float32 .npy files and
@@ -22,6 +24,14 @@
  * of every kernel is printed with where it came from.  --bench times the
  * forward pass and the backward pass (attn_bwd_d + attn_bwd_dkdv +
  * attn_bwd_dq) with CUDA events.
+ *
+ * Variants (docs/variants.md) run attention_variants.fa (or --program, e.g.
+ * variants/window.fa): --window L,R lets query i see keys i-L .. i+R (-1:
+ * unbounded; --causal sets R = 0); --softcap C caps the scaled scores s to
+ * C tanh(s / C); --alibi adds -slope_h |i - j| (float32 [H]); --sinks adds
+ * exp(sink_h) to every row's denominator (float32 [H]) and --dsinks writes
+ * their gradient; --cu-seqlens (int32 [nseq + 1]) packs variable-length
+ * sequences along N of q [1, H, total, D] and k, v [1, KVH, total, D].
  *
  * Exit status: 0 success, 1 errors (or --check beyond the bounds, or NaN),
  * 2 usage.
@@ -39,7 +49,9 @@
 
 #include "attention_ref.h"
 #include "attn_check.h"
+#include "attn_decode.h"
 #include "attn_interp.h"
+#include "attn_variant.h"
 #include "fadsl.h"
 #include "fadsl_attention.h"
 #include "interp.h"
@@ -51,6 +63,16 @@ typedef struct Options {
   bool interpret, gpu, causal, check, backward, bench;
   DType dtype;
   const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
+  const char *alibi, *sinks, *dsinks, *cu_seqlens;   /* variants' files */
+  const char *label;                                  /* --label: a name for the --json record */
+  bool decode;                                        /* --decode: from a paged KV cache */
+  const char *k_cache, *v_cache, *block_table, *cache_seqlens;
+  bool has_decode_shape;
+  int decode_shape[7];                                /* B, Sq, H, KVH, D, page, length */
+  int num_splits;
+  bool has_window;
+  int window[2];                                      /* left, right; -1 unbounded */
+  double softcap;
   double scale;
   bool has_scale, has_shape, has_seed;
   int shape[6];         /* B, H, KVH, Nq, Nkv, D */
@@ -92,9 +114,25 @@ static void usage(FILE *f) {
         "                       --iters runs (default 20) and --min-ms of runs (default 200), L2 flushed\n"
         "                       before each; prints ms and TFLOP/s (with --shape it implies --backward)\n"
         "  --json FILE          (--bench) append one JSON line with shape, configs, times, errors\n"
+        "  --label TEXT         (--json) a name for the record (its \"label\")\n"
         "  --block-q N, --block-k N  tile sizes (interpreter default 32 and 32; on the GPU they fix\n"
         "                       the config, which otherwise comes from the tuning database or the default)\n"
         "  --warps N, --stages N  (--gpu) fix warps and pipeline stages\n"
+        "Decoding from a paged KV cache (decode.fa; the layout of flash_attn_with_kvcache):\n"
+        "  --decode             q [B, Sq, H, D] against --k-cache/--v-cache [blocks, page, KVH, D] through\n"
+        "                       --block-table (int32 [B, max_blocks]) with --cache-seqlens (int32 [B], the new\n"
+        "                       tokens included); --causal: token t sees keys 0 .. len - Sq + t; writes --o, --lse\n"
+        "  --decode-shape B,SQ,H,KVH,D,PAGE,LENGTH  random inputs: every sequence LENGTH keys, pages in a random order\n"
+        "  --num-splits N       split the keys N ways (default: from the GPU's multiprocessors)\n"
+        "  --bench              (--gpu) also times a device copy of the cache, the bandwidth to compare with\n"
+        "Variants (any combination; they run attention_variants.fa unless --program names another):\n"
+        "  --window L,R         query i sees keys i-L .. i+R (-1: unbounded on that side; --causal: R = 0)\n"
+        "  --softcap C          scores s = scale q.k become C tanh(s / C), before masking and softmax\n"
+        "  --alibi SLOPES.npy   float32 [H]: -slope_h |i - j| is added to the scores\n"
+        "  --sinks SINKS.npy    float32 [H]: exp(sink_h) joins every row's softmax denominator\n"
+        "  --dsinks OUT.npy     with --sinks and the backward pass: their gradient [H] (float32)\n"
+        "  --cu-seqlens OFFS.npy  int32 [nseq + 1]: sequences packed along N of q [1, H, total, D] and\n"
+        "                       k, v [1, KVH, total, D]; attention only within a sequence (causal within it)\n"
         "  --threads N          interpreter and float64-check threads (default: one per CPU)\n"
         "  --device N           (--gpu) CUDA device (default 0)\n"
         "  --program FILE       attention.fa to use (default: --interpret the installed or source copy,\n"
@@ -138,7 +176,10 @@ static int parse_options(int argc, char **argv, Options *o) {
     } files[] = {{"--q", &o->q},       {"--k", &o->k},     {"--v", &o->v},       {"--do", &o->dO},
                  {"--o", &o->o},       {"--lse", &o->lse}, {"--dq", &o->dq},     {"--dk", &o->dk},
                  {"--dv", &o->dv},     {"--program", &o->program}, {"--json", &o->json},
-                 {"--save-inputs", &o->save_inputs}};
+                 {"--save-inputs", &o->save_inputs}, {"--alibi", &o->alibi}, {"--sinks", &o->sinks},
+                 {"--dsinks", &o->dsinks}, {"--cu-seqlens", &o->cu_seqlens}, {"--k-cache", &o->k_cache},
+                 {"--v-cache", &o->v_cache}, {"--block-table", &o->block_table},
+                 {"--cache-seqlens", &o->cache_seqlens}, {"--label", &o->label}};
     bool matched = false;
     for (int f = 0; f < FA_ARRAY_LEN(files); f++)
       if (!strcmp(a, files[f].opt)) {
@@ -154,7 +195,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       const char *opt;
       int *dst;
     } ints[] = {{"--block-q", &o->block_q}, {"--block-k", &o->block_k}, {"--warps", &o->warps},
-                {"--stages", &o->stages},   {"--threads", &o->threads}, {"--iters", &o->bench_iters}};
+                {"--stages", &o->stages},   {"--threads", &o->threads}, {"--iters", &o->bench_iters},
+                {"--num-splits", &o->num_splits}};
     for (int f = 0; f < FA_ARRAY_LEN(ints); f++)
       if (!strcmp(a, ints[f].opt)) {
         if (!val || !parse_pos_int(val, ints[f].dst))
@@ -194,6 +236,35 @@ static int parse_options(int argc, char **argv, Options *o) {
       if (!val || (o->scale = strtod(val, &e), *e) || e == val || !(o->scale > 0) || !isfinite(o->scale))
         return usage_error("--scale needs a positive number", a);
       o->has_scale = true;
+      i++;
+    } else if (!strcmp(a, "--decode")) {
+      o->decode = true;
+    } else if (!strcmp(a, "--decode-shape")) {
+      int n = 0;
+      char *copy = val ? strdup(val) : NULL, *save = NULL;
+      for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+        if (n == 7 || !parse_pos_int(t, &o->decode_shape[n++]))
+          n = 8;
+      free(copy);
+      if (n != 7)
+        return usage_error("--decode-shape wants B,SQ,H,KVH,D,PAGE,LENGTH (positive integers), not '%s'",
+                           val ? val : "");
+      o->has_decode_shape = o->decode = true;
+      i++;
+    } else if (!strcmp(a, "--window")) {
+      char *e1, *e2;
+      long l = val ? strtol(val, &e1, 10) : 0, r = 0;
+      bool ok = val && e1 != val && *e1 == ',' && (r = strtol(e1 + 1, &e2, 10), e2 != e1 + 1 && !*e2);
+      if (!ok || l < -1 || r < -1 || l > (1L << 30) || r > (1L << 30))
+        return usage_error("--window wants L,R (each >= 0, or -1 for unbounded), not '%s'", val ? val : "");
+      o->has_window = true;
+      o->window[0] = (int)l;
+      o->window[1] = (int)r;
+      i++;
+    } else if (!strcmp(a, "--softcap")) {
+      char *e;
+      if (!val || (o->softcap = strtod(val, &e), *e) || e == val || !(o->softcap > 0) || !isfinite(o->softcap))
+        return usage_error("--softcap needs a positive number", a);
       i++;
     } else if (!strcmp(a, "--min-ms")) {
       char *e;
@@ -242,6 +313,24 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if (o->interpret == o->gpu)
     return usage_error("%s", "choose one of --interpret and --gpu");
+  if (o->decode) {
+    if (o->has_shape || o->k || o->v || o->dO || o->backward || o->has_window || o->softcap > 0 || o->alibi ||
+        o->sinks || o->cu_seqlens)
+      return usage_error("%s", "--decode takes --q, --k-cache, --v-cache, --block-table and --cache-seqlens (or "
+                               "--decode-shape), and --causal; not the options of the other passes");
+    if (!o->has_decode_shape && (!o->q || !o->k_cache || !o->v_cache || !o->block_table || !o->cache_seqlens))
+      return usage_error("%s", "--decode needs --q, --k-cache, --v-cache, --block-table and --cache-seqlens, or "
+                               "--decode-shape for random inputs");
+    if (o->has_decode_shape && (o->q || o->k_cache || o->v_cache || o->block_table || o->cache_seqlens))
+      return usage_error("%s", "--decode-shape makes random inputs: give it without the input files");
+    if (o->json && !o->bench)
+      return usage_error("%s", "--json writes the --bench record: give --bench too");
+    if (o->interpret && (o->bench || o->warps || o->stages))
+      return usage_error("%s", "--bench, --warps and --stages are for --gpu");
+    return 0;
+  }
+  if (o->k_cache || o->v_cache || o->block_table || o->cache_seqlens || o->num_splits)
+    return usage_error("%s", "--k-cache, --v-cache, --block-table, --cache-seqlens and --num-splits are for --decode");
   if (o->interpret && (o->bench || o->json || o->warps || o->stages))
     return usage_error("%s", "--bench, --json, --warps and --stages are for --gpu");
   if (o->json && !o->bench)
@@ -261,6 +350,10 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if ((o->dq || o->dk || o->dv) && !o->dO && !o->backward)
     return usage_error("%s", "--dq/--dk/--dv need --do (the backward pass)");
+  if (o->dsinks && !o->sinks)
+    return usage_error("%s", "--dsinks is the gradient of --sinks: give --sinks too");
+  if (o->dsinks && !o->dO && !o->backward)
+    return usage_error("%s", "--dsinks needs the backward pass (--do, or --backward with --shape)");
   if (o->interpret && !o->block_q)
     o->block_q = o->block_k = 32;
   if (o->interpret && (o->block_q % o->block_k && o->block_k % o->block_q))
@@ -341,6 +434,80 @@ static void free_tensor(Tensor *t) {
   t->data = NULL;
 }
 
+/* The variant of a run: what the options ask for and the arrays they name. */
+typedef struct Variant {
+  bool on;                      /* some variant option was given */
+  FaAttnVariant v;
+  float *alibi, *sinks;         /* [H] */
+  int32_t *cu;                  /* [nseq + 1] */
+} Variant;
+
+/* A 1-D .npy of `n` elements (n < 0: any), converted to `to` (DT_F32 or
+ * DT_I32); float16/float32 for floats, int32 (or int64 that fits) for ints. */
+static void *read_vector(const char *what, const char *path, DType to, int64_t n, int64_t *got) {
+  FaNpy a;
+  char err[600];
+  if (!fa_npy_read(path, &a, err, sizeof err)) {
+    fprintf(stderr, "fadsl-attn: --%s: %s\n", what, err);
+    return NULL;
+  }
+  bool is_float = a.dtype == DT_F32 || a.dtype == DT_F16;
+  bool is_int = a.dtype == DT_I32 || a.dtype == DT_I64;
+  void *out = NULL;
+  if (a.ndim != 1 || (to == DT_F32 ? !is_float : !is_int)) {
+    fprintf(stderr, "fadsl-attn: --%s %s: want a 1-D %s array, got a %d-D %s array\n", what, path,
+            to == DT_F32 ? "float32" : "int32", a.ndim, fa_npy_dtype_name(a.dtype));
+  } else if (n >= 0 && a.shape[0] != n) {
+    fprintf(stderr, "fadsl-attn: --%s %s: want %lld values (one per query head), got %lld\n", what, path,
+            (long long)n, (long long)a.shape[0]);
+  } else if ((out = malloc((size_t)(a.shape[0] ? a.shape[0] : 1) * 4))) {
+    *got = a.shape[0];
+    for (int64_t i = 0; i < a.shape[0]; i++) {
+      double x = fa_host_get(a.dtype, a.data, i);
+      if (to == DT_I32 && (x != (double)(int32_t)x)) {
+        fprintf(stderr, "fadsl-attn: --%s %s: value %g at %lld does not fit int32\n", what, path, x, (long long)i);
+        free(out);
+        out = NULL;
+        break;
+      }
+      if (to == DT_F32)
+        ((float *)out)[i] = (float)x;
+      else
+        ((int32_t *)out)[i] = (int32_t)x;
+    }
+  }
+  fa_npy_free(&a);
+  return out;
+}
+
+/* Reads the variant's arrays once the number of heads is known. */
+static bool read_variant(const Options *o, int H, Variant *var) {
+  memset(var, 0, sizeof *var);
+  var->on = o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens;
+  var->v.window = o->has_window;
+  var->v.window_left = o->has_window ? o->window[0] : -1;
+  var->v.window_right = o->has_window ? o->window[1] : -1;
+  var->v.softcap = o->softcap;
+  int64_t n = 0;
+  if (o->alibi && !(var->alibi = read_vector("alibi", o->alibi, DT_F32, H, &n)))
+    return false;
+  if (o->sinks && !(var->sinks = read_vector("sinks", o->sinks, DT_F32, H, &n)))
+    return false;
+  if (o->cu_seqlens && !(var->cu = read_vector("cu-seqlens", o->cu_seqlens, DT_I32, -1, &n)))
+    return false;
+  var->v.alibi = var->alibi;
+  var->v.sinks = var->sinks;
+  var->v.cu_seqlens_q = var->cu;
+  var->v.nseq = var->cu ? (int)n - 1 : 0;
+  return true;
+}
+
+static void free_variant(Variant *var) {
+  free(var->alibi);
+  free(var->sinks);
+  free(var->cu);
+}
+
 static void *alloc_poisoned(DType dt, int64_t n) {
   void *p = malloc((size_t)(n ? n : 1) * (size_t)fa_dtype_size(dt));
   if (p)
@@ -380,6 +547,7 @@ static double now_s(void) {
 typedef struct Outputs {
   void *o, *dq, *dk, *dv;       /* dtype */
   float *lse2;                  /* base-2 LSE */
+  float *dsinks;                /* [H], with sinks and the backward pass */
 } Outputs;
 
 /* What one kernel's launch used (copied: the library's strings live only as
@@ -405,8 +573,10 @@ typedef struct GpuReport {
 /* ---- the interpreter ----------------------------------------------------------- */
 
 static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
-                            const Tensor *v, const Tensor *dO, bool backward, Outputs *out) {
-  const char *program = fa_attn_find_program(o->program);
+                            const Tensor *v, const Tensor *dO, bool backward, const Variant *var, Outputs *out) {
+  char path[4096];
+  const char *program = var->on ? fa_attn_find_sibling(o->program, "attention_variants.fa", path, sizeof path)
+                                : fa_attn_find_program(o->program);
   if (!program)
     return false;
   FaCompiler fc;
@@ -415,12 +585,12 @@ static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, co
   int threads = o->threads > 0 ? o->threads : 1;
   bool ok = fa_attn_open(&r, &fc, program, o->block_q, o->block_k, threads);
   double t0 = now_s();
-  ok = ok && fa_attn_forward(&r, s, dt, q->data, k->data, v->data, out->o, out->lse2);
+  ok = ok && fa_attn_forward_variant(&r, s, &var->v, dt, q->data, k->data, v->data, out->o, out->lse2);
   double t1 = now_s();
   if (ok)
     printf("forward: %.2f s on the interpreter (BLOCK_Q=%d BLOCK_K=%d)\n", t1 - t0, o->block_q, o->block_k);
-  ok = ok && (!backward || fa_attn_backward(&r, s, dt, q->data, k->data, v->data, out->o, dO->data, out->lse2,
-                                            out->dq, out->dk, out->dv));
+  ok = ok && (!backward || fa_attn_backward_variant(&r, s, &var->v, dt, q->data, k->data, v->data, out->o, dO->data,
+                                                    out->lse2, out->dq, out->dk, out->dv, out->dsinks));
   if (ok && backward)
     printf("backward: %.2f s on the interpreter\n", now_s() - t1);
   fa_compiler_free(&fc);
@@ -435,6 +605,9 @@ typedef struct Gpu {
   const FaAttnShape *s;
   fadsl_attention_dtype dtype;
   uint64_t q, k, v, o, lse, dO, dq, dk, dv, delta, flush;
+  uint64_t alibi, sinks, dsinks, cu;          /* the variant's arrays */
+  bool variant;                 /* through fadsl_attention_forward_ex / _backward_ex with opts */
+  fadsl_attention_options opts;
   size_t flush_bytes;
   size_t allocated;             /* bytes this tool holds for attention (not the L2 flush buffer) */
 } Gpu;
@@ -466,9 +639,12 @@ static bool dev_alloc(Gpu *g, size_t bytes, uint64_t *ptr, const char *what) {
   return true;
 }
 
+static bool dev_upload_bytes(Gpu *g, const void *data, size_t bytes, uint64_t *ptr, const char *what) {
+  return dev_alloc(g, bytes, ptr, what) && rt_ok(g, fadsl_memcpy_htod(g->ctx, *ptr, data, bytes), "copying inputs to the GPU");
+}
+
 static bool dev_upload(Gpu *g, const Tensor *t, DType dt, uint64_t *ptr, const char *what) {
-  size_t bytes = (size_t)t->n * (size_t)fa_dtype_size(dt);
-  return dev_alloc(g, bytes, ptr, what) && rt_ok(g, fadsl_memcpy_htod(g->ctx, *ptr, t->data, bytes), "copying inputs to the GPU");
+  return dev_upload_bytes(g, t->data, (size_t)t->n * (size_t)fa_dtype_size(dt), ptr, what);
 }
 
 /* An output buffer, filled with NaN (all-ones bytes are NaN in f16, bf16 and
@@ -479,14 +655,60 @@ static bool dev_output(Gpu *g, size_t bytes, uint64_t *ptr, const char *what) {
 
 static fadsl_status gpu_forward(Gpu *g) {
   const FaAttnShape *s = g->s;
+  if (g->variant)
+    return fadsl_attention_forward_ex(g->attn, &g->opts, g->q, g->k, g->v, g->o, g->lse, s->B, s->H, s->KVH, s->Nq,
+                                      s->Nkv, s->D, (float)s->scale, g->dtype, NULL);
   return fadsl_attention_forward(g->attn, g->q, g->k, g->v, g->o, g->lse, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D,
                                  s->causal, (float)s->scale, g->dtype, NULL);
 }
 
 static fadsl_status gpu_backward(Gpu *g) {
   const FaAttnShape *s = g->s;
+  if (g->variant)
+    return fadsl_attention_backward_ex(g->attn, &g->opts, g->q, g->k, g->v, g->o, g->lse, g->dO, g->dq, g->dk, g->dv,
+                                       g->delta, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, (float)s->scale, g->dtype,
+                                       NULL);
   return fadsl_attention_backward(g->attn, g->q, g->k, g->v, g->o, g->lse, g->dO, g->dq, g->dk, g->dv, g->delta, s->B,
                                   s->H, s->KVH, s->Nq, s->Nkv, s->D, s->causal, (float)s->scale, g->dtype, NULL);
+}
+
+/* The variant's arrays on the device and the options that name them. */
+static bool gpu_variant(Gpu *g, const Variant *var, bool backward) {
+  const FaAttnShape *s = g->s;
+  fadsl_attention_options_init(&g->opts);
+  g->variant = var->on;
+  g->opts.causal = s->causal;
+  g->opts.window_left = var->v.window ? var->v.window_left : -1;
+  g->opts.window_right = var->v.window ? var->v.window_right : -1;
+  g->opts.softcap = (float)var->v.softcap;
+  size_t hb = (size_t)s->H * 4;
+  if (var->alibi && !dev_upload_bytes(g, var->alibi, hb, &g->alibi, "the ALiBi slopes"))
+    return false;
+  if (var->sinks && !dev_upload_bytes(g, var->sinks, hb, &g->sinks, "the sinks"))
+    return false;
+  if (var->sinks && backward && !dev_output(g, hb, &g->dsinks, "dsinks"))
+    return false;
+  if (var->cu && !dev_upload_bytes(g, var->cu, (size_t)(var->v.nseq + 1) * 4, &g->cu, "cu_seqlens"))
+    return false;
+  g->opts.alibi = g->alibi;
+  g->opts.sinks = g->sinks;
+  g->opts.dsinks = g->dsinks;
+  g->opts.cu_seqlens_q = g->cu;
+  g->opts.nseq = var->v.nseq;
+  for (int i = 0; var->cu && i < var->v.nseq; i++) {
+    int len = var->cu[i + 1] - var->cu[i];
+    if (len > g->opts.max_seqlen_q)
+      g->opts.max_seqlen_q = g->opts.max_seqlen_k = len;
+  }
+  return true;
+}
+
+/* FLOPs of the forward pass (the backward pass: 2.5 times as many): only the
+ * (query, key) pairs the variant lets through count. */
+static double forward_flops(const FaAttnShape *s, const Variant *var) {
+  if (var && var->on)
+    return 4.0 * s->H * fa_attn_variant_pairs(&var->v, s) * s->D;
+  return 4.0 * s->B * s->H * (double)s->Nq * s->Nkv * s->D * (s->causal ? 0.5 : 1.0);
 }
 
 /* Runs one pass and waits for it, so that a fault shows here. */
@@ -587,7 +809,8 @@ static void print_configs(Gpu *g, GpuReport *rep) {
 }
 
 static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
-                    const Tensor *v, const Tensor *dO, bool backward, Outputs *out, GpuReport *rep) {
+                    const Tensor *v, const Tensor *dO, bool backward, const Variant *var, Outputs *out,
+                    GpuReport *rep) {
   Gpu g;
   memset(&g, 0, sizeof g);
   g.s = s;
@@ -630,6 +853,8 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
                    !dev_output(&g, kvbytes, &g.dk, "dk") || !dev_output(&g, kvbytes, &g.dv, "dv") ||
                    !dev_output(&g, fadsl_attention_workspace_bytes(s->B, s->H, s->Nq), &g.delta, "delta")))
     goto done;
+  if (!gpu_variant(&g, var, backward))
+    goto done;
   rep->peak_mib = (double)g.allocated / (1 << 20);
 
   if (!gpu_pass(&g, false, &rep->first_fwd_s))
@@ -651,13 +876,16 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
                    !rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->dk, g.dk, kvbytes), "copying dk back") ||
                    !rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->dv, g.dv, kvbytes), "copying dv back")))
     goto done;
+  if (backward && g.dsinks &&
+      !rt_ok(&g, fadsl_memcpy_dtoh(g.ctx, out->dsinks, g.dsinks, (size_t)s->H * 4), "copying dsinks back"))
+    goto done;
 
   if (o->bench) {
     /* a buffer larger than any L2 cache, rewritten before every timed run */
     g.flush_bytes = (size_t)256 << 20;
     if (!rt_ok(&g, fadsl_malloc(g.ctx, g.flush_bytes, &g.flush), "allocating the L2 flush buffer"))
       goto done;
-    double fwd_flops = 4.0 * s->B * s->H * (double)s->Nq * s->Nkv * s->D * (s->causal ? 0.5 : 1.0);
+    double fwd_flops = forward_flops(s, var);
     if (!time_pass(&g, o, false, &rep->fwd_ms, &rep->fwd_iters))
       goto done;
     printf("forward:  %9.3f ms  %7.1f TFLOP/s  (median of %d runs)\n", rep->fwd_ms,
@@ -675,7 +903,8 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
   ok = true;
 done:
   if (g.ctx) {
-    uint64_t bufs[] = {g.q, g.k, g.v, g.o, g.lse, g.dO, g.dq, g.dk, g.dv, g.delta, g.flush};
+    uint64_t bufs[] = {g.q, g.k, g.v, g.o, g.lse, g.dO, g.dq, g.dk, g.dv, g.delta, g.flush,
+                       g.alibi, g.sinks, g.dsinks, g.cu};
     for (int i = 0; i < FA_ARRAY_LEN(bufs); i++)
       if (bufs[i])
         fadsl_free(g.ctx, bufs[i]);
@@ -688,10 +917,11 @@ done:
 /* ---- checking and reporting --------------------------------------------------------- */
 
 static bool check_outputs(const Options *o, const FaAttnShape *s, DType dt, const Tensor *q, const Tensor *k,
-                          const Tensor *v, const Tensor *dO, bool backward, const Outputs *out,
+                          const Tensor *v, const Tensor *dO, bool backward, const Variant *var, const Outputs *out,
                           FaAttnCheckResult *res) {
   FaAttnData d = {dt, q->data, k->data, v->data, backward ? dO->data : NULL, out->o,
-                  backward ? out->dq : NULL, backward ? out->dk : NULL, backward ? out->dv : NULL, out->lse2};
+                  backward ? out->dq : NULL, backward ? out->dk : NULL, backward ? out->dv : NULL, out->lse2,
+                  &var->v, out->dsinks};
   FaAttnCheckOptions co = fa_attn_check_defaults();
   co.threads = o->threads;
   double t0 = now_s();
@@ -741,18 +971,25 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool backward, const GpuReport *rep,
-                       const FaAttnCheckResult *chk) {
+static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool backward, const Variant *var,
+                       const GpuReport *rep, const FaAttnCheckResult *chk) {
   FILE *f = fopen(o->json, "a");
   if (!f) {
     fprintf(stderr, "fadsl-attn: cannot open %s: %s\n", o->json, strerror(errno));
     return false;
   }
-  double fwd_flops = 4.0 * s->B * s->H * (double)s->Nq * s->Nkv * s->D * (s->causal ? 0.5 : 1.0);
+  double fwd_flops = forward_flops(s, var);
   fprintf(f, "{\"provider\": \"fadsl\", \"B\": %d, \"H\": %d, \"KVH\": %d, \"N\": %d, \"Nkv\": %d, \"D\": %d, "
              "\"causal\": %s, \"dtype\": \"%s\", \"gpu\": ",
           s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, s->causal ? "true" : "false", dt == DT_BF16 ? "bf16" : "f16");
   json_string(f, rep->gpu);
+  char desc[200];
+  fprintf(f, ", \"variant\": ");
+  json_string(f, fa_attn_variant_describe(&var->v, s, desc, sizeof desc));
+  if (o->label) {
+    fprintf(f, ", \"label\": ");
+    json_string(f, o->label);
+  }
   fprintf(f, ", \"arch\": ");
   json_string(f, rep->arch);
   fprintf(f, ", \"seed\": %llu", (unsigned long long)o->seed);
@@ -827,6 +1064,342 @@ static bool save_inputs(const char *prefix, DType dt, const Tensor *q, const Ten
   return true;
 }
 
+/* ---- decoding from a paged KV cache ------------------------------------------------------ */
+
+/* A 2-D int32 .npy (int64 values that fit are converted). */
+static int32_t *read_table(const char *what, const char *path, int64_t *rows, int64_t *cols) {
+  FaNpy a;
+  char err[600];
+  if (!fa_npy_read(path, &a, err, sizeof err)) {
+    fprintf(stderr, "fadsl-attn: --%s: %s\n", what, err);
+    return NULL;
+  }
+  int32_t *out = NULL;
+  if (a.ndim != 2 || (a.dtype != DT_I32 && a.dtype != DT_I64)) {
+    fprintf(stderr, "fadsl-attn: --%s %s: want a 2-D int32 array, got a %d-D %s array\n", what, path, a.ndim,
+            fa_npy_dtype_name(a.dtype));
+  } else if ((out = malloc((size_t)(a.shape[0] * a.shape[1] > 0 ? a.shape[0] * a.shape[1] : 1) * 4))) {
+    *rows = a.shape[0];
+    *cols = a.shape[1];
+    for (int64_t i = 0; i < a.shape[0] * a.shape[1]; i++)
+      out[i] = (int32_t)fa_host_get(a.dtype, a.data, i);
+  }
+  fa_npy_free(&a);
+  return out;
+}
+
+typedef struct DecodeRun {
+  FaDecodeShape s;
+  Tensor q, kc, vc;
+  int32_t *table, *lens;
+  void *o;
+  float *lse2;
+  int splits;
+  double ms, copy_ms, first_s;   /* --bench */
+  int iters;
+} DecodeRun;
+
+static bool decode_inputs(const Options *o, DType dt, DecodeRun *d) {
+  FaDecodeShape *s = &d->s;
+  if (o->has_decode_shape) {
+    const int *v = o->decode_shape;
+    s->B = v[0], s->Sq = v[1], s->H = v[2], s->KVH = v[3], s->D = v[4], s->page_size = v[5];
+    s->max_blocks = (v[6] + v[5] - 1) / v[5];
+    s->num_blocks = s->B * s->max_blocks + 1;
+    Rng rng = {o->seed};
+    int64_t qs[4] = {s->B, s->Sq, s->H, s->D}, cs[4] = {s->num_blocks, s->page_size, s->KVH, s->D};
+    d->table = malloc((size_t)s->B * s->max_blocks * 4);
+    d->lens = malloc((size_t)s->B * 4);
+    if (!d->table || !d->lens || !random_tensor(&d->q, dt, qs, &rng) || !random_tensor(&d->kc, dt, cs, &rng) ||
+        !random_tensor(&d->vc, dt, cs, &rng))
+      return false;
+    /* the pages of the sequences in a random order over the cache (page 0 spare) */
+    int n = s->B * s->max_blocks;
+    for (int i = 0; i < n; i++)
+      d->table[i] = i + 1;
+    for (int i = n - 1; i > 0; i--) {
+      int j = (int)(rng_next(&rng) % (uint64_t)(i + 1)), t = d->table[i];
+      d->table[i] = d->table[j];
+      d->table[j] = t;
+    }
+    for (int b = 0; b < s->B; b++)
+      d->lens[b] = v[6];
+    return true;
+  }
+  int64_t rows = 0, cols = 0, nlens = 0;
+  if (!read_tensor("q", o->q, dt, &d->q) || !read_tensor("k-cache", o->k_cache, dt, &d->kc) ||
+      !read_tensor("v-cache", o->v_cache, dt, &d->vc) ||
+      !(d->table = read_table("block-table", o->block_table, &rows, &cols)) ||
+      !(d->lens = read_vector("cache-seqlens", o->cache_seqlens, DT_I32, d->q.shape[0], &nlens)))
+    return false;
+  s->B = (int)d->q.shape[0], s->Sq = (int)d->q.shape[1], s->H = (int)d->q.shape[2], s->D = (int)d->q.shape[3];
+  s->num_blocks = (int)d->kc.shape[0], s->page_size = (int)d->kc.shape[1], s->KVH = (int)d->kc.shape[2];
+  s->max_blocks = (int)cols;
+  if (memcmp(d->kc.shape, d->vc.shape, sizeof d->kc.shape) || d->kc.shape[3] != s->D || rows != s->B) {
+    fprintf(stderr, "fadsl-attn: shapes do not fit: want q [B, Sq, H, D], k and v caches [blocks, page, KVH, D], "
+                    "block table [B, max_blocks] and cache lengths [B]\n");
+    return false;
+  }
+  return true;
+}
+
+/* The splits the library would take (a compile-only context knows no GPU:
+ * it assumes 132 multiprocessors, an H100/H200's). */
+static bool decode_plan(const Options *o, const DecodeRun *d, fadsl_attention *attn, int *splits, size_t *ws) {
+  fadsl_attention_kvcache kv;
+  fadsl_attention_kvcache_init(&kv);
+  kv.B = d->s.B, kv.Sq = d->s.Sq, kv.H = d->s.H, kv.KVH = d->s.KVH, kv.D = d->s.D;
+  kv.num_blocks = d->s.num_blocks, kv.page_size = d->s.page_size, kv.max_blocks = d->s.max_blocks;
+  kv.causal = d->s.causal;
+  kv.num_splits = o->num_splits;
+  for (int b = 0; b < d->s.B; b++)
+    if (d->lens[b] > kv.max_seqlen)
+      kv.max_seqlen = d->lens[b];
+  fadsl_status st = fadsl_attention_decode_plan(attn, &kv, splits, ws);
+  if (st != FADSL_SUCCESS)
+    fprintf(stderr, "fadsl-attn: planning the decoding: %s\n", fadsl_attention_last_error(attn));
+  return st == FADSL_SUCCESS;
+}
+
+static bool decode_interpreter(const Options *o, DType dt, DecodeRun *d) {
+  fadsl_context *ctx = NULL;
+  fadsl_attention *attn = NULL;
+  fadsl_context_create(-1, &ctx);
+  bool ok = ctx && fadsl_attention_create(ctx, &attn) == FADSL_SUCCESS && decode_plan(o, d, attn, &d->splits, NULL);
+  fadsl_attention_destroy(attn);
+  fadsl_context_destroy(ctx);
+  char path[4096];
+  const char *program = ok ? fa_attn_find_sibling(o->program, "decode.fa", path, sizeof path) : NULL;
+  if (!program)
+    return false;
+  FaCompiler fc;
+  fa_compiler_init(&fc, stderr);
+  FaAttnRunner r;
+  FaDecodeData dd = {dt, d->q.data, d->kc.data, d->vc.data, d->table, d->lens, d->o, d->lse2};
+  double t0 = now_s();
+  ok = fa_attn_open(&r, &fc, program, 0, 0, o->threads > 0 ? o->threads : 1) &&
+       fa_decode_run(&r, &d->s, &dd, d->splits, o->block_k, d->o, d->lse2);
+  if (ok)
+    printf("decode: %.2f s on the interpreter (%d splits)\n", now_s() - t0, d->splits);
+  fa_compiler_free(&fc);
+  return ok;
+}
+
+typedef struct DecodeGpu {
+  Gpu g;
+  fadsl_attention_kvcache kv;
+  uint64_t kc, vc, table, lens, ws, copy_dst;
+} DecodeGpu;
+
+static fadsl_status decode_call(DecodeGpu *x) {
+  Gpu *g = &x->g;
+  return fadsl_attention_decode(g->attn, &x->kv, g->q, x->kc, x->vc, x->table, x->lens, g->o, g->lse, x->ws,
+                                g->dtype, NULL);
+}
+
+/* Median milliseconds of `runs` launches of fn, each between its own events. */
+static bool time_median(Gpu *g, fadsl_status (*fn)(void *), void *arg, int runs, double *ms) {
+  void *ev[2] = {NULL, NULL};
+  double *t = malloc((size_t)runs * sizeof *t);
+  bool ok = t && rt_ok(g, fadsl_event_create(g->ctx, &ev[0]), "cuEventCreate") &&
+            rt_ok(g, fadsl_event_create(g->ctx, &ev[1]), "cuEventCreate");
+  for (int i = 0; ok && i < runs; i++) {
+    float e = 0;
+    ok = rt_ok(g, fadsl_event_record(g->ctx, ev[0], NULL), "cuEventRecord") && fn(arg) == FADSL_SUCCESS &&
+         rt_ok(g, fadsl_event_record(g->ctx, ev[1], NULL), "cuEventRecord") &&
+         rt_ok(g, fadsl_synchronize(g->ctx, NULL), "running the timed launches") &&
+         rt_ok(g, fadsl_event_elapsed_ms(g->ctx, ev[0], ev[1], &e), "cuEventElapsedTime");
+    if (ok)
+      t[i] = e;
+  }
+  if (ok) {
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    *ms = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+  }
+  for (int i = 0; i < 2; i++)
+    if (ev[i])
+      fadsl_event_destroy(g->ctx, ev[i]);
+  free(t);
+  return ok;
+}
+
+static fadsl_status decode_thunk(void *x) { return decode_call(x); }
+
+/* A device copy of the K cache through decode.fa's attn_copy. */
+typedef struct CopyRun {
+  fadsl_kernel *k;
+  fadsl_args *args;
+} CopyRun;
+
+static fadsl_status copy_thunk(void *x) {
+  CopyRun *c = x;
+  return fadsl_launch(c->k, c->args, NULL, NULL);
+}
+
+static bool decode_copy_bandwidth(const Options *o, DecodeGpu *x, DType dt, size_t cache_bytes, double *ms) {
+  Gpu *g = &x->g;
+  char buf[4096];
+  const char *path = fa_attn_find_sibling(o->program, "decode.fa", buf, sizeof buf);
+  fadsl_program *prog = NULL;
+  CopyRun c = {NULL, NULL};
+  bool ok = path && rt_ok(g, fadsl_program_load_file(g->ctx, path, &prog), "loading decode.fa for the copy") &&
+            rt_ok(g, fadsl_program_kernel(prog, "attn_copy", &c.k), "finding attn_copy") &&
+            rt_ok(g, fadsl_args_create(c.k, &c.args), "binding attn_copy") &&
+            dev_alloc(g, cache_bytes, &x->copy_dst, "the copy's destination");
+  ok = ok && rt_ok(g, fadsl_args_set_ptr(c.args, "t_src", x->kc), "binding attn_copy") &&
+       rt_ok(g, fadsl_args_set_ptr(c.args, "t_dst", x->copy_dst), "binding attn_copy") &&
+       rt_ok(g, fadsl_args_set_i64(c.args, "n", (int64_t)(cache_bytes / (size_t)fa_dtype_size(dt))),
+             "binding attn_copy") &&
+       rt_ok(g, fadsl_args_set_dtype(c.args, "T", fa_dtype_name(dt)), "binding attn_copy");
+  ok = ok && rt_ok(g, copy_thunk(&c), "the copy") && time_median(g, copy_thunk, &c, o->bench_iters, ms);
+  fadsl_args_destroy(c.args);
+  fadsl_program_destroy(prog);
+  return ok;
+}
+
+static bool decode_gpu(const Options *o, DType dt, DecodeRun *d) {
+  DecodeGpu x;
+  memset(&x, 0, sizeof x);
+  Gpu *g = &x.g;
+  g->dtype = dt == DT_BF16 ? FADSL_ATTENTION_BF16 : FADSL_ATTENTION_F16;
+  bool ok = false;
+  size_t esz = (size_t)fa_dtype_size(dt), qbytes = (size_t)d->q.n * esz, cbytes = (size_t)d->kc.n * esz;
+  size_t lbytes = (size_t)d->s.B * d->s.H * d->s.Sq * 4, ws = 0;
+  fadsl_status st = fadsl_context_create(o->device, &g->ctx);
+  if (st != FADSL_SUCCESS) {
+    fprintf(stderr, "fadsl-attn: no GPU: %s\n", g->ctx ? fadsl_context_last_error(g->ctx) : fadsl_status_string(st));
+    goto done;
+  }
+  st = o->program ? fadsl_attention_create_from_file(g->ctx, o->program, &g->attn) : fadsl_attention_create(g->ctx, &g->attn);
+  if (!attn_ok(g, st, "loading the attention program") || !decode_plan(o, d, g->attn, &d->splits, &ws))
+    goto done;
+  if ((o->warps || o->stages) &&
+      !attn_ok(g, fadsl_attention_set_config(g->attn, 0, 0, o->warps, o->stages), "fixing the configuration"))
+    goto done;
+  fadsl_attention_kvcache_init(&x.kv);
+  x.kv.B = d->s.B, x.kv.Sq = d->s.Sq, x.kv.H = d->s.H, x.kv.KVH = d->s.KVH, x.kv.D = d->s.D;
+  x.kv.num_blocks = d->s.num_blocks, x.kv.page_size = d->s.page_size, x.kv.max_blocks = d->s.max_blocks;
+  x.kv.causal = d->s.causal, x.kv.num_splits = d->splits, x.kv.scale = (float)d->s.scale;
+  if (!dev_upload(g, &d->q, dt, &g->q, "q") || !dev_upload(g, &d->kc, dt, &x.kc, "the K cache") ||
+      !dev_upload(g, &d->vc, dt, &x.vc, "the V cache") ||
+      !dev_upload_bytes(g, d->table, (size_t)d->s.B * d->s.max_blocks * 4, &x.table, "the block table") ||
+      !dev_upload_bytes(g, d->lens, (size_t)d->s.B * 4, &x.lens, "cache_seqlens") ||
+      !dev_output(g, qbytes, &g->o, "o") || !dev_output(g, lbytes, &g->lse, "lse") ||
+      !dev_alloc(g, ws, &x.ws, "the workspace"))
+    goto done;
+  double t0 = now_s();
+  if (!attn_ok(g, decode_call(&x), "decoding") || !rt_ok(g, fadsl_synchronize(g->ctx, NULL), "running the decoding"))
+    goto done;
+  d->first_s = now_s() - t0;
+  printf("decode: first call %.3f s (compilation included), %d splits\n", d->first_s, d->splits);
+  if (!rt_ok(g, fadsl_memcpy_dtoh(g->ctx, d->o, g->o, qbytes), "copying o back") ||
+      !rt_ok(g, fadsl_memcpy_dtoh(g->ctx, d->lse2, g->lse, lbytes), "copying lse back"))
+    goto done;
+  if (o->bench) {
+    d->iters = o->bench_iters;
+    if (!time_median(g, decode_thunk, &x, d->iters, &d->ms) || !decode_copy_bandwidth(o, &x, dt, cbytes, &d->copy_ms))
+      goto done;
+    double kv = fa_decode_kv_bytes(&d->s, d->lens, (int)esz), copy = 2.0 * (double)cbytes;
+    printf("decode:   %9.4f ms  %7.1f GB/s of K and V read (median of %d runs)\n", d->ms, kv / (d->ms * 1e-3) * 1e-9,
+           d->iters);
+    printf("copy:     %9.4f ms  %7.1f GB/s read + written (a device copy of the K cache, %zu MiB)\n", d->copy_ms,
+           copy / (d->copy_ms * 1e-3) * 1e-9, cbytes >> 20);
+    printf("decode at %.0f%% of the copy's bandwidth\n",
+           100.0 * (kv / (d->ms * 1e-3)) / (copy / (d->copy_ms * 1e-3)));
+  }
+  ok = true;
+done:
+  if (g->ctx) {
+    uint64_t bufs[] = {g->q, g->o, g->lse, x.kc, x.vc, x.table, x.lens, x.ws, x.copy_dst};
+    for (int i = 0; i < FA_ARRAY_LEN(bufs); i++)
+      if (bufs[i])
+        fadsl_free(g->ctx, bufs[i]);
+  }
+  fadsl_attention_destroy(g->attn);
+  fadsl_context_destroy(g->ctx);
+  return ok;
+}
+
+static int run_decode(Options *o) {
+  DType dt = o->dtype;
+  DecodeRun d;
+  memset(&d, 0, sizeof d);
+  bool ok = true, within = true;
+  if (o->has_decode_shape) {
+    if (!o->has_seed)
+      o->seed = (uint64_t)time(NULL);
+    printf("random inputs, seed %llu\n", (unsigned long long)o->seed);
+  }
+  ok = decode_inputs(o, dt, &d);
+  char why[300];
+  d.s.causal = o->causal;
+  d.s.scale = o->has_scale ? o->scale : 1.0 / sqrt((double)d.s.D);
+  if (ok && !fa_decode_ok(&d.s, d.table, d.lens, why, sizeof why)) {
+    fprintf(stderr, "fadsl-attn: %s\n", why);
+    ok = false;
+  }
+  int64_t lrows = (int64_t)d.s.B * d.s.H * d.s.Sq;
+  if (ok) {
+    printf("decoding B=%d Sq=%d H=%d KVH=%d D=%d from %d pages of %d (at most %d per sequence) %s %s scale=%g\n",
+           d.s.B, d.s.Sq, d.s.H, d.s.KVH, d.s.D, d.s.num_blocks, d.s.page_size, d.s.max_blocks,
+           d.s.causal ? "causal" : "full", fa_dtype_name(dt), d.s.scale);
+    d.o = alloc_poisoned(dt, d.q.n);
+    d.lse2 = alloc_poisoned(DT_F32, lrows);
+    ok = d.o && d.lse2 && (o->gpu ? decode_gpu(o, dt, &d) : decode_interpreter(o, dt, &d));
+  }
+  int64_t lshape[3] = {d.s.B, d.s.H, d.s.Sq};
+  if (ok && o->o)
+    ok = write_f32(o->o, dt, d.o, 4, d.q.shape, 1.0);
+  if (ok && o->lse)
+    ok = write_f32(o->lse, DT_F32, d.lse2, 3, lshape, M_LN2);
+  FaDecodeCheck chk;
+  if (ok && o->check) {
+    FaDecodeData dd = {dt, d.q.data, d.kc.data, d.vc.data, d.table, d.lens, d.o, d.lse2};
+    ok = fa_decode_check(&d.s, &dd, &chk);
+    printf("against float64 (on the same %s inputs), every token of every head:\n", fa_dtype_name(dt));
+    static const char *const names[2] = {"o", "lse"};
+    for (int w = 0; ok && w < 2; w++) {
+      double bound = fa_attn_check_bound(dt, w ? FA_CHECK_LSE : FA_CHECK_O);
+      bool good = chk.err[w] < bound && chk.nonfinite[w] == 0;
+      printf("  %-3s %s = %.3e%s\n", names[w], w ? "||out - ref|| / ||ref||" : "||out - ref|| / max(||ref||, ||ref_rss||)",
+             chk.err[w], good ? "" : "  (above the test bound)");
+      within = within && good;
+    }
+  }
+  if (ok && o->json) {
+    FILE *f = fopen(o->json, "a");
+    if (f) {
+      double kv = fa_decode_kv_bytes(&d.s, d.lens, fa_dtype_size(dt));
+      fprintf(f, "{\"provider\": \"fadsl\", \"decode\": true, \"label\": ");
+      json_string(f, o->label ? o->label : "");
+      fprintf(f, ", \"B\": %d, \"Sq\": %d, \"H\": %d, \"KVH\": %d, \"D\": %d, "
+                 "\"page_size\": %d, \"max_blocks\": %d, \"causal\": %s, \"dtype\": \"%s\", \"splits\": %d",
+              d.s.B, d.s.Sq, d.s.H, d.s.KVH, d.s.D, d.s.page_size, d.s.max_blocks, d.s.causal ? "true" : "false",
+              fa_dtype_name(dt), d.splits);
+      json_number(f, "ms", d.ms);
+      json_number(f, "kv_gbps", d.ms > 0 ? kv / (d.ms * 1e-3) * 1e-9 : NAN);
+      json_number(f, "copy_ms", d.copy_ms);
+      json_number(f, "copy_gbps", d.copy_ms > 0 ? 2.0 * (double)d.kc.n * fa_dtype_size(dt) / (d.copy_ms * 1e-3) * 1e-9 : NAN);
+      json_number(f, "first_s", d.first_s);
+      if (o->check)
+        fprintf(f, ", \"errors\": {\"o\": %.3e, \"lse\": %.3e}", chk.err[0], chk.err[1]);
+      fprintf(f, "}\n");
+      ok = fclose(f) == 0;
+    } else {
+      fprintf(stderr, "fadsl-attn: cannot open %s: %s\n", o->json, strerror(errno));
+      ok = false;
+    }
+  }
+  free_tensor(&d.q);
+  free_tensor(&d.kc);
+  free_tensor(&d.vc);
+  free(d.table);
+  free(d.lens);
+  free(d.o);
+  free(d.lse2);
+  return ok && within ? 0 : EXIT_ERRORS;
+}
+
 int main(int argc, char **argv) {
   Options o;
   int rc = parse_options(argc, argv, &o);
@@ -836,10 +1409,14 @@ int main(int argc, char **argv) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads = n > 0 ? (int)n : 1;
   }
+  if (o.decode)
+    return run_decode(&o);
 
   DType dt = o.dtype;
   Tensor q = {0}, k = {0}, v = {0}, dO = {0};
   Outputs out = {0};
+  Variant var;
+  memset(&var, 0, sizeof var);
   GpuReport rep;
   memset(&rep, 0, sizeof rep);
   FaAttnCheckResult chk;
@@ -876,14 +1453,20 @@ int main(int argc, char **argv) {
     ok = false;
     goto done;
   }
+  if (!(ok = read_variant(&o, s.H, &var)))
+    goto done;
   char why[300];
-  if (!fa_attn_shape_ok(&s, backward, why, sizeof why)) {
+  /* the variants take causal attention with Nq != Nkv (positions aligned at 0) */
+  FaAttnShape plain = s;
+  plain.causal = s.causal && !var.on;
+  if (!fa_attn_shape_ok(&plain, backward, why, sizeof why) || !fa_attn_variant_ok(&var.v, &s, why, sizeof why)) {
     fprintf(stderr, "fadsl-attn: %s\n", why);
     ok = false;
     goto done;
   }
+  char desc[200];
   printf("attention B=%d H=%d KVH=%d Nq=%d Nkv=%d D=%d %s %s scale=%g\n", s.B, s.H, s.KVH, s.Nq, s.Nkv, s.D,
-         s.causal ? "causal" : "full", fa_dtype_name(dt), s.scale);
+         fa_attn_variant_describe(&var.v, &s, desc, sizeof desc), fa_dtype_name(dt), s.scale);
   if (o.save_inputs && !(ok = save_inputs(o.save_inputs, dt, &q, &k, &v, &dO)))
     goto done;
 
@@ -895,13 +1478,15 @@ int main(int argc, char **argv) {
     out.dk = alloc_poisoned(dt, k.n);
     out.dv = alloc_poisoned(dt, v.n);
   }
-  ok = out.o && out.lse2 && (!backward || (out.dq && out.dk && out.dv));
+  if (backward && var.sinks)
+    out.dsinks = alloc_poisoned(DT_F32, s.H);
+  ok = out.o && out.lse2 && (!backward || (out.dq && out.dk && out.dv)) && (!(backward && var.sinks) || out.dsinks);
   if (!ok) {
     fprintf(stderr, "fadsl-attn: out of host memory for the outputs\n");
     goto done;
   }
-  ok = o.gpu ? run_gpu(&o, &s, dt, &q, &k, &v, &dO, backward, &out, &rep)
-             : run_interpreter(&o, &s, dt, &q, &k, &v, &dO, backward, &out);
+  ok = o.gpu ? run_gpu(&o, &s, dt, &q, &k, &v, &dO, backward, &var, &out, &rep)
+             : run_interpreter(&o, &s, dt, &q, &k, &v, &dO, backward, &var, &out);
   if (!ok)
     goto done;
 
@@ -916,13 +1501,18 @@ int main(int argc, char **argv) {
     ok = write_f32(o.dk, dt, out.dk, 4, k.shape, 1.0);
   if (ok && o.dv)
     ok = write_f32(o.dv, dt, out.dv, 4, v.shape, 1.0);
+  int64_t hshape[1] = {s.H};
+  if (ok && o.dsinks)
+    ok = write_f32(o.dsinks, DT_F32, out.dsinks, 1, hshape, 1.0);
   if (ok && o.check) {
-    within = check_outputs(&o, &s, dt, &q, &k, &v, &dO, backward, &out, &chk);
+    within = check_outputs(&o, &s, dt, &q, &k, &v, &dO, backward, &var, &out, &chk);
     checked = true;
   }
   if (ok && o.json)
-    ok = write_json(&o, &s, dt, backward, &rep, checked ? &chk : NULL);
+    ok = write_json(&o, &s, dt, backward, &var, &rep, checked ? &chk : NULL);
 done:
+  free_variant(&var);
+  free(out.dsinks);
   free(out.o);
   free(out.lse2);
   free(out.dq);

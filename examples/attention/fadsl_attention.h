@@ -111,6 +111,126 @@ FADSL_API fadsl_status fadsl_attention_backward(fadsl_attention *attn, uint64_t 
 /* Bytes of the backward pass's delta workspace: 4 * B * H * Nq. */
 FADSL_API size_t fadsl_attention_workspace_bytes(int B, int H, int Nq);
 
+/* ---- variants: windows, softcapping, ALiBi, sinks, packed sequences -------
+ * The calls below take the same tensors as fadsl_attention_forward /
+ * _backward plus an options struct (docs/variants.md).  Scores are the scaled
+ * scores s = scale * q.k; query and key positions are aligned at 0 (of their
+ * sequence, when packed):
+ *   window_left, window_right  query i sees keys i - left .. i + right (-1:
+ *                              unbounded on that side); causal sets right = 0
+ *   softcap > 0                s = softcap * tanh(s / softcap), before masking
+ *   alibi                      float32 [H]: s -= alibi[h] * |i - j| (after the cap)
+ *   sinks                      float32 [H]: exp(sinks[h]) joins every row's softmax
+ *                              denominator; the backward pass writes their
+ *                              gradient, summed over the batch and the rows,
+ *                              into dsinks (float32 [H], overwritten)
+ *   cu_seqlens_q, _k           int32 [nseq + 1]: packed variable-length sequences,
+ *                              q, o, do, dq [1, H, total_q, D], k, v, dk, dv
+ *                              [1, KVH, total_k, D] (B = 1, Nq = total_q, Nkv =
+ *                              total_k); sequence s holds rows cu[s] .. cu[s+1] - 1;
+ *                              attention stays inside a sequence (causal within
+ *                              it); cu_seqlens_k 0 means cu_seqlens_q.  max_seqlen_q
+ *                              and max_seqlen_k (the longest sequences) size the grid.
+ * They combine freely and take GQA, f16/bf16 and any lengths (causal too when
+ * Nq != Nkv: causal alone is plain attention, which needs Nq == Nkv, but
+ * window_right = 0 is the same mask through the variant program).  A row that sees no key gets O = 0 and LSE = +inf (which the
+ * backward pass reads as "no probability").  The tensors are 16-byte aligned
+ * as for the plain calls, the arrays of the options 4-byte.  lse is base 2
+ * as for fadsl_attention_forward.
+ *
+ * The struct can grow: set it up with fadsl_attention_options_init, which
+ * fills `size`; a library that knows more fields treats the ones past `size`
+ * as their defaults, so a program built against this header keeps working. */
+typedef struct fadsl_attention_options {
+  size_t size;                  /* sizeof(fadsl_attention_options), set by _init */
+  int causal;                   /* 0 or 1 */
+  int window_left, window_right;/* -1: unbounded (the default); both -1: no window */
+  float softcap;                /* 0: none */
+  uint64_t alibi;               /* device float32 [H] slopes, or 0 */
+  uint64_t sinks;               /* device float32 [H] logits, or 0 */
+  uint64_t dsinks;              /* device float32 [H]: the backward pass's gradient of the sinks, or 0 */
+  uint64_t cu_seqlens_q;        /* device int32 [nseq + 1], or 0: unpacked [B, H, N, D] tensors */
+  uint64_t cu_seqlens_k;        /* device int32 [nseq + 1], or 0: the same as cu_seqlens_q */
+  int nseq;                     /* sequences (with cu_seqlens_q) */
+  int max_seqlen_q, max_seqlen_k; /* the longest query and key sequence (with cu_seqlens_q) */
+} fadsl_attention_options;
+
+/* Defaults: no variant (plain attention, not causal). */
+FADSL_API void fadsl_attention_options_init(fadsl_attention_options *opts);
+
+/* Forward and backward passes with options (NULL: the defaults).  With no
+ * variant they are fadsl_attention_forward / _backward (causal needing
+ * Nq == Nkv there); with any they run the variant program (the built-in
+ * attention_variants.fa, or the handle's own file when it was created from a
+ * file whose kernels take the variant parameters, such as variants/window.fa).
+ * FADSL_ERROR_INVALID_ARGUMENT for bad options (the message says which), and
+ * FADSL_ERROR_UNSUPPORTED for a variant the handle's program has no
+ * parameters for. */
+FADSL_API fadsl_status fadsl_attention_forward_ex(fadsl_attention *attn,
+                                                  const fadsl_attention_options *opts, uint64_t q,
+                                                  uint64_t k, uint64_t v, uint64_t o, uint64_t lse,
+                                                  int B, int H, int KVH, int Nq, int Nkv, int D,
+                                                  float scale, fadsl_attention_dtype dtype,
+                                                  void *stream);
+
+FADSL_API fadsl_status fadsl_attention_backward_ex(fadsl_attention *attn,
+                                                   const fadsl_attention_options *opts, uint64_t q,
+                                                   uint64_t k, uint64_t v, uint64_t o, uint64_t lse,
+                                                   uint64_t do_, uint64_t dq, uint64_t dk,
+                                                   uint64_t dv, uint64_t delta, int B, int H,
+                                                   int KVH, int Nq, int Nkv, int D, float scale,
+                                                   fadsl_attention_dtype dtype, void *stream);
+
+/* ---- decoding from a paged KV cache (flash-decoding) ----------------------
+ * A few new query tokens per sequence against a KV cache kept in pages, with
+ * the layout of FlashAttention's flash_attn_with_kvcache (docs/variants.md):
+ *     q, o           [B, Sq, H, D]                dtype
+ *     k_cache,       [num_blocks, page_size, KVH, D]  dtype: the cache's pages
+ *       v_cache
+ *     block_table    int32 [B, max_blocks]: key j of sequence b is row
+ *                    j % page_size of page block_table[b, j / page_size]
+ *     cache_seqlens  int32 [B]: the keys of each sequence, the Sq new tokens'
+ *                    included (write their k and v into the cache first)
+ *     lse            float32 [B, H, Sq], base 2 (as fadsl_attention_forward's)
+ * With causal the new tokens are the sequence's last Sq positions: token t
+ * sees keys 0 .. cache_seqlens[b] - Sq + t (bottom-right alignment, as
+ * flash_attn_with_kvcache); without, every key.  A token that sees no key
+ * gets o = 0 and lse = +inf.  The keys are split into num_splits chunks
+ * processed in parallel and then combined (in the workspace); the H / KVH
+ * query heads of a kv head are packed with the Sq tokens into one tile
+ * (Sq * H / KVH <= 256), so that each page is read once per kv head.
+ * page_size is a power of two, at least 16. */
+typedef struct fadsl_attention_kvcache {
+  size_t size;                  /* sizeof(fadsl_attention_kvcache), set by _init */
+  int B, Sq, H, KVH, D;
+  int num_blocks, page_size, max_blocks;
+  int causal;
+  int num_splits;               /* 0: chosen from the GPU (fadsl_attention_decode_plan) */
+  int max_seqlen;               /* the longest cache_seqlens, for that choice (0: max_blocks * page_size) */
+  float scale;                  /* 0: 1/sqrt(D) */
+} fadsl_attention_kvcache;
+
+FADSL_API void fadsl_attention_kvcache_init(fadsl_attention_kvcache *kv);
+
+/* The number of splits a decoding call with these sizes uses and the bytes
+ * of float32 workspace it needs (allocate them once; any 16-byte aligned
+ * device memory). */
+FADSL_API fadsl_status fadsl_attention_decode_plan(fadsl_attention *attn,
+                                                   const fadsl_attention_kvcache *kv,
+                                                   int *num_splits, size_t *workspace_bytes);
+
+/* One decoding step: o and lse from q and the cache.  Runs attn_decode_split
+ * and attn_decode_combine of decode.fa (built into the library) on the
+ * stream.  FADSL_ERROR_INVALID_ARGUMENT for bad sizes or pointers (the
+ * message says which).  The lengths and the table are not read on the host:
+ * they must lie within max_blocks * page_size and num_blocks. */
+FADSL_API fadsl_status fadsl_attention_decode(fadsl_attention *attn,
+                                              const fadsl_attention_kvcache *kv, uint64_t q,
+                                              uint64_t k_cache, uint64_t v_cache,
+                                              uint64_t block_table, uint64_t cache_seqlens,
+                                              uint64_t o, uint64_t lse, uint64_t workspace,
+                                              fadsl_attention_dtype dtype, void *stream);
+
 /* Fixes the configuration of the next calls (for benchmarks and
  * experiments); 0 leaves a value to the tuning database or the default (see
  * docs/runtime.md, "Configuration").  block_q and block_k are the tiles of

@@ -1,0 +1,56 @@
+/* attention_internal.h - inside libfadsl_attention: what the variant and
+ * decoding calls (attention_variants.c, attention_decode.c) need of a
+ * handle that fadsl_attention.c owns.  Not installed; nothing here is
+ * exported (the library exports fadsl_attention_* only). */
+#ifndef FADSL_ATTENTION_INTERNAL_H
+#define FADSL_ATTENTION_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fadsl_attention.h"
+
+#define FA_ATTN_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* The variant and decoding programs of a handle, loaded on first use
+ * (attention_variants.c, attention_decode.c). */
+enum { VK_FWD, VK_BWD_D, VK_DKDV, VK_DQ, VK_ZERO, VK_N };
+enum { DK_SPLIT, DK_COMBINE, DK_N };
+typedef struct FaAttnExtra {
+  fadsl_program *prog;          /* the variant program; NULL until first used */
+  bool owned;                   /* loaded here, rather than the handle's own */
+  fadsl_kernel *k[VK_N];        /* attn_zero_f32 may be missing (then no sinks) */
+  fadsl_args *args[VK_N];
+  fadsl_program *dprog;         /* the decoding program (decode.fa); NULL until first used */
+  bool downed;
+  fadsl_kernel *dk[DK_N];
+  fadsl_args *dargs[DK_N];
+} FaAttnExtra;
+
+/* A handle's parts, by reference. */
+typedef struct FaAttnHandle {
+  fadsl_context *ctx;
+  fadsl_program *prog;            /* attention.fa, or the file the handle was created from */
+  pthread_mutex_t *lock;          /* held while arguments are bound and kernels launched */
+  char *error;                    /* the last error's message */
+  size_t error_size;
+  const int *block_q, *block_k;   /* fadsl_attention_set_config's (0: automatic) */
+  const int *warps, *stages;
+  fadsl_kernel_info *info;        /* [FADSL_ATTENTION_KERNELS]: of the last launch */
+  int *launched;                  /* [FADSL_ATTENTION_KERNELS] */
+  FaAttnExtra **extra;
+} FaAttnHandle;
+
+/* fadsl_attention.c */
+FaAttnHandle fa_attn_handle(fadsl_attention *a);
+
+/* attention_variants.c */
+void fa_attn_extra_free(FaAttnExtra *x);
+
+/* The embedded .fa texts (attention_fa.c): attention.fa first. */
+extern const fadsl_module_text fa_attention_modules[];
+extern const int fa_attention_nmodules;
+
+#endif
