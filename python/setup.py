@@ -73,7 +73,12 @@ def build_native(dest):
     for d, lib in LIBS:
         src = build / d / ".libs" / lib
         shutil.copyfile(src.resolve(), dest / lib)   # the file the symlink names
-    shutil.copyfile(TOP / "examples" / "attention" / "attention.fa", dest / "attention.fa")
+    # attention.fa and the modules it imports (attention_core.fa), the
+    # variants' programs and decoding: the files a program beside them finds
+    attention = TOP / "examples" / "attention"
+    for src in sorted(attention.glob("*.fa")) + sorted(attention.glob("variants/*.fa")):
+        (dest / src.relative_to(attention)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest / src.relative_to(attention))
 
 
 class BuildPy(build_py):
