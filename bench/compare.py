@@ -78,7 +78,10 @@ def main():
             order.append(k)
     names = sorted(peers)
 
-    head = ["shape", "fadsl fwd / bwd"] + [f"{p} fwd / bwd" for p in names] + ["fadsl / best peer (fwd, bwd)"]
+    # the other backward pass fadsl-attn --bench times beside the chosen one
+    other = next((m for m in ("deterministic", "fused") if any(f"bwd_{m}_tflops" in r for r in mine.values())), None)
+    head = ["shape", "fadsl fwd / bwd"] + ([f"fadsl bwd {other}"] if other else []) + \
+           [f"{p} fwd / bwd" for p in names] + ["fadsl / best peer (fwd, bwd)"]
     any_err = any("errors" in r for r in mine.values())
     if any_err:
         head.append("fadsl max error")
@@ -89,6 +92,9 @@ def main():
         r = mine.get(k, {})
         f, b = num(r.get("fwd_tflops")), num(r.get("bwd_tflops"))
         row = [shape, fmt_pair(f, b) if r else "not run"]
+        if other:
+            x = num(r.get(f"bwd_{other}_tflops"))
+            row.append(f"{x:.0f}" if x is not None else "—")
         best_f = best_b = None
         for p in names:
             pr = peers[p].get(k)
@@ -118,8 +124,12 @@ def main():
     gpus = sorted({r.get("gpu") for r in mine.values() if r.get("gpu")} |
                   {r.get("gpu") for p in peers.values() for r in p.values() if r.get("gpu")})
     text = "\n".join(lines) + "\n"
+    modes = sorted({r.get("bwd_mode", "deterministic") for r in mine.values()})
+    kernels = {"fused": "attn_bwd_prep + attn_bwd + attn_bwd_dq_convert",
+               "deterministic": "attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq"}
+    what = "; ".join(f"{m}: {kernels.get(m, m)}" for m in modes + ([other] if other and other not in modes else []))
     note = (f"\nTFLOP/s, forward / backward, f16 unless stated; GPU: {', '.join(gpus) or 'unknown'}. "
-            "Backward = attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq for fadsl.\n")
+            f"fadsl's backward pass: {modes[0] if len(modes) == 1 else ', '.join(modes)} ({what}).\n")
     sys.stdout.write(text + note)
     if a.out:
         with open(a.out, "w") as f:

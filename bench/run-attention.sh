@@ -8,13 +8,18 @@
 # record per shape to OUT.jsonl (replacing it).  Each record has provider
 # "fadsl", B, H, KVH, N, D, causal, dtype, the config of every kernel and
 # where it came from, fwd/bwd ms and TFLOP/s (4*B*H*N*N*D, x0.5 causal, x2.5
-# backward), the device memory used and, unless FADSL_BENCH_CHECK=0, the
-# errors against float64 (on a stated subset of heads and rows).
+# backward) of the fused backward pass (bwd_mode "fused"; with the extra
+# option --deterministic the deterministic one), the other backward pass's
+# beside it (bwd_deterministic_ms / _tflops, or bwd_fused_*), the device
+# memory used and, unless FADSL_BENCH_CHECK=0, the errors against float64
+# (on a stated subset of heads and rows).
 # Extra options go to every fadsl-attn run (e.g. --block-q 128 --block-k 64).
 # FADSL_BENCH_TUNE=1 first tunes every shape with fadsl-tune (each kernel of
-# attention.fa at that shape's sizes, into the database libfadsl reads:
-# FADSL_TUNE_DB, else the cache root's tune.json), so the records show the
-# tuned configurations; the tuner's output goes to OUT.jsonl.tune.log.
+# attention.fa at that shape's sizes, those of the fused backward pass and,
+# with --size deterministic=True, of the deterministic one, into the database
+# libfadsl reads: FADSL_TUNE_DB, else the cache root's tune.json), so the
+# records show the tuned configurations; the tuner's output goes to
+# OUT.jsonl.tune.log.
 #
 # Run from the repository root with the build in ./build (FADSL_BUILD=DIR
 # for another; FADSL_ATTN=PATH names the binary directly).  bench/compare.py
@@ -47,11 +52,14 @@ bench() {   # B H N D causal|full
   if [ "${FADSL_BENCH_TUNE:-0}" = 1 ]; then
     tc=False
     [ "$5" = causal ] && tc=True
-    if ! "$tune" "$srcdir/examples/attention/attention.fa" --size B="$1" --size H="$2" --size KVH="$2" \
-        --size N="$3" --size D="$4" --size causal=$tc --size T=f16 >> "$out.tune.log" 2>&1; then
-      echo "run-attention: tuning B=$1 H=$2 N=$3 D=$4 $5 FAILED (see $out.tune.log)" >&2
-      failures=$((failures + 1))
-    fi
+    # every kernel of the fused pass, then the deterministic pass's two tunable ones
+    for only in "" "--size deterministic=True --kernel attn_bwd_dkdv" "--size deterministic=True --kernel attn_bwd_dq"; do
+      if ! "$tune" "$srcdir/examples/attention/attention.fa" --size B="$1" --size H="$2" --size KVH="$2" \
+          --size N="$3" --size D="$4" --size causal=$tc --size T=f16 $only >> "$out.tune.log" 2>&1; then
+        echo "run-attention: tuning B=$1 H=$2 N=$3 D=$4 $5 ($only) FAILED (see $out.tune.log)" >&2
+        failures=$((failures + 1))
+      fi
+    done
   fi
   if ! "$attn" --gpu --shape "$1,$2,$2,$3,$4" $c --dtype f16 --bench --json "$out" --seed 1 $check $extra; then
     echo "run-attention: B=$1 H=$2 N=$3 D=$4 $5 FAILED" >&2

@@ -403,6 +403,7 @@ static bool has_effects(IrOpKind k) {
   case IR_STORE:
   case IR_STORE_BLOCK:
   case IR_ATOMIC_ADD:
+  case IR_ATOMIC_ADD_BLOCK:
   case IR_ASSERT:
   case IR_PRINT:
   case IR_FOR:
@@ -928,6 +929,30 @@ static void plan_product(Planner *pl, const IrOp *op) {
 
 /* ---- 9. loads and stores ---------------------------------------------------------------------------- */
 
+/* atomic_add through a block pointer, the reduce-store method: the elements
+ * go out as a block store's would (in the value's layout, each by its one
+ * owner), every `vec` contiguous elements in one red.global.add.  Vectors of
+ * f32 (v2, v4) exist on sm_90 and later; there the width is the store's,
+ * from the same facts (alignment, strides, offsets, checked bound), else one
+ * element per instruction, and bf16 below sm_90 (no red.add.bf16) by
+ * compare-and-swap. */
+static void plan_reduce_block(Planner *pl, const IrOp *op, FaAccessPlan *ap) {
+  DType dt = op->operands[1]->type.dtype;
+  int sm = pl->p->target.sm;
+  ap->method = FA_ACCESS_REDUCE;
+  ap->layout = op->aux;
+  ap->red = dt == DT_BF16 && sm < 90 ? FA_RED_CAS : FA_RED_SCALAR;
+  if (!ap->layout)
+    return;
+  ap->vec = block_vector_width(pl, op->operands[0], ap->layout, op->boundary, &ap->facts);
+  if (ap->vec > 1 && (dt != DT_F32 || sm < 90)) {
+    ap->vec = 1;
+    ap->facts.limit = FA_VEC_REDUCE_INSTR;
+  }
+  if (ap->vec > 1)
+    ap->red = FA_RED_VECTOR;
+}
+
 static void plan_access(Planner *pl, const IrOp *op) {
   FaOpPlan *o = op_insert(pl->p->ops, op);
   if (o->access) { /* a pipelined load */
@@ -976,6 +1001,7 @@ static void plan_access(Planner *pl, const IrOp *op) {
     if (ap->layout)
       ap->vec = block_vector_width(pl, op->operands[0], ap->layout, op->boundary, &ap->facts);
     break;
+  case IR_ATOMIC_ADD_BLOCK: plan_reduce_block(pl, op, ap); break;
   default: return;
   }
   o->access = ap;
@@ -1180,7 +1206,8 @@ static void plan_ops(Planner *pl) {
     case IR_STORE:
     case IR_ATOMIC_ADD:
     case IR_LOAD_BLOCK:
-    case IR_STORE_BLOCK: plan_access(pl, op); break;
+    case IR_STORE_BLOCK:
+    case IR_ATOMIC_ADD_BLOCK: plan_access(pl, op); break;
     case IR_REDUCE:
       if (!fa_value_is_virtual(&p->layouts, op->results[0]) || !is_block(op->results[0]))
         plan_reduce(pl, op);

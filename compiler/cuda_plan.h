@@ -20,8 +20,9 @@
  *              rows or a 32/64/128-byte swizzle), offset, buffers, how they
  *              are filled (written from registers, or loaded by cp.async);
  *   accesses   every load and store: method (one element per pointer,
- *              vectors of a block pointer, cp.async into a tile) and vector
- *              width, with the divisibility facts that allowed the width;
+ *              vectors of a block pointer, cp.async into a tile, reduce-
+ *              stores through a block pointer) and vector width, with the
+ *              divisibility facts that allowed the width;
  *   pipelines  loops whose block-pointer loads are issued ahead: depth, and
  *              the synchronisation steps in order (where each wait sits);
  *   products   every dot: instruction (wgmma, mma.sync, FMA), operand
@@ -103,7 +104,16 @@ typedef enum FaAccessMethod {
   FA_ACCESS_VECTOR,         /* block pointer: `vec` contiguous elements per access (1: scalar) */
   FA_ACCESS_CP_ASYNC,       /* block pointer loaded straight into a tile by cp.async (pipelined) */
   FA_ACCESS_ATOMIC,         /* atomic_add: one thread per element (or one thread for a scalar) */
+  FA_ACCESS_REDUCE,         /* atomic_add through a block pointer: a reduce-store, `vec` contiguous
+                               elements per red.global.add (see FaReduceInstr), one owner per element */
 } FaAccessMethod;
+
+/* The instruction of an FA_ACCESS_REDUCE access. */
+typedef enum FaReduceInstr {
+  FA_RED_SCALAR,            /* red.global.add.<type>: one element per instruction */
+  FA_RED_VECTOR,            /* red.global.add.v2/.v4.f32 (sm_90): `vec` elements per instruction */
+  FA_RED_CAS,               /* bf16 below sm_90 (no red.add.bf16): a compare-and-swap loop per element */
+} FaReduceInstr;
 
 /* What limits the vector width of a block-pointer access (the first that
  * binds, in this order). */
@@ -117,6 +127,8 @@ typedef enum FaVecLimit {
   FA_VEC_OFFSET,            /* the offsets along the contiguous dimension (advances included) */
   FA_VEC_BOUND,             /* the checked bound along the contiguous dimension */
   FA_VEC_4_BYTES,           /* vectors narrower than 4 bytes are not used */
+  FA_VEC_REDUCE_INSTR,      /* a reduce-store: the target's red.global.add has no vector of this dtype
+                               (vectors: f32 on sm_90 and later) */
 } FaVecLimit;
 
 /* The facts behind a vector width, as log2 of elements (FA_DIV_UNKNOWN: no
@@ -131,7 +143,8 @@ typedef struct FaVecFacts {
 } FaVecFacts;
 
 typedef struct FaAccessPlan {
-  const IrOp *op;           /* IR_LOAD, IR_STORE, IR_ATOMIC_ADD, IR_LOAD_BLOCK, IR_STORE_BLOCK */
+  const IrOp *op;           /* IR_LOAD, IR_STORE, IR_ATOMIC_ADD, IR_LOAD_BLOCK, IR_STORE_BLOCK,
+                               IR_ATOMIC_ADD_BLOCK */
   FaAccessMethod method;
   int vec;                  /* elements per access */
   const FaLayout *layout;   /* the layout it runs in */
@@ -142,6 +155,7 @@ typedef struct FaAccessPlan {
                                loop body, updated by `advance` (loop-invariant steps) each iteration */
   const IrOp *advance;
   size_t scratch;           /* bytes of scratch (an atomic_add on a scalar whose result is used) */
+  FaReduceInstr red;        /* FA_ACCESS_REDUCE: the instruction */
 } FaAccessPlan;
 
 /* ---- pipelines ----------------------------------------------------------------------------- */

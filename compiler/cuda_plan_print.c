@@ -3,7 +3,7 @@
  * One decision per line, each starting with what it is about:
  *     kernel, arg, role, schedule, barrier, smem, layout   (the kernel as a whole)
  *     tile, pipeline                                         (shared memory)
- *     load, store, atomic, product, convert, reduce, scan, print
+ *     load, store, atomic, atomic_add, product, convert, reduce, scan, print
  *                                                            (ops, in program order)
  * and naming the source location (FILE:LINE:COL) of the op it belongs to,
  * so that test cases can look for a decision with a plain substring.  The
@@ -57,6 +57,7 @@ static const char *vec_limit_name(FaVecLimit l) {
   case FA_VEC_OFFSET: return "offsets";
   case FA_VEC_BOUND: return "bound";
   case FA_VEC_4_BYTES: return "4 bytes";
+  case FA_VEC_REDUCE_INSTR: return "the red instructions of the target";
   }
   return "?";
 }
@@ -197,10 +198,28 @@ static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
   }
 }
 
+/* The instruction of a reduce-store (atomic_add through a block pointer). */
+static void put_reduce_instr(StrBuf *out, const FaAccessPlan *ap, DType dt) {
+  int bytes = ap->vec * fa_dtype_size(dt);
+  switch (ap->red) {
+  case FA_RED_VECTOR:
+    fa_sb_printf(out, "red.global.add.v%d.%s (%d x %s, %d bytes)", ap->vec, fa_dtype_name(dt), ap->vec,
+                 fa_dtype_name(dt), bytes);
+    break;
+  case FA_RED_SCALAR:
+    fa_sb_printf(out, "red.global.add%s.%s per element", dt == DT_F16 || dt == DT_BF16 ? ".noftz" : "",
+                 dt == DT_I32 || dt == DT_U32 ? "u32" : dt == DT_I64 ? "u64" : fa_dtype_name(dt));
+    break;
+  case FA_RED_CAS: fa_sb_printf(out, "compare-and-swap per element (%s)", fa_dtype_name(dt)); break;
+  }
+}
+
 static void print_access(const FaAccessPlan *ap, StrBuf *out) {
   const IrOp *op = ap->op;
-  bool store = op->kind == IR_STORE || op->kind == IR_STORE_BLOCK;
-  fa_sb_puts(out, op->kind == IR_ATOMIC_ADD ? "atomic " : store ? "store " : "load ");
+  bool store = op->kind == IR_STORE || op->kind == IR_STORE_BLOCK || op->kind == IR_ATOMIC_ADD_BLOCK;
+  fa_sb_puts(out, op->kind == IR_ATOMIC_ADD ? "atomic "
+                  : op->kind == IR_ATOMIC_ADD_BLOCK ? "atomic_add "
+                  : store ? "store " : "load ");
   if (!store && op->kind != IR_ATOMIC_ADD) {
     put_value(out, op->results[0]);
     fa_sb_putc(out, ' ');
@@ -214,6 +233,7 @@ static void print_access(const FaAccessPlan *ap, StrBuf *out) {
   switch (ap->method) {
   case FA_ACCESS_ELEMENT: fa_sb_puts(out, "one element per pointer"); break;
   case FA_ACCESS_ATOMIC: fa_sb_puts(out, "atomic per element"); break;
+  case FA_ACCESS_REDUCE: put_reduce_instr(out, ap, dt); break;
   case FA_ACCESS_VECTOR:
     if (ap->vec > 1)
       fa_sb_printf(out, "vectors of %d x %s (%d bytes)", ap->vec, fa_dtype_name(dt), bytes);
@@ -230,7 +250,7 @@ static void print_access(const FaAccessPlan *ap, StrBuf *out) {
   put_layout(out, ap->layout);
   if (ap->scratch)
     fa_sb_printf(out, ", scratch %zu", ap->scratch);
-  if (op->kind == IR_LOAD_BLOCK || op->kind == IR_STORE_BLOCK) {
+  if (op->kind == IR_LOAD_BLOCK || op->kind == IR_STORE_BLOCK || op->kind == IR_ATOMIC_ADD_BLOCK) {
     const FaVecFacts *f = &ap->facts;
     if (f->dim < 0) {
       fa_sb_printf(out, "; width limited by: %s", vec_limit_name(f->limit));

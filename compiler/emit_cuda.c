@@ -738,6 +738,23 @@ static void emit_store_block(Emitter *em, const IrOp *op) {
        op->boundary, value_ref(em, op->operands[0]), arr, thread_offset(em, l), layout_name(em, l));
 }
 
+/* atomic_add through a block pointer (FA_ACCESS_REDUCE): the plan's width
+ * and instruction; the tile library's fa::red_block issues them, each
+ * element by its owner. */
+static void emit_atomic_add_block(Emitter *em, const IrOp *op) {
+  const FaAccessPlan *ap = fa_plan_access(em->plan, op);
+  const FaLayout *l = op->aux;
+  if (!ap || !l || ap->method != FA_ACCESS_REDUCE) {
+    fail(em, op->loc, "internal compiler error: an atomic_add through a block pointer without a plan");
+    return;
+  }
+  const char *arr = array_in(em, op->operands[1], l);
+  const char *instr = ap->red == FA_RED_VECTOR ? "fa::RED_VECTOR" : ap->red == FA_RED_CAS ? "fa::RED_CAS"
+                                                                                           : "fa::RED_SCALAR";
+  line(em, "fa::red_block<%s, %d, 0x%xu, %s>(%s, %s, %s, %s::owner(fa_lane, fa_warp));", layout_name(em, l), ap->vec,
+       op->boundary, instr, value_ref(em, op->operands[0]), arr, thread_offset(em, l), layout_name(em, l));
+}
+
 /* Register-bit lists for fa::Bits<>. */
 static const char *bits_list(Emitter *em, const int *v, int n) {
   StrBuf sb;
@@ -1675,6 +1692,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
   case IR_ADVANCE: emit_advance(em, op); break;
   case IR_LOAD_BLOCK: emit_load_block(em, op); break;
   case IR_STORE_BLOCK: emit_store_block(em, op); break;
+  case IR_ATOMIC_ADD_BLOCK: emit_atomic_add_block(em, op); break;
   case IR_FOR: emit_for(em, op); return;
   case IR_IF: emit_if(em, op); return;
   case IR_ASSERT: emit_assert(em, op); break;

@@ -104,23 +104,29 @@ static bool run_list(Job *job) {
 
 /* ---- --check ---- */
 
-/* Whether a @problem's launch of k passes parameter `index` (by position or
- * by name). */
-static bool problem_passes(const FaProgram *p, const FaKernelInfo *k, int index) {
-  for (int i = 0; i < p->nproblems; i++) {
-    const Node *fn = p->problems[i]->fn;
-    for (int j = 0; j < fn->body.len; j++) {
-      const Node *s = fn->body.items[j];
-      const Node *call = s->kind == N_EXPR_STMT ? s->lhs : NULL;
-      if (!call || call->kind != N_CALL || call->lhs->kind != N_NAME || strcmp(call->lhs->name, k->name))
-        continue;
-      if (index < call->args.len)
+/* Whether a launch of k among a problem's statements (in either branch of
+ * an `if`) passes parameter `index` (by position or by name). */
+static bool launch_passes(const NodeList *body, const FaKernelInfo *k, int index) {
+  for (int j = 0; j < body->len; j++) {
+    const Node *s = body->items[j];
+    if (s->kind == N_IF && (launch_passes(&s->body, k, index) || launch_passes(&s->orelse, k, index)))
+      return true;
+    const Node *call = s->kind == N_EXPR_STMT ? s->lhs : NULL;
+    if (!call || call->kind != N_CALL || call->lhs->kind != N_NAME || strcmp(call->lhs->name, k->name))
+      continue;
+    if (index < call->args.len)
+      return true;
+    for (int a = 0; a < call->kwargs.len; a++)
+      if (!strcmp(call->kwargs.items[a]->name, k->params[index].name))
         return true;
-      for (int a = 0; a < call->kwargs.len; a++)
-        if (!strcmp(call->kwargs.items[a]->name, k->params[index].name))
-          return true;
-    }
   }
+  return false;
+}
+
+static bool problem_passes(const FaProgram *p, const FaKernelInfo *k, int index) {
+  for (int i = 0; i < p->nproblems; i++)
+    if (launch_passes(&p->problems[i]->fn->body, k, index))
+      return true;
   return false;
 }
 

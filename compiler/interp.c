@@ -1485,6 +1485,54 @@ static bool op_store_block(Exec *x, const IrOp *op) {
   return ok;
 }
 
+/* atomic_add(block_ptr, value): each element inside the checked bounds is
+ * added into memory in the memory's dtype, rounded once as the GPU's atom/red
+ * instructions round (f32 sums are exact IEEE f32 additions: the sum of two
+ * f32 in double, rounded to f32, is the correctly rounded f32 sum).  With
+ * threads the whole op holds the atomic lock, so programs add in some order;
+ * a test of several programs adding into one element must not depend on it
+ * (integers, or floats whose sums are exact). */
+static bool op_atomic_add_block(Exec *x, const IrOp *op) {
+  const IrValue *p = op->operands[0], *v = op->operands[1];
+  const BlockPtr *bp = &slot_of(x, p)->bp;
+  Slot *sv = slot_of(x, v);
+  int64_t n = type_numel(v->type);
+  int64_t *addr = scratch_map(x, n);
+  unsigned char *valid = scratch_valid(x, n);
+  if (!addr || !valid)
+    return fail(x, op->loc, "out of memory in the interpreter");
+  if (!block_addresses(x, op, bp, &v->type, op->boundary, addr, valid))
+    return false;
+  DType dt = v->type.dtype;
+  bool fl = cat_of(dt) == CAT_FLOAT;
+  if (!fl && cat_of(dt) != CAT_INT)
+    return fail(x, op->loc, "the interpreter cannot atomic_add %s", fa_dtype_name(dt));
+  Shared *sh = (Shared *)x->sh;
+  if (sh->threaded)
+    pthread_mutex_lock(&sh->atomic_lock);
+  bool ok = true;
+  for (int64_t i = 0; ok && i < n; i++) {
+    if (!valid[i])
+      continue;
+    if (!check_access(x, op->loc, "atomic_add", bp->buf, addr[i])) {
+      ok = false;
+      break;
+    }
+    const Buffer *B = &sh->bufs[bp->buf];
+    if (fl != (cat_of(B->dtype) == CAT_FLOAT)) {
+      ok = fail(x, op->loc, "atomic_add of %s into a buffer of %s", fa_dtype_name(dt), fa_dtype_name(B->dtype));
+      break;
+    }
+    if (fl)
+      mem_write_f(B, addr[i], round_dt(B->dtype, mem_read_f(B, addr[i]) + sv->f[i]));
+    else
+      mem_write_i(B, addr[i], wrap_int(B->dtype, (int64_t)((uint64_t)mem_read_i(B, addr[i]) + (uint64_t)sv->i[i])));
+  }
+  if (sh->threaded)
+    pthread_mutex_unlock(&sh->atomic_lock);
+  return ok;
+}
+
 static bool op_assert(Exec *x, const IrOp *op) {
   const IrValue *c = op->operands[0];
   Slot *sc = slot_of(x, c);
@@ -1742,6 +1790,7 @@ static bool exec_op(Exec *x, const IrOp *op) {
   case IR_ADVANCE: return op_advance(x, op);
   case IR_LOAD_BLOCK: return op_load_block(x, op);
   case IR_STORE_BLOCK: return op_store_block(x, op);
+  case IR_ATOMIC_ADD_BLOCK: return op_atomic_add_block(x, op);
   case IR_FOR: return op_for(x, op);
   case IR_IF: return op_if(x, op);
   case IR_ASSERT: return op_assert(x, op);

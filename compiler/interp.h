@@ -30,7 +30,8 @@
  *     drop those elements; pointer loads/stores skip masked-off lanes (a
  *     masked-off load gives `other`, or 0);
  *   - atomic_add adds in the dtype of the memory (rounding f16/bf16) and
- *     returns the previous values;
+ *     returns the previous values; through a block pointer it adds the
+ *     elements inside the checked bounds and returns nothing;
  *   - erf is the C library's erff (erf for f64); fma is fmaf (fma for f64),
  *     one rounding, then rounded to f16/bf16; maxnum/minnum ignore a NaN;
  *   - scans apply their combine region element by element in index order

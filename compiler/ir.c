@@ -264,7 +264,7 @@ static const char *const op_names[IR_OP_COUNT] = {
     [IR_FOR] = "for",               [IR_IF] = "if",                   [IR_YIELD] = "yield",
     [IR_RETURN] = "return",         [IR_ASSERT] = "assert",           [IR_FMA] = "fma",
     [IR_SCAN] = "scan",             [IR_REDUCE_FN] = "reduce_fn",     [IR_RAND] = "rand",               [IR_PRINT] = "print",
-    [IR_WHILE] = "while",
+    [IR_WHILE] = "while",           [IR_ATOMIC_ADD_BLOCK] = "atomic_add_block",
 };
 
 const char *fa_ir_op_name(IrOpKind kind) {
@@ -346,7 +346,8 @@ static void print_attrs(const IrOp *op, StrBuf *out) {
     break;
   }
   case IR_LOAD_BLOCK:
-  case IR_STORE_BLOCK: {
+  case IR_STORE_BLOCK:
+  case IR_ATOMIC_ADD_BLOCK: {
     fa_sb_puts(out, " boundary=(");
     bool first = true;
     for (int i = 0; i < FA_MAX_RANK; i++)
@@ -675,8 +676,9 @@ static void verify_types(Verifier *v, const IrOp *op) {
       verify_fail(v, op, "loads the block pointer's element type in its block shape");
     break;
   case IR_STORE_BLOCK:
+  case IR_ATOMIC_ADD_BLOCK:
     if (n != 2 || a[0]->type.dtype != DT_BLOCKPTR || a[1]->type.dtype != a[0]->type.pointee ||
-        !same_shape(a[0]->type, a[1]->type))
+        !same_shape(a[0]->type, a[1]->type) || op->nresults != 0)
       verify_fail(v, op, "stores a block of the block pointer's element type and shape");
     break;
   case IR_FOR:

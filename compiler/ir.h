@@ -129,6 +129,9 @@ typedef enum IrOpKind {
   IR_WHILE,         /* inits...; regions[0] (cond) args (iters...) yields one i1 scalar; regions[1] (body)
                        args (iters...) yields the next iters; results: the iters when cond is false.
                        Runs: iters = inits; while (cond(iters)) iters = body(iters). */
+  IR_ATOMIC_ADD_BLOCK, /* bptr, value; boundary: atomic_add through a block pointer, each element added
+                       into memory (a reduce-store: no result); the elements of one op may be added in
+                       any order relative to other programs' */
   IR_OP_COUNT
 } IrOpKind;
 

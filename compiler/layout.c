@@ -861,7 +861,8 @@ static void plan_dot(Pass *p, IrOp *op) {
 }
 
 static const FaLayout *op_layout(const IrOp *op) {
-  if (op->kind == IR_STORE || op->kind == IR_STORE_BLOCK || op->kind == IR_ASSERT || op->kind == IR_PRINT)
+  if (op->kind == IR_STORE || op->kind == IR_STORE_BLOCK || op->kind == IR_ATOMIC_ADD_BLOCK ||
+      op->kind == IR_ASSERT || op->kind == IR_PRINT)
     return op->aux;
   if (op->nresults > 0 && is_block(op->results[0]))
     return op->results[0]->layout;
@@ -917,7 +918,8 @@ const FaLayout *fa_layout_operand_need(FaCompiler *fc, FaLayoutPlan *plan, const
     const IrValue *x0 = op->operands[0];
     return x0->layout ? x0->layout : fa_layout_default(fc, plan, x0->type);
   }
-  case IR_STORE_BLOCK: return l;
+  case IR_STORE_BLOCK:
+  case IR_ATOMIC_ADD_BLOCK: return l;
   case IR_YIELD: {
     const IrOp *parent = op->parent ? op->parent->parent_op : NULL;
     if (!parent || i >= parent->nresults)
@@ -1013,7 +1015,7 @@ static bool run_pass(Pass *p, const IrKernel *k) {
       if (!l && op->noperands > 0 && is_block(op->operands[0]))
         l = fa_layout_default(p->fc, p->plan, op->operands[0]->type);
       op->aux = (void *)l;
-    } else if (op->kind == IR_STORE_BLOCK) {
+    } else if (op->kind == IR_STORE_BLOCK || op->kind == IR_ATOMIC_ADD_BLOCK) {
       l = op->operands[1]->layout;
       if (!l)
         l = fa_layout_default(p->fc, p->plan, op->operands[1]->type);

@@ -153,7 +153,7 @@ const FaLayout *fa_layout_default(FaCompiler *fc, FaLayoutPlan *plan, IrType t);
 /* Assigns IrValue.layout to every non-virtual block value of the kernel's
  * device function (region arguments included), an FaDotPlan to every IR_DOT
  * (op->aux) and an execution layout to every IR_STORE / IR_STORE_BLOCK /
- * IR_ATOMIC_ADD (op->aux, const FaLayout *).  Returns false after reporting
+ * IR_ATOMIC_ADD_BLOCK / IR_ATOMIC_ADD (op->aux, const FaLayout *).  Returns false after reporting
  * errors (for shapes no layout fits). */
 bool fa_assign_layouts(FaCompiler *fc, const IrKernel *k, FaLayoutPlan *plan);
 

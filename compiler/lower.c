@@ -1416,6 +1416,56 @@ static LVal *b_load(Lower *L, const Builtin *bi, const Node *call, const Node **
                                                                 ptrs->type.shape), ops, n));
 }
 
+/* The element types atomic_add adds through a block pointer (those of the
+ * hardware's atom/red instructions, and bf16 by compare-and-swap). */
+static bool atomic_block_dtype_ok(DType dt) {
+  return dt == DT_F16 || dt == DT_BF16 || dt == DT_F32 || dt == DT_F64 || dt == DT_I32 || dt == DT_U32 ||
+         dt == DT_I64;
+}
+
+/* store(block_ptr, value) and atomic_add(block_ptr, value): a block of
+ * exactly the tile's shape (or a number or scalar, splatted), converted to
+ * the element type; elements outside the checked axes are dropped.  The
+ * atomic form adds each element into memory (a reduce-store: it gives no
+ * value back, unlike atomic_add on pointers). */
+static LVal *store_block(Lower *L, const Builtin *bi, const Node *call, const Node **a, LVal *p, LVal *val,
+                         bool atomic) {
+  const char *fn = bi->name;
+  if (a[2])
+    return lerr(L, a[2]->loc, "%s() through a block pointer takes boundary_check=, not mask=", fn);
+  IrType t = p->v->type;
+  unsigned boundary;
+  if (!want_boundary(L, a[3], t.rank, &boundary))
+    return NULL;
+  if (atomic && !atomic_block_dtype_ok(t.pointee))
+    return lerr(L, a[0]->loc,
+                "atomic_add() through a block pointer adds f16, bf16, f32, f64, i32, u32 or i64 elements, not %s",
+                fa_dtype_name(t.pointee));
+  if (!is_num_const(val) && !is_data(val))
+    return lerr(L, a[1]->loc, "%s() needs a number or a block as its value, got %s", fn, describe(L, val));
+  if (is_ir(val) && val->v->type.rank != 0) {
+    IrType vt = val->v->type;
+    bool same = vt.rank == t.rank;
+    for (int i = 0; same && i < t.rank; i++)
+      same = vt.shape[i] == t.shape[i];
+    if (!same)
+      return lerr(L, a[1]->loc, "%s(): the value has shape %s but the block pointer's block is %s", fn,
+                  fa_shape_str(L->A, vt.rank, vt.shape), fa_shape_str(L->A, t.rank, t.shape));
+  }
+  IrValue *x = to_ir_type(L, val, fa_type_block(t.pointee, t.rank, t.shape), a[1]->loc);
+  if (!x)
+    return NULL;
+  IrValue *ops[2] = {p->v, x};
+  IrOp *op = emit(L, atomic ? IR_ATOMIC_ADD_BLOCK : IR_STORE_BLOCK, 0, call->loc, ops, 2, NULL, 0);
+  if (!op)
+    return NULL;
+  op->boundary = boundary;
+  if (atomic)
+    return lv_undef(L, "atomic_add() through a block pointer gives no value (atomic_add on pointers gives the "
+                       "previous values)");
+  return lv_none(L);
+}
+
 static LVal *b_store(Lower *L, const Builtin *bi, const Node *call, const Node **a) {
   bool atomic = !strcmp(bi->name, "atomic_add");
   LVal *p = eval(L, a[0]);
@@ -1424,39 +1474,15 @@ static LVal *b_store(Lower *L, const Builtin *bi, const Node *call, const Node *
   LVal *val = eval(L, a[1]);
   if (!val)
     return NULL;
-  if (is_bptr(p) && !atomic) {
-    if (a[2])
-      return lerr(L, a[2]->loc, "store() through a block pointer takes boundary_check=, not mask=");
-    IrType t = p->v->type;
-    unsigned boundary;
-    if (!want_boundary(L, a[3], t.rank, &boundary))
-      return NULL;
-    if (!is_num_const(val) && !is_data(val))
-      return lerr(L, a[1]->loc, "store() needs a number or a block as its value, got %s", describe(L, val));
-    if (is_ir(val) && val->v->type.rank != 0) {
-      IrType vt = val->v->type;
-      bool same = vt.rank == t.rank;
-      for (int i = 0; same && i < t.rank; i++)
-        same = vt.shape[i] == t.shape[i];
-      if (!same)
-        return lerr(L, a[1]->loc, "store(): the value has shape %s but the block pointer's block is %s",
-                    fa_shape_str(L->A, vt.rank, vt.shape), fa_shape_str(L->A, t.rank, t.shape));
-    }
-    IrValue *x = to_ir_type(L, val, fa_type_block(t.pointee, t.rank, t.shape), a[1]->loc);
-    if (!x)
-      return NULL;
-    IrValue *ops[2] = {p->v, x};
-    IrOp *op = emit(L, IR_STORE_BLOCK, 0, call->loc, ops, 2, NULL, 0);
-    if (!op)
-      return NULL;
-    op->boundary = boundary;
-    return lv_none(L);
-  }
+  if (is_bptr(p))
+    return store_block(L, bi, call, a, p, val, atomic);
   if (!is_ptr(p))
-    return lerr(L, a[0]->loc, "%s() needs a pointer or a block of pointers%s, got %s", bi->name,
-                atomic ? "" : " or a block pointer", describe(L, p));
-  if (!atomic && a[3])
+    return lerr(L, a[0]->loc, "%s() needs a pointer, a block of pointers or a block pointer, got %s", bi->name,
+                describe(L, p));
+  if (a[3])
     return lerr(L, a[3]->loc, "boundary_check= is for block pointers; use mask= with pointers");
+  if (is_none(val))   /* (prepare_masked takes None as "no value", for load's other=) */
+    return lerr(L, a[1]->loc, "%s() needs a number or a block as its value, got %s", bi->name, describe(L, val));
   LVal *mask = a[2] ? eval(L, a[2]) : NULL;
   if (a[2] && !mask)
     return NULL;
@@ -2636,7 +2662,7 @@ static const Builtin builtins[] = {
     {"advance", b_advance, 2, false, 0, P("base", "offsets"), 0},
     {"load", b_load, 1, false, 0, P("pointer", "mask", "other", "boundary_check", "padding"), 0},
     {"store", b_store, 2, false, 0, P("pointer", "value", "mask", "boundary_check"), 0},
-    {"atomic_add", b_store, 2, false, 0, P("pointer", "val", "mask"), 0},
+    {"atomic_add", b_store, 2, false, 0, P("pointer", "val", "mask", "boundary_check"), 0},
     {"dot", b_dot, 2, false, 0, P("a", "b", "acc", "out_dtype", "precision"), 0},
     {"trans", b_permute, 1, false, 0, P("x", "dims"), 1},
     {"permute", b_permute, 2, false, 0, P("input", "dims"), 1},

@@ -32,13 +32,27 @@ static bool eval_quietly(FaCompiler *fc, const FaProgram *p, const Node *e, cons
   return ok;
 }
 
-/* The call of kernel k in a problem's body, or NULL. */
-static const Node *find_launch(const Node *fn, const char *kernel) {
-  for (int i = 0; i < fn->body.len; i++) {
-    const Node *s = fn->body.items[i];
+/* The call of kernel k in a problem's statements, or NULL.  Inside an `if`
+ * on a compile-time condition (the problem's sizes in env), the branch the
+ * sizes take comes first; a kernel that only the other branch launches
+ * (the problem's deterministic backward pass, say) takes its values there. */
+static const Node *find_launch(FaCompiler *fc, const FaProgram *p, const NodeList *body, const char *kernel,
+                               const FaBinding *env, int ne) {
+  for (int i = 0; i < body->len; i++) {
+    const Node *s = body->items[i];
     if (s->kind == N_EXPR_STMT && s->lhs && s->lhs->kind == N_CALL && s->lhs->lhs &&
         s->lhs->lhs->kind == N_NAME && !strcmp(s->lhs->lhs->name, kernel))
       return s->lhs;
+    if (s->kind != N_IF)
+      continue;
+    FaConst c;
+    bool else_first = s->cond && eval_quietly(fc, p, s->cond, env, ne, &c) &&
+                      (c.kind == CK_BOOL || c.kind == CK_INT) && !c.i;
+    const Node *call = find_launch(fc, p, else_first ? &s->orelse : &s->body, kernel, env, ne);
+    if (!call)
+      call = find_launch(fc, p, else_first ? &s->body : &s->orelse, kernel, env, ne);
+    if (call)
+      return call;
   }
   return NULL;
 }
@@ -88,9 +102,6 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
   /* what a problem description passes */
   for (int pi = 0; pi < p->nproblems; pi++) {
     const FaProblemInfo *pr = p->problems[pi];
-    const Node *call = find_launch(pr->fn, k->name);
-    if (!call)
-      continue;
     int ne = 0;
     for (int i = 0; i < pr->nsizes && ne < scap; i++) {
       int g = fa_binding_index(given, ngiven, pr->sizes[i].name);
@@ -107,6 +118,9 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
         ne++;
       }
     }
+    const Node *call = find_launch(fc, p, &pr->fn->body, k->name, env, ne);
+    if (!call)
+      continue;
     for (int i = 0; i < call->kwargs.len; i++) {
       const Node *kw = call->kwargs.items[i];
       if (!kw->name || !fa_kernel_constexpr(k, kw->name) || fa_binding_index(b, n, kw->name) >= 0 || n >= cap)

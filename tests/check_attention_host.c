@@ -1,7 +1,8 @@
 /* check_attention_host.c - libfadsl_attention's host calls (the kernels on
  * the CPU interpreter) against the float64 reference: forward (O and LSE),
  * backward, and backward from a given delta, including the gradient of a loss
- * that reads the LSE; grouped-query attention, causal masking, odd lengths,
+ * that reads the LSE; the fused and the deterministic backward pass
+ * (fadsl_attention_backward_host_ex); grouped-query attention, causal masking, odd lengths,
  * Nq != Nkv, f16 and bf16; threads; and the refusals with their messages
  * (check_shape, null and misaligned pointers).  No GPU needed. */
 #include <check.h>
@@ -230,6 +231,103 @@ END_TEST
 START_TEST(test_backward_unequal_bf16) { check_backward(2, 2, 1, 19, 41, 16, false, FADSL_ATTENTION_BF16, 3e-2); }
 END_TEST
 
+/* fadsl_attention_backward_host_ex: fused (its own accumulator, or the
+ * caller's, which then holds dQ / scale; with delta computed in attn_bwd),
+ * and deterministic (the caller's accumulator left alone), each against
+ * float64; the deterministic gradients the same to the bit on 1 and 3
+ * threads. */
+static void backward_ex(Problem *p, const fadsl_attention_options *o, int threads) {
+  const FaAttnShape *s = &p->s;
+  memset(p->dq, 0xff, (size_t)p->nq * 2);   /* NaN bits: every element must be written */
+  memset(p->dk, 0xff, (size_t)p->nkv * 2);
+  memset(p->dv, 0xff, (size_t)p->nkv * 2);
+  fadsl_status st = fadsl_attention_backward_host_ex(attn, o, p->q, p->k, p->v, p->o, p->lse, p->dO, p->dq, p->dk,
+                                                     p->dv, p->delta, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, 0.0f,
+                                                     p->dtype, threads);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", err());
+}
+
+static void check_grads(Problem *p, const double *dq, const double *dk, const double *dv, double bound,
+                        const char *what) {
+  DType t = dt_of(p->dtype);
+  double eq = rel_err(p->dq, t, dq, p->nq), ek = rel_err(p->dk, t, dk, p->nkv), ev = rel_err(p->dv, t, dv, p->nkv);
+  ck_assert_msg(eq < bound && ek < bound && ev < bound, "%s: dq %g dk %g dv %g (bound %g)", what, eq, ek, ev, bound);
+}
+
+START_TEST(test_backward_ex_modes) {
+  Problem p;
+  problem_init(&p, 1, 4, 2, 45, 70, 32, false, FADSL_ATTENTION_BF16, 11);
+  const FaAttnShape *s = &p.s;
+  ck_assert_msg(forward(&p, 1) == FADSL_SUCCESS, "%s", err());
+  double *dq = calloc((size_t)p.nq, sizeof(double)), *dk = calloc((size_t)p.nkv, sizeof(double)),
+         *dv = calloc((size_t)p.nkv, sizeof(double));
+  fa_attn_ref_backward(s, p.qd, p.kd, p.vd, p.dOd, dq, dk, dv);
+  double bound = 3e-2;
+  backward_ex(&p, NULL, 2);   /* the defaults: fused, the call's own accumulator */
+  check_grads(&p, dq, dk, dv, bound, "fused");
+
+  size_t acc_bytes = fadsl_attention_dq_accum_bytes(s->B, s->H, s->Nq, s->D);
+  ck_assert_uint_eq(acc_bytes, (size_t)4 * s->B * s->H * s->Nq * s->D);
+  float *acc = malloc(acc_bytes);
+  memset(acc, 0xff, acc_bytes);
+  fadsl_attention_options o;
+  fadsl_attention_options_init(&o);
+  o.dq_accum = (uint64_t)(uintptr_t)acc;
+  backward_ex(&p, &o, 3);
+  check_grads(&p, dq, dk, dv, bound, "fused, the caller's accumulator");
+  /* it holds dQ before the scale and the rounding */
+  for (int64_t i = 0; i < p.nq; i++)
+    ck_assert_msg(fabs(acc[i] * s->scale - dq[i]) <= 0.05 * (1 + fabs(dq[i])), "accumulator[%lld] %g, dq %g",
+                  (long long)i, acc[i] * s->scale, dq[i]);
+  o.fuse_delta = 1;
+  backward_ex(&p, &o, 1);
+  check_grads(&p, dq, dk, dv, bound, "fused, delta in attn_bwd");
+  o.fuse_delta = 0;
+
+  memset(acc, 0xff, acc_bytes);
+  o.deterministic = 1;
+  backward_ex(&p, &o, 1);
+  check_grads(&p, dq, dk, dv, bound, "deterministic");
+  for (int64_t i = 0; i < p.nq; i++)
+    ck_assert_msg(isnan(acc[i]), "the deterministic pass wrote the accumulator (%lld: %g)", (long long)i, acc[i]);
+  size_t bq = (size_t)p.nq * 2, bkv = (size_t)p.nkv * 2;
+  uint16_t *dq1 = malloc(bq), *dk1 = malloc(bkv), *dv1 = malloc(bkv);
+  memcpy(dq1, p.dq, bq);
+  memcpy(dk1, p.dk, bkv);
+  memcpy(dv1, p.dv, bkv);
+  backward_ex(&p, &o, 3);
+  ck_assert_msg(!memcmp(dq1, p.dq, bq) && !memcmp(dk1, p.dk, bkv) && !memcmp(dv1, p.dv, bkv),
+                "the deterministic pass gave other bits on 3 threads");
+
+  /* refusals */
+  o.fuse_delta = 1;
+  ck_assert_int_eq(fadsl_attention_backward_host_ex(attn, &o, p.q, p.k, p.v, p.o, p.lse, p.dO, p.dq, p.dk, p.dv,
+                                                    p.delta, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, 0.0f, p.dtype,
+                                                    1),
+                   FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(err(), "fuse_delta is for the fused backward pass, which a deterministic call does not run"),
+                "%s", err());
+  fadsl_attention_options_init(&o);
+  o.softcap = 5;
+  ck_assert_int_eq(fadsl_attention_backward_host_ex(attn, &o, p.q, p.k, p.v, p.o, p.lse, p.dO, p.dq, p.dk, p.dv,
+                                                    p.delta, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, 0.0f, p.dtype,
+                                                    1),
+                   FADSL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(err(), "the host calls run plain attention"), "%s", err());
+  fadsl_attention_options_init(&o);
+  o.size = 4;
+  ck_assert_int_eq(fadsl_attention_backward_host_ex(attn, &o, p.q, p.k, p.v, p.o, p.lse, p.dO, p.dq, p.dk, p.dv,
+                                                    p.delta, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, 0.0f, p.dtype,
+                                                    1),
+                   FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(err(), "the options' size 4 is too small"), "%s", err());
+  free(dq1), free(dk1), free(dv1);
+  free(acc);
+  free(dq), free(dk), free(dv);
+  problem_free(&p);
+}
+END_TEST
+
 /* Threads share programs that write disjoint rows: the result is the same
  * bit for bit. */
 START_TEST(test_threads_same_bits) {
@@ -291,6 +389,7 @@ int main(void) {
   tcase_add_test(tc, test_forward_d64_mha);
   tcase_add_test(tc, test_backward_causal_gqa_f16);
   tcase_add_test(tc, test_backward_unequal_bf16);
+  tcase_add_test(tc, test_backward_ex_modes);
   tcase_add_test(tc, test_threads_same_bits);
   tcase_add_test(tc, test_refusals);
   suite_add_tcase(s, tc);

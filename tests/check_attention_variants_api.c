@@ -126,6 +126,47 @@ static void options(fadsl_attention *a) {
   expect_error(a, bwd(a, &o, 1, 6, 2, 64, 64), FADSL_ERROR_NO_DEVICE, "launching attn_bwd_d of the variant program",
                "packed sequences, GQA 3:1: the backward pass binds");
 
+  /* the backward pass: fused with an accumulator, deterministic when asked (or without one) */
+  o.dq_accum = P + 0x4000;
+  expect_error(a, bwd(a, &o, 1, 6, 2, 64, 64), FADSL_ERROR_NO_DEVICE, "launching attn_bwd_prep of the variant program",
+               "packed sequences with dq_accum: the fused backward pass");
+  o.deterministic = 1;
+  expect_error(a, bwd(a, &o, 1, 6, 2, 64, 64), FADSL_ERROR_NO_DEVICE, "launching attn_bwd_d of the variant program",
+               "deterministic with dq_accum: the deterministic kernels");
+  o.deterministic = 0;
+  o.fuse_delta = 1;
+  expect_error(a, bwd(a, &o, 1, 6, 2, 64, 64), FADSL_ERROR_INVALID_ARGUMENT, "fuse_delta is for plain attention",
+               "fuse_delta with a variant");
+  o.fuse_delta = 0;
+  o.dq_accum = P + 0x4008;
+  expect_error(a, bwd(a, &o, 1, 6, 2, 64, 64), FADSL_ERROR_INVALID_ARGUMENT, "dq_accum (0x14008) is not 16-byte aligned",
+               "a misaligned accumulator");
+  fadsl_attention_options_init(&o);
+  o.dq_accum = P + 0x4000;
+  expect_error(a, bwd(a, &o, 1, 4, 2, 64, 64), FADSL_ERROR_NO_DEVICE, "launching attn_bwd_prep",
+               "no variant, dq_accum: the plain program's fused backward pass");
+  o.dq_accum = P + 0x4008;
+  expect_error(a, bwd(a, &o, 1, 4, 2, 64, 64), FADSL_ERROR_INVALID_ARGUMENT, "dq_accum (0x14008) is not 16-byte aligned",
+               "no variant: a misaligned accumulator");
+  o.dq_accum = P + 0x4000;
+  o.deterministic = 1;
+  expect_error(a, bwd(a, &o, 1, 4, 2, 64, 64), FADSL_ERROR_NO_DEVICE, "launching attn_bwd_d",
+               "no variant, deterministic: the plain program's deterministic kernels");
+  o.fuse_delta = 1;
+  expect_error(a, bwd(a, &o, 1, 4, 2, 64, 64), FADSL_ERROR_INVALID_ARGUMENT,
+               "fuse_delta is for the fused backward pass, which a deterministic call does not run",
+               "fuse_delta with deterministic");
+  fadsl_attention_options_init(&o);
+  o.fuse_delta = 1;
+  expect_error(a, bwd(a, &o, 1, 4, 2, 64, 64), FADSL_ERROR_INVALID_ARGUMENT,
+               "fuse_delta is for the fused backward pass, which needs dq_accum", "fuse_delta without dq_accum");
+  o.dq_accum = P + 0x4000;
+  expect_error(a, bwd(a, &o, 1, 4, 2, 64, 64), FADSL_ERROR_NO_DEVICE, "launching attn_bwd_prep",
+               "fuse_delta with dq_accum: the fused pass");
+  fadsl_attention_options_init(&o);
+  expect_error(a, bwd(a, &o, 1, 4, 2, 64, 64), FADSL_ERROR_NO_DEVICE, "launching attn_bwd_d",
+               "the defaults without an accumulator: the deterministic kernels");
+
   /* an older caller: fields past its size keep their defaults (here the sinks) */
   fadsl_attention_options_init(&o);
   o.alibi = P + 0x1000;

@@ -96,6 +96,11 @@ static void *r_buf(Run *r, const char *name, int64_t *count) {
   return data;
 }
 
+static void r_run_threads(Run *r, int threads) {
+  FaInterpOptions opt = {threads, NULL};
+  ck_assert_msg(fa_interp_run(r->in, &opt), "%s", r->fc.diag.text.data ? r->fc.diag.text.data : "");
+}
+
 static void r_run(Run *r) {
   FaInterpOptions opt = {1, NULL};
   ck_assert_msg(fa_interp_run(r->in, &opt), "%s", r->fc.diag.text.data ? r->fc.diag.text.data : "");
@@ -152,6 +157,73 @@ START_TEST(test_erf_fma_clamp) {
     ck_assert_msg(close_to(oa[i], ca, 0, 0), "clamp(all) at %d: %g, not %g", i, oa[i], ca);
   }
   r_free(&r);
+}
+END_TEST
+
+/* ---- atomic_add through block pointers ------------------------------------------------- */
+
+/* block_atomics: program (i, p) adds rows i .. i+BM-1 of x at rows shifted
+ * down by p, clipped at the edges.  With P = 2 an element receives at most
+ * two additions into zero, 0 + a + b, whose f32 (and T) result does not
+ * depend on their order: the sums must be the C float sums to the bit, from
+ * random inputs and with 1 or 3 interpreter threads.  With P = 4 the inputs
+ * are multiples of 1/8, whose sums are exact in any order. */
+static void block_atomics_case(const char *T, DType dt, int M, int N, int P, bool exact_inputs, int threads) {
+  Run r;
+  char cx[64];
+  snprintf(cx, sizeof cx, "T=%s BM=16 BN=64", T);   /* N <= BN: one tile across */
+  r_init(&r, "block_atomics", cx);
+  r_scalar(&r, "M", M);
+  r_scalar(&r, "N", N);
+  r_scalar(&r, "P", P);
+  float *x = r_buf(&r, "x", NULL), *acc = r_buf(&r, "acc", NULL);
+  int32_t *cnt = r_buf(&r, "cnt", NULL);
+  void *acc_t = r_buf(&r, "acc_t", NULL);
+  for (int i = 0; i < M * N; i++)
+    x[i] = exact_inputs ? (float)((int)urand(-16, 17) / 8.0) : (float)urand(-3, 3);
+  r_run_threads(&r, threads);
+  for (int row = 0; row < M; row++)
+    for (int c = 0; c < N; c++) {
+      float want = 0;
+      int n = 0;
+      for (int p = 0; p < P; p++) {
+        int src = row - p;   /* the row of x that program p adds here */
+        if (src < 0)
+          continue;
+        want += x[src * N + c];
+        n++;
+      }
+      int i = row * N + c;
+      ck_assert_msg(cnt[i] == n, "cnt[%d][%d] = %d, not %d (threads %d)", row, c, cnt[i], n, threads);
+      ck_assert_msg(acc[i] == want, "acc[%d][%d] = %a, not %a (threads %d)", row, c, acc[i], want, threads);
+    }
+  /* T: each addend rounded to T, each sum rounded to T */
+  char one[8];
+  for (int row = 0; row < M; row++)
+    for (int c = 0; c < N; c++) {
+      double sum = 0;
+      for (int p = 0; p < P; p++) {
+        int src = row - p;
+        if (src < 0)
+          continue;
+        fa_host_set(dt, one, 0, x[src * N + c]);
+        fa_host_set(dt, one, 0, sum + fa_host_get(dt, one, 0));
+        sum = fa_host_get(dt, one, 0);
+      }
+      double got = fa_host_get(dt, acc_t, row * N + c);
+      ck_assert_msg(got == sum, "acc_t[%d][%d] = %a, not %a (%s, threads %d)", row, c, got, sum, T, threads);
+    }
+  r_free(&r);
+}
+
+START_TEST(test_block_atomics) {
+  static const char *const names[] = {"f32", "f16", "bf16"};
+  static const DType dts[] = {DT_F32, DT_F16, DT_BF16};
+  for (int t = 0; t < 3; t++)
+    for (int threads = 1; threads <= 3; threads += 2) {
+      block_atomics_case(names[t], dts[t], 37, 45, 2, false, threads);   /* odd sizes: every edge clipped */
+      block_atomics_case(names[t], dts[t], 64, 64, 4, true, threads);
+    }
 }
 END_TEST
 
@@ -591,6 +663,7 @@ static Suite *run_suite(void) {
   TCase *tc = tcase_create("builtins");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_erf_fma_clamp);
+  tcase_add_test(tc, test_block_atomics);
   tcase_add_test(tc, test_scans);
   tcase_add_test(tc, test_argx);
   tcase_add_test(tc, test_reduce_fn);

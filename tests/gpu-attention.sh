@@ -8,7 +8,11 @@
 #  2. long sequences: the trading day (B=1, H=12, N=23400, D=64, causal),
 #     N = 8192 and 16384 (float64 on a stated subset of heads and rows);
 #  3. fadsl-run --gpu against fadsl-run --interpret, kernel by kernel, on the
-#     same .npy inputs and config (agreement within the dtype's bound).
+#     same .npy inputs and config (agreement within the dtype's bound), the
+#     deterministic backward kernels and the fused pass's attn_bwd and
+#     attn_bwd_dq_convert.
+# fadsl-attn runs its default backward pass (the fused one);
+# FADSL_ATTN_OPTIONS="--deterministic" runs every case with the other.
 # Exits 77 (skipped) where the runtime finds no GPU (fadsl-attn --gpu cannot
 # create a context on device 0); a failing case prints everything fadsl-attn
 # or fadsl-run said.
@@ -58,7 +62,8 @@ gpu_case() {
   s=$((seed + cases))
   c=""
   [ "$causal" = causal ] && c=--causal
-  $wrap "$attn" --gpu --shape "$shape" --dtype "$dtype" $c --backward --check --seed "$s" "$@" > "$dir/out" 2>&1
+  $wrap "$attn" --gpu --shape "$shape" --dtype "$dtype" $c --backward --check --seed "$s" ${FADSL_ATTN_OPTIONS:-} "$@" \
+    > "$dir/out" 2>&1
   st=$?
   what="--shape $shape --dtype $dtype $c --seed $s $*"
   if [ "$st" -eq 0 ]; then
@@ -204,6 +209,17 @@ vs_interpreter() {
   compare "$tag attn_bwd_dkdv dv" "$dir/dkdv.g.dv.npy" "$dir/dkdv.i.dv.npy" $gb
   run_both dq attn_bwd_dq $common $qkv $bwd -D BLOCK_Q=64 -D BLOCK_K=32 --out t_dq=@dq || return
   compare "$tag attn_bwd_dq dq" "$dir/dq.g.dq.npy" "$dir/dq.i.dq.npy" $gb
+  # the fused pass: attn_bwd (dQ added atomically into a zero-filled float32
+  # accumulator, in another order on the GPU), then attn_bwd_dq_convert
+  run_both fused attn_bwd $common $qkv $bwd --arg t_o="$dir/fwd.i.o.npy" -D BLOCK_Q=32 -D BLOCK_K=64 \
+    --out t_dk=@dk --out t_dv=@dv --out t_dq_acc=@acc || return
+  compare "$tag attn_bwd dk" "$dir/fused.g.dk.npy" "$dir/fused.i.dk.npy" $gb
+  compare "$tag attn_bwd dv" "$dir/fused.g.dv.npy" "$dir/fused.i.dv.npy" $gb
+  compare "$tag attn_bwd dq accumulator" "$dir/fused.g.acc.npy" "$dir/fused.i.acc.npy" $gb
+  run_both conv attn_bwd_dq_convert -D n_groups=$G -D d_head=$D -D T=$dt --arg n_zh=$zh --arg q_seq_len=$N \
+    --arg sm_scale=$scale --arg t_dq_acc="$dir/fused.i.acc.npy" --out t_dq=@dq || return
+  compare "$tag attn_bwd_dq_convert dq" "$dir/conv.g.dq.npy" "$dir/conv.i.dq.npy" $fb
+  compare "$tag fused dq against attn_bwd_dq's" "$dir/conv.i.dq.npy" "$dir/dq.i.dq.npy" $gb
 }
 
 echo "== fadsl-run --gpu against --interpret"

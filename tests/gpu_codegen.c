@@ -87,6 +87,11 @@ static const Case cases[] = {
     /* atomics: the order of additions differs */
     {CG, "atomics", "BLOCK=256", "n=3000", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "atomics", "BLOCK=32", "n=100", 4, 2, NULL, 1e-5, 1e-5},
+    /* atomic_add through block pointers: clipped tiles, scalar reductions (N odd),
+       v4.f32 vectors on sm_90 (N a multiple of 16), f16 and bf16 (CAS below sm_90) */
+    {CG, "block_atomics", "T=f16 BM=32 BN=64", "M=70 N=100 P=3", 4, 2, NULL, 2e-3, 2e-3},
+    {CG, "block_atomics", "T=bf16 BM=16 BN=128", "M=64 N=128 P=2", 4, 2, NULL, 1e-2, 1e-2},
+    {CG, "block_atomics", "T=f32 BM=64 BN=32", "M=130 N=48 P=4", 8, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=32 BN=64", "M=70 N=300", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=4 BN=128", "M=9 N=129", 1, 2, NULL, 1e-5, 1e-5},
     /* erf (2 ulp on the GPU, about 1 in the C library), fma (one rounding on both)

@@ -18,6 +18,9 @@
  * sinks, dsinks) with the float64 reference of attn_check.h on every element:
  * ||out - ref|| / max(||ref||, ||ref_rss||) against fa_attn_check_bound.
  * NaN never passes; a row that sees no key must give O = 0 and LSE = +inf.
+ * The backward pass runs fused (dQ added atomically) and deterministic, both
+ * checked, and the deterministic one again on three interpreter threads,
+ * which must give the same dQ, dK and dV to the bit.
  * The seed is printed; FADSL_TEST_SEED=N reproduces a run.
  */
 #include <math.h>
@@ -251,15 +254,39 @@ static void run_case(Case *c) {
   FaAttnRunner r;
   bool ok = fa_attn_open(&r, &fc, path, c->block_q, c->block_k, 1);
   ok = ok && fa_attn_forward_variant(&r, s, &c->v, c->dtype, q, k, v, o, lse2);
-  ok = ok && fa_attn_backward_variant(&r, s, &c->v, c->dtype, q, k, v, o, dO, lse2, dq, dk, dv, dsinks);
+  size_t bq = (size_t)nq * (size_t)fa_dtype_size(c->dtype), bkv = (size_t)nkv * (size_t)fa_dtype_size(c->dtype);
+  void *dq1 = malloc(bq), *dk1 = malloc(bkv), *dv1 = malloc(bkv);
+  float *dsinks1 = malloc((size_t)s->H * sizeof *dsinks1);
+  /* fused, deterministic, deterministic on three threads (the same bits of
+     dQ, dK and dV: the sinks' gradient is summed atomically in both passes) */
+  for (int run = 0; run < 3 && ok; run++) {
+    r.deterministic = run > 0;
+    r.threads = run == 2 ? 3 : 1;
+    void *xq = run == 2 ? dq1 : dq, *xk = run == 2 ? dk1 : dk, *xv = run == 2 ? dv1 : dv;
+    float *xs = run == 2 ? dsinks1 : dsinks;
+    ok = fa_attn_backward_variant(&r, s, &c->v, c->dtype, q, k, v, o, dO, lse2, xq, xk, xv, xs);
+    if (!ok)
+      break;
+    if (r.ran_fused != (run == 0)) {
+      printf("    FAIL: the %s backward pass did not run\n", run == 0 ? "fused" : "deterministic");
+      failures++;
+    }
+    if (run < 2) {
+      printf("  %s\n", run == 0 ? "fused" : "deterministic");
+      check_all(c, q, k, v, dO, o, lse2, dq, dk, dv, dsinks);
+    } else {
+      bool same = !memcmp(dq, dq1, bq) && !memcmp(dk, dk1, bkv) && !memcmp(dv, dv1, bkv);
+      printf("    deterministic dq, dk, dv bitwise the same on 3 threads: %s\n", same ? "yes" : "NO  FAIL");
+      failures += !same;
+    }
+  }
   if (!ok) {
     printf("    FAIL: the kernels did not run\n");
     failures++;
-  } else {
-    check_all(c, q, k, v, dO, o, lse2, dq, dk, dv, dsinks);
   }
   fa_compiler_free(&fc);
   free(q), free(k), free(v), free(dO), free(o), free(dq), free(dk), free(dv), free(lse2), free(dsinks);
+  free(dq1), free(dk1), free(dv1), free(dsinks1);
 }
 
 int main(int argc, char **argv) {

@@ -83,7 +83,7 @@ for v in window softcap alibi sinks varlen; do
     extra=""
     case "$k" in
       attn_zero_f32) compile "$f" "$v" "$k"; continue ;;
-      attn_bwd_d) ;;
+      attn_bwd_d | attn_bwd_prep | attn_bwd_dq_convert) ;;
       *) grep -q "is_causal" "$f" && extra="-D is_causal=True" ;;
     esac
     next_dims
@@ -92,12 +92,16 @@ for v in window softcap alibi sinks varlen; do
 done
 f=$dir/attention_variants.fa
 flags="-D HAS_WINDOW=True -D HAS_SOFTCAP=True -D HAS_ALIBI=True -D HAS_SINKS=True -D VARLEN=True"
-for k in attn_fwd attn_bwd_dkdv attn_bwd_dq; do
+for k in attn_fwd attn_bwd_dkdv attn_bwd_dq attn_bwd; do
   next_dims
   compile "$f" "combined(all flags)" "$k" $dims $flags
 done
 next_dims
 compile "$f" "combined(all flags)" attn_bwd_d $dims -D HAS_SINKS=True -D VARLEN=True
+next_dims
+compile "$f" "combined(all flags)" attn_bwd_prep $dims -D HAS_SINKS=True -D VARLEN=True
+next_dims
+compile "$f" "combined(all flags)" attn_bwd_dq_convert $dims -D VARLEN=True
 compile "$f" "combined" attn_zero_f32
 f=$dir/decode.fa
 compile "$f" decode attn_decode_split -D d_head=128 -D n_groups=8 -D page_size=64 -D is_causal=True -D T=bf16 -D ROWS=16

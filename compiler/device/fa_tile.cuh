@@ -516,6 +516,73 @@ FA_DEV bf16 atomic_add(bf16 *p, bf16 v) {
   return bf16{(unsigned short)(prev >> sh)};
 }
 
+/* ---- reduce-stores: atomic_add through a block pointer ------------------------------------------------------
+ * red.global.add adds without handing the previous value back, so the memory
+ * system need not return anything.  fa::red_block walks a block as
+ * store_block does (the same addresses, bounds and owners) and issues, per
+ * group of V contiguous elements, the instruction the plan chose: one
+ * red.global.add per element, a v2/v4.f32 vector (sm_90), or for bf16 below
+ * sm_90, which has no red.add.bf16, the compare-and-swap loop of
+ * atomic_add. */
+
+enum RedInstr { RED_SCALAR, RED_VECTOR, RED_CAS };
+
+FA_DEV void red_add(float *p, float v) { asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory"); }
+FA_DEV void red_add(double *p, double v) { asm volatile("red.global.add.f64 [%0], %1;" ::"l"(p), "d"(v) : "memory"); }
+FA_DEV void red_add(int *p, int v) { asm volatile("red.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory"); }
+FA_DEV void red_add(unsigned *p, unsigned v) {
+  asm volatile("red.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+FA_DEV void red_add(long long *p, long long v) {
+  asm volatile("red.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+FA_DEV void red_add(half *p, half v) {
+  asm volatile("red.global.add.noftz.f16 [%0], %1;" ::"l"(p), "h"(v.bits) : "memory");
+}
+FA_DEV void red_add(bf16 *p, bf16 v) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.noftz.bf16 [%0], %1;" ::"l"(p), "h"(v.bits) : "memory");
+#else
+  (void)atomic_add(p, v);
+#endif
+}
+
+/* V (2 or 4) contiguous f32, 8- or 16-byte aligned: one vector reduction on
+ * sm_90 and later (the plan asks for it only there). */
+template <int V> FA_DEV void red_add_vector(float *p, const float *v) {
+#if __CUDA_ARCH__ >= 900
+  if constexpr (V == 4)
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]),
+                 "f"(v[3])
+                 : "memory");
+  else
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(v[0]), "f"(v[1]) : "memory");
+#else
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    red_add(p + i, v[i]);
+#endif
+}
+
+template <class L, int V, unsigned CHECK, RedInstr I, class T, int R>
+FA_DEV void red_block(const BlockPtr<T, R> &p, const T (&src)[L::nregs], int toff, bool owner) {
+  if (!owner)
+    return;
+#pragma unroll
+  for (int g = 0; g < L::nregs / V; ++g) {
+    bool in;
+    const long long off = block_address<L, CHECK>(p, toff, g * V, in);
+    if (!in)
+      continue;
+    if constexpr (I == RED_VECTOR)
+      red_add_vector<V>(p.base + off, &src[g * V]);
+    else if constexpr (I == RED_CAS)
+      (void)atomic_add(p.base + off, src[g]);
+    else
+      red_add(p.base + off, src[g]);
+  }
+}
+
 /* ---- device-side assertions ----------------------------------------------------------------------------------- */
 
 /* __assertfail is declared by NVRTC itself: it reports the failure (message,

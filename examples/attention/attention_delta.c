@@ -25,9 +25,9 @@ fadsl_status fadsl_attention_backward_delta(fadsl_attention *a, uint64_t q, uint
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward_delta", &c, dtype, ptrs, 9, 16);
   if (st != FADSL_SUCCESS)
     return st;
-  FaAttnTensors t = {q, k, v, 0, lse, do_, dq, dk, dv, delta};
+  FaAttnTensors t = {q, k, v, 0, lse, do_, dq, dk, dv, delta, 0};
   FaAttnTarget where = {stream, NULL, 0, 0};
-  return fa_attn_api_backward(a, &t, &c, &where, 1);
+  return fa_attn_api_backward(a, &t, &c, &where, 1, NULL);
 }
 
 fadsl_status fadsl_attention_check_shape(fadsl_attention *a, int B, int H, int KVH, int Nq, int Nkv, int D,

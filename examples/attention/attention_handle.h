@@ -7,6 +7,7 @@
 #define FADSL_ATTENTION_HANDLE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 
 #include "fadsl_attention.h"
 
@@ -35,10 +36,18 @@ typedef struct FaAttnNamedPtr {
   uint64_t ptr;
 } FaAttnNamedPtr;
 
-/* The tensors of a call (device or host addresses); unused ones 0. */
+/* The tensors of a call (device or host addresses); unused ones 0.
+ * dq_accum: the fused backward pass's float32 accumulator. */
 typedef struct FaAttnTensors {
-  uint64_t q, k, v, o, lse, do_, dq, dk, dv, delta;
+  uint64_t q, k, v, o, lse, do_, dq, dk, dv, delta, dq_accum;
 } FaAttnTensors;
+
+/* How the backward pass runs: fused (when the tensors have a dq_accum and
+ * the program the fused kernels) unless deterministic. */
+typedef struct FaAttnBwdMode {
+  bool deterministic;
+  bool fuse_delta;              /* the fused pass with delta computed in attn_bwd */
+} FaAttnBwdMode;
 
 /* Where the kernels run: on a device stream, or on the interpreter over
  * host regions (regions != NULL). */
@@ -64,8 +73,11 @@ fadsl_status fa_attn_api_forward(fadsl_attention *a, const FaAttnTensors *t, con
                                  const FaAttnTarget *where);
 
 /* The backward kernels: attn_bwd_d (delta = rowsum(dO * O)) unless
- * delta_given, then attn_bwd_dkdv and attn_bwd_dq, which read delta. */
+ * delta_given, then attn_bwd_dkdv and attn_bwd_dq, which read delta; or,
+ * when t->dq_accum is given, mode (may be NULL) does not ask for a
+ * deterministic pass, delta is not given and the program has them,
+ * attn_bwd_prep, attn_bwd and attn_bwd_dq_convert. */
 fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c,
-                                  const FaAttnTarget *where, int delta_given);
+                                  const FaAttnTarget *where, int delta_given, const FaAttnBwdMode *mode);
 
 #endif

@@ -6,6 +6,8 @@
  * rather than touch other memory. */
 #include "config.h"
 
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention_handle.h"
@@ -25,8 +27,10 @@ static void region(fadsl_host_region *r, int *n, uint64_t p, size_t bytes) {
   (*n)++;
 }
 
+enum { MAX_REGIONS = 11 };
+
 /* The regions of the tensors a call names: one per tensor. */
-static int regions_of(const FaAttnTensors *t, const FaAttnCall *c, fadsl_host_region r[10]) {
+static int regions_of(const FaAttnTensors *t, const FaAttnCall *c, fadsl_host_region r[MAX_REGIONS]) {
   size_t q, kv, rows;
   sizes(c, &q, &kv, &rows);
   int n = 0;
@@ -40,6 +44,7 @@ static int regions_of(const FaAttnTensors *t, const FaAttnCall *c, fadsl_host_re
   region(r, &n, t->dk, kv);
   region(r, &n, t->dv, kv);
   region(r, &n, t->delta, rows);
+  region(r, &n, t->dq_accum, rows * (size_t)c->D);
   return n;
 }
 
@@ -51,12 +56,12 @@ fadsl_status fadsl_attention_forward_host(fadsl_attention *a, const void *q, con
   if (!a)
     return FADSL_ERROR_INVALID_ARGUMENT;
   FaAttnCall c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
-  FaAttnTensors t = {addr(q), addr(k), addr(v), addr(o), addr(lse), 0, 0, 0, 0, 0};
+  FaAttnTensors t = {addr(q), addr(k), addr(v), addr(o), addr(lse), 0, 0, 0, 0, 0, 0};
   FaAttnNamedPtr ptrs[] = {{"q", t.q}, {"k", t.k}, {"v", t.v}, {"o", t.o}, {"lse", t.lse}};
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_forward_host", &c, dtype, ptrs, 5, 2);
   if (st != FADSL_SUCCESS)
     return st;
-  fadsl_host_region r[10];
+  fadsl_host_region r[MAX_REGIONS];
   FaAttnTarget where = {NULL, r, regions_of(&t, &c, r), threads};
   return fa_attn_api_forward(a, &t, &c, &where);
 }
@@ -68,16 +73,65 @@ fadsl_status fadsl_attention_backward_host(fadsl_attention *a, const void *q, co
   if (!a)
     return FADSL_ERROR_INVALID_ARGUMENT;
   FaAttnCall c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
-  FaAttnTensors t = {addr(q), addr(k), addr(v), addr(o), addr(lse), addr(do_), addr(dq), addr(dk), addr(dv),
-                     addr(delta)};
+  FaAttnTensors t = {addr(q), addr(k),   addr(v),  addr(o),  addr(lse), addr(do_),
+                     addr(dq), addr(dk), addr(dv), addr(delta), 0};
   FaAttnNamedPtr ptrs[] = {{"q", t.q},    {"k", t.k},   {"v", t.v},   {"o", t.o},   {"lse", t.lse},
                            {"do", t.do_}, {"dq", t.dq}, {"dk", t.dk}, {"dv", t.dv}, {"delta", t.delta}};
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward_host", &c, dtype, ptrs, 10, 2);
   if (st != FADSL_SUCCESS)
     return st;
-  fadsl_host_region r[10];
+  fadsl_host_region r[MAX_REGIONS];
   FaAttnTarget where = {NULL, r, regions_of(&t, &c, r), threads};
-  return fa_attn_api_backward(a, &t, &c, &where, 0);
+  return fa_attn_api_backward(a, &t, &c, &where, 0, NULL);
+}
+
+fadsl_status fadsl_attention_backward_host_ex(fadsl_attention *a, const fadsl_attention_options *opts, const void *q,
+                                              const void *k, const void *v, const void *o, const float *lse,
+                                              const void *do_, void *dq, void *dk, void *dv, float *delta, int B,
+                                              int H, int KVH, int Nq, int Nkv, int D, float scale,
+                                              fadsl_attention_dtype dtype, int threads) {
+  if (!a)
+    return FADSL_ERROR_INVALID_ARGUMENT;
+  const char *fn = "fadsl_attention_backward_host_ex";
+  fadsl_attention_options op;
+  fadsl_attention_options_init(&op);
+  if (opts && opts->size < offsetof(fadsl_attention_options, causal) + sizeof op.causal)
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+                            "%s: the options' size %zu is too small (set them up with fadsl_attention_options_init)",
+                            fn, opts->size);
+  if (opts)
+    memcpy(&op, opts, opts->size < sizeof op ? opts->size : sizeof op);
+  if (op.window_left != -1 || op.window_right != -1 || op.softcap != 0 || op.alibi || op.sinks || op.cu_seqlens_q ||
+      op.cu_seqlens_k)
+    return fa_attn_api_fail(a, FADSL_ERROR_UNSUPPORTED, "%s: the host calls run plain attention; a variant needs the "
+                            "device calls", fn);
+  FaAttnCall c = {B, H, KVH, Nq, Nkv, D, op.causal != 0, scale, NULL};
+  FaAttnTensors t = {addr(q),  addr(k),  addr(v),  addr(o),     addr(lse),  addr(do_),
+                     addr(dq), addr(dk), addr(dv), addr(delta), op.dq_accum};
+  FaAttnNamedPtr ptrs[] = {{"q", t.q},    {"k", t.k},   {"v", t.v},   {"o", t.o},   {"lse", t.lse},
+                           {"do", t.do_}, {"dq", t.dq}, {"dk", t.dk}, {"dv", t.dv}, {"delta", t.delta},
+                           {"dq_accum", t.dq_accum}};
+  fadsl_status st = fa_attn_api_check(a, fn, &c, dtype, ptrs, t.dq_accum ? 11 : 10, 2);
+  if (st != FADSL_SUCCESS)
+    return st;
+  if (t.dq_accum % 4)
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: dq_accum is not 4-byte aligned", fn);
+  /* the fused pass needs an accumulator: the call's own when none is given */
+  float *own = NULL;
+  if (!t.dq_accum && !op.deterministic) {
+    size_t bytes = fadsl_attention_dq_accum_bytes(B, H, Nq, D);
+    own = malloc(bytes ? bytes : 1);
+    if (!own)
+      return fa_attn_api_fail(a, FADSL_ERROR_OUT_OF_MEMORY, "%s: no memory for the dQ accumulator (%zu bytes)", fn,
+                              bytes);
+    t.dq_accum = addr(own);
+  }
+  fadsl_host_region r[MAX_REGIONS];
+  FaAttnTarget where = {NULL, r, regions_of(&t, &c, r), threads};
+  FaAttnBwdMode mode = {op.deterministic != 0, op.fuse_delta != 0};
+  st = fa_attn_api_backward(a, &t, &c, &where, 0, &mode);
+  free(own);
+  return st;
 }
 
 fadsl_status fadsl_attention_backward_delta_host(fadsl_attention *a, const void *q, const void *k, const void *v,
@@ -87,13 +141,14 @@ fadsl_status fadsl_attention_backward_delta_host(fadsl_attention *a, const void 
   if (!a)
     return FADSL_ERROR_INVALID_ARGUMENT;
   FaAttnCall c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
-  FaAttnTensors t = {addr(q), addr(k), addr(v), 0, addr(lse), addr(do_), addr(dq), addr(dk), addr(dv), addr(delta)};
+  FaAttnTensors t = {addr(q),  addr(k),  addr(v),  0, addr(lse), addr(do_), addr(dq),
+                     addr(dk), addr(dv), addr(delta), 0};
   FaAttnNamedPtr ptrs[] = {{"q", t.q},   {"k", t.k},   {"v", t.v},   {"lse", t.lse}, {"do", t.do_},
                            {"dq", t.dq}, {"dk", t.dk}, {"dv", t.dv}, {"delta", t.delta}};
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward_delta_host", &c, dtype, ptrs, 9, 2);
   if (st != FADSL_SUCCESS)
     return st;
-  fadsl_host_region r[10];
+  fadsl_host_region r[MAX_REGIONS];
   FaAttnTarget where = {NULL, r, regions_of(&t, &c, r), threads};
-  return fa_attn_api_backward(a, &t, &c, &where, 1);
+  return fa_attn_api_backward(a, &t, &c, &where, 1, NULL);
 }

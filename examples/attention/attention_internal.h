@@ -16,12 +16,14 @@
 
 /* The variant and decoding programs of a handle, loaded on first use
  * (attention_variants.c, attention_decode.c). */
-enum { VK_FWD, VK_BWD_D, VK_DKDV, VK_DQ, VK_ZERO, VK_N };
+/* The first seven are the fadsl_attention_kernel values. */
+enum { VK_FWD, VK_BWD_D, VK_DKDV, VK_DQ, VK_PREP, VK_BWD, VK_CONVERT, VK_ZERO, VK_N };
 enum { DK_SPLIT, DK_COMBINE, DK_N };
 typedef struct FaAttnExtra {
   fadsl_program *prog;          /* the variant program; NULL until first used */
   bool owned;                   /* loaded here, rather than the handle's own */
-  fadsl_kernel *k[VK_N];        /* attn_zero_f32 may be missing (then no sinks) */
+  fadsl_kernel *k[VK_N];        /* attn_zero_f32 may be missing (then no sinks), and the fused
+                                   backward kernels (then the deterministic ones run) */
   fadsl_args *args[VK_N];
   fadsl_program *dprog;         /* the decoding program (decode.fa); NULL until first used */
   bool downed;
@@ -45,6 +47,14 @@ typedef struct FaAttnHandle {
 
 /* fadsl_attention.c */
 FaAttnHandle fa_attn_handle(fadsl_attention *a);
+
+/* fadsl_attention_backward_ex with no variant in opts (read in full): the
+ * plain program, fused when opts->dq_accum is given. */
+fadsl_status fa_attn_api_backward_plain(fadsl_attention *a, const fadsl_attention_options *opts, uint64_t q,
+                                        uint64_t k, uint64_t v, uint64_t o, uint64_t lse, uint64_t do_, uint64_t dq,
+                                        uint64_t dk, uint64_t dv, uint64_t delta, int B, int H, int KVH, int Nq,
+                                        int Nkv, int D, float scale, fadsl_attention_dtype dtype, void *stream);
+
 
 /* attention_variants.c */
 void fa_attn_extra_free(FaAttnExtra *x);

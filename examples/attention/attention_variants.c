@@ -21,7 +21,12 @@
 
 #include "attention_internal.h"
 
-static const char *const vk_names[VK_N] = {"attn_fwd", "attn_bwd_d", "attn_bwd_dkdv", "attn_bwd_dq", "attn_zero_f32"};
+static const char *const vk_names[VK_N] = {"attn_fwd",      "attn_bwd_d", "attn_bwd_dkdv",       "attn_bwd_dq",
+                                           "attn_bwd_prep", "attn_bwd",   "attn_bwd_dq_convert", "attn_zero_f32"};
+
+/* Kernels a variant program may lack: attn_zero_f32 (then no sinks) and the
+ * fused backward pass's (then the deterministic kernels run). */
+static bool vk_optional(int which) { return which >= VK_PREP; }
 
 void fa_attn_extra_free(FaAttnExtra *x) {
   if (!x)
@@ -130,8 +135,8 @@ static fadsl_status open_variants(FaAttnHandle *h, FaAttnExtra **out) {
     st = fadsl_program_kernel(x->prog, vk_names[i], &x->k[i]);
     if (st == FADSL_SUCCESS)
       st = fadsl_args_create(x->k[i], &x->args[i]);
-    else if (i == VK_ZERO)
-      st = FADSL_SUCCESS;   /* only programs with sinks need it */
+    else if (vk_optional(i) && st == FADSL_ERROR_NOT_FOUND)
+      st = FADSL_SUCCESS, x->k[i] = NULL;
     if (st != FADSL_SUCCESS)
       return fail_rt(h, st, vk_names[i]);
   }
@@ -307,13 +312,13 @@ static fadsl_status launch(FaAttnHandle *h, FaAttnExtra *x, int which, const Tab
   fadsl_args *args = x->args[which];
   fadsl_args_clear(args);
   int bq = *h->block_q, bk = *h->block_k;
-  if (which == VK_DKDV) {   /* it loops over queries: the key block is the larger one */
+  if (which == VK_DKDV || which == VK_BWD) {   /* they loop over queries: the key block is the larger one */
     bq = *h->block_k;
     bk = *h->block_q;
   }
-  /* the configuration fadsl_attention_set_config fixes applies to the three
+  /* the configuration fadsl_attention_set_config fixes applies to the four
    * kernels that multiply tiles, as for the plain calls */
-  bool tiled = which == VK_FWD || which == VK_DKDV || which == VK_DQ;
+  bool tiled = which == VK_FWD || which == VK_DKDV || which == VK_DQ || which == VK_BWD;
   int n = fadsl_kernel_param_count(k);
   char what[128];
   for (int i = 0; i < n; i++) {
@@ -420,8 +425,10 @@ fadsl_status fadsl_attention_backward_ex(fadsl_attention *attn, const fadsl_atte
     return fail(&h, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_backward_ex: the options' size %zu is too small "
                 "(set them up with fadsl_attention_options_init)", opts->size);
   if (!any_variant(&c.o))
-    return fadsl_attention_backward(attn, q, k, v, o, lse, do_, dq, dk, dv, delta, B, H, KVH, Nq, Nkv, D,
-                                    c.o.causal, scale, dtype, stream);
+    return fa_attn_api_backward_plain(attn, &c.o, q, k, v, o, lse, do_, dq, dk, dv, delta, B, H, KVH, Nq, Nkv, D,
+                                      scale, dtype, stream);
+  if (c.o.fuse_delta)
+    return fail(&h, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_backward_ex: fuse_delta is for plain attention");
   if (!h.prog)
     return fail(&h, FADSL_ERROR_INVALID_ARGUMENT, "fadsl_attention_backward_ex: the handle has no program");
   c.packed = c.o.cu_seqlens_q != 0;
@@ -435,10 +442,14 @@ fadsl_status fadsl_attention_backward_ex(fadsl_attention *attn, const fadsl_atte
                      {"dv", dv, 16, false},         {"delta", delta, 16, false},
                      {"alibi", c.o.alibi, 4, true}, {"sinks", c.o.sinks, 4, true},
                      {"dsinks", c.o.dsinks, 4, true}, {"cu_seqlens_q", c.o.cu_seqlens_q, 4, true},
-                     {"cu_seqlens_k", c.o.cu_seqlens_k, 4, true}};
+                     {"cu_seqlens_k", c.o.cu_seqlens_k, 4, true}, {"dq_accum", c.o.dq_accum, 16, true}};
   pthread_mutex_lock(h.lock);
   FaAttnExtra *x = NULL;
   fadsl_status st = prepare(&h, "fadsl_attention_backward_ex", &c, dtype, ptrs, FA_ATTN_ARRAY_LEN(ptrs), &x);
+  /* fused when there is an accumulator, no deterministic pass is asked for
+     and the program has the kernels */
+  bool fused = st == FADSL_SUCCESS && c.o.dq_accum && !c.o.deterministic && x->k[VK_PREP] && x->k[VK_BWD] &&
+               x->k[VK_CONVERT];
   if (st == FADSL_SUCCESS && c.o.sinks && !x->k[VK_ZERO])
     st = fail(&h, FADSL_ERROR_UNSUPPORTED, "fadsl_attention_backward_ex: the variant program has no attn_zero_f32 "
               "to clear dsinks with");
@@ -455,6 +466,7 @@ fadsl_status fadsl_attention_backward_ex(fadsl_attention *attn, const fadsl_atte
     put(&t, "t_dk", fadsl_ptr(dk));
     put(&t, "t_dv", fadsl_ptr(dv));
     put(&t, "t_pdp", fadsl_ptr(delta));
+    put(&t, "t_dq_acc", fadsl_ptr(c.o.dq_accum));
     /* the sinks' gradient is summed atomically: clear it first, on the stream */
     if (c.o.sinks) {
       Table z = {.n = 0};
@@ -462,8 +474,9 @@ fadsl_status fadsl_attention_backward_ex(fadsl_attention *attn, const fadsl_atte
       put(&z, "n", fadsl_i32(H));
       st = launch(&h, x, VK_ZERO, &z, stream);
     }
-    for (int which = VK_BWD_D; which <= VK_DQ && st == FADSL_SUCCESS; which++)
-      st = launch(&h, x, which, &t, stream);
+    static const int deterministic[] = {VK_BWD_D, VK_DKDV, VK_DQ}, fused_pass[] = {VK_PREP, VK_BWD, VK_CONVERT};
+    for (int i = 0; i < 3 && st == FADSL_SUCCESS; i++)
+      st = launch(&h, x, fused ? fused_pass[i] : deterministic[i], &t, stream);
   }
   pthread_mutex_unlock(h.lock);
   return st;

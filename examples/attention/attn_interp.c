@@ -340,6 +340,42 @@ static void drop_tiles(RunArgs *ra) {
   ra->nc = n;
 }
 
+/* Whether the program has the fused backward pass's three kernels. */
+static bool has_fused_backward(const FaAttnRunner *r) {
+  return fa_program_kernel(r->prog, "attn_bwd_prep") && fa_program_kernel(r->prog, "attn_bwd") &&
+         fa_program_kernel(r->prog, "attn_bwd_dq_convert");
+}
+
+/* The fused pass: attn_bwd_prep (D and zeros in the float32 accumulator),
+ * attn_bwd (dK, dV, and dQ added into the accumulator), attn_bwd_dq_convert. */
+static bool run_fused_backward(FaAttnRunner *r, const FaAttnShape *s, RunArgs *ra, int small, int large) {
+  if (r->fuse_delta && !kernel_has(fa_program_kernel(r->prog, "attn_bwd"), "FUSE_D")) {
+    fa_error(&r->fc->diag, fa_noloc(), "the attention program's attn_bwd has no FUSE_D: it cannot compute D itself");
+    return false;
+  }
+  float *acc = malloc((size_t)nq_elems(s) * sizeof *acc);
+  if (!acc) {
+    fa_error(&r->fc->diag, fa_noloc(), "out of memory");
+    return false;
+  }
+  for (int64_t i = 0; i < nq_elems(s); i++)
+    acc[i] = NAN;   /* attn_bwd_prep must zero every element */
+  RunArgs a = *ra;
+  add_arg(&a, buf_arg("t_dq_acc", DT_F32, acc, nq_elems(s)));
+  add_const(&a, "WRITE_D", const_bool(!r->fuse_delta));
+  add_const(&a, "FUSE_D", const_bool(r->fuse_delta));
+  RunArgs d = a;
+  drop_tiles(&d);
+  bool ok = run_kernel(r, "attn_bwd_prep", d.c, d.nc, d.a, d.na);
+  if (ok) {
+    set_tiles(&a, small, large);
+    ok = run_kernel(r, "attn_bwd", a.c, a.nc, a.a, a.na);
+  }
+  ok = ok && run_kernel(r, "attn_bwd_dq_convert", d.c, d.nc, d.a, d.na);
+  free(acc);
+  return ok;
+}
+
 bool fa_attn_backward_variant(FaAttnRunner *r, const FaAttnShape *s, const FaAttnVariant *var, DType dtype,
                               const void *q, const void *k, const void *v, const void *o, const void *dO,
                               const float *lse2, void *dq, void *dk, void *dv, float *dsinks) {
@@ -353,9 +389,12 @@ bool fa_attn_backward_variant(FaAttnRunner *r, const FaAttnShape *s, const FaAtt
   for (int64_t i = 0; ok && i < nrows(s); i++)
     pdp[i] = NAN;   /* every row must be written by attn_bwd_d */
   ok = ok && variant_shape_ok(r, s, var) && variant_args(r, s, var, dtype, r->block_q, r->block_k, &ra);
-  if (ok && var && var->sinks && dsinks && !kernel_has(fa_program_kernel(r->prog, "attn_bwd_d"), "t_dsinks")) {
-    fa_error(&r->fc->diag, fa_noloc(), "the attention program's attn_bwd_d has no t_dsinks: it cannot give the "
-                                       "sinks' gradient");
+  bool fused = !r->deterministic && has_fused_backward(r);
+  r->ran_fused = fused;
+  if (ok && var && var->sinks && dsinks &&
+      !kernel_has(fa_program_kernel(r->prog, fused ? "attn_bwd_prep" : "attn_bwd_d"), "t_dsinks")) {
+    fa_error(&r->fc->diag, fa_noloc(), "the attention program's %s has no t_dsinks: it cannot give the "
+                                       "sinks' gradient", fused ? "attn_bwd_prep" : "attn_bwd_d");
     ok = false;
   }
   if (ok) {
@@ -377,18 +416,20 @@ bool fa_attn_backward_variant(FaAttnRunner *r, const FaAttnShape *s, const FaAtt
   }
   int small = r->block_q < r->block_k ? r->block_q : r->block_k;
   int large = r->block_q < r->block_k ? r->block_k : r->block_q;
-  if (ok) {
+  if (ok && fused) {
+    ok = run_fused_backward(r, s, &ra, small, large);
+  } else if (ok) {
     RunArgs d = ra;
     drop_tiles(&d);
     ok = run_kernel(r, "attn_bwd_d", d.c, d.nc, d.a, d.na);
-  }
-  if (ok) {
-    set_tiles(&ra, small, large);
-    ok = run_kernel(r, "attn_bwd_dkdv", ra.c, ra.nc, ra.a, ra.na);
-  }
-  if (ok) {
-    set_tiles(&ra, large, small);
-    ok = run_kernel(r, "attn_bwd_dq", ra.c, ra.nc, ra.a, ra.na);
+    if (ok) {
+      set_tiles(&ra, small, large);
+      ok = run_kernel(r, "attn_bwd_dkdv", ra.c, ra.nc, ra.a, ra.na);
+    }
+    if (ok) {
+      set_tiles(&ra, large, small);
+      ok = run_kernel(r, "attn_bwd_dq", ra.c, ra.nc, ra.a, ra.na);
+    }
   }
   if (ok && dsinks)
     memcpy(dsinks, dsinks_work, (size_t)s->H * sizeof *dsinks);

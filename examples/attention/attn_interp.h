@@ -27,7 +27,13 @@ typedef struct FaAttnRunner {
   const FaProgram *prog;    /* the checked attention.fa */
   int block_q, block_k;     /* tile sizes for attn_fwd and attn_bwd_dq (BLOCK_Q % BLOCK_K == 0);
                                attn_bwd_dkdv takes the smaller as BLOCK_Q, the larger as BLOCK_K */
-  int threads;              /* interpreter threads (programs of these kernels never overlap) */
+  int threads;              /* interpreter threads (programs of these kernels never overlap, but for the
+                               fused backward pass's atomic additions into dQ) */
+  bool deterministic;       /* backward: attn_bwd_d, attn_bwd_dkdv and attn_bwd_dq (bitwise reproducible);
+                               else the fused attn_bwd_prep, attn_bwd and attn_bwd_dq_convert where the
+                               program has them (the deterministic kernels where it has not) */
+  bool fuse_delta;          /* fused backward: D computed in attn_bwd (FUSE_D), attn_bwd_prep only zeroing */
+  bool ran_fused;           /* set by the backward calls: which pass ran */
 } FaAttnRunner;
 
 /* The attention program to use: `override` when given; else the file named
@@ -41,7 +47,8 @@ const char *fa_attn_find_program(const char *override);
  * written into buf; NULL (with a message on stderr) when it is not there. */
 const char *fa_attn_find_sibling(const char *override, const char *file, char *buf, size_t len);
 
-/* Reads and checks the program.  Errors go to fc->diag. */
+/* Reads and checks the program.  Errors go to fc->diag.  The backward pass
+ * is the fused one (set r->deterministic afterwards for the other). */
 bool fa_attn_open(FaAttnRunner *r, FaCompiler *fc, const char *path, int block_q, int block_k, int threads);
 
 /* Checks that the kernels can run this shape (D in {16, ..., 256}, GQA

@@ -21,9 +21,11 @@
  * --gpu goes through the attention C API (fadsl_attention.h): inputs are
  * copied to device memory, outputs are filled with NaN before the kernels run
  * (so that an element a kernel does not write shows), and the configuration
- * of every kernel is printed with where it came from.  --bench times the
- * forward pass and the backward pass (attn_bwd_d + attn_bwd_dkdv +
- * attn_bwd_dq) with CUDA events.
+ * of every kernel is printed with where it came from.  The backward pass is
+ * the fused one (attn_bwd_prep + attn_bwd + attn_bwd_dq_convert, dQ added
+ * with atomics) unless --deterministic asks for the bitwise-reproducible one
+ * (attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq).  --bench times the forward pass
+ * and both backward passes with CUDA events.
  *
  * Variants (docs/variants.md) run attention_variants.fa (or --program, e.g.
  * variants/window.fa): --window L,R lets query i see keys i-L .. i+R (-1:
@@ -61,6 +63,7 @@ enum { EXIT_ERRORS = 1, EXIT_USAGE = 2 };
 
 typedef struct Options {
   bool interpret, gpu, causal, check, backward, bench;
+  bool deterministic, fuse_delta;                     /* the backward pass: which one */
   DType dtype;
   const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
   const char *alibi, *sinks, *dsinks, *cu_seqlens;   /* variants' files */
@@ -100,6 +103,12 @@ static void usage(FILE *f) {
         "  --lse FILE           natural-log log-sum-exp of each query row, [B, H, Nq]\n"
         "  --shape B,H,KVH,N,D  random normal inputs instead of files (B,H,KVH,NQ,NKV,D also works)\n"
         "  --backward           with --shape: a random dO too, and the backward pass\n"
+        "  --deterministic      the backward pass that gives the same gradients to the bit on every run\n"
+        "                       (attn_bwd_d, attn_bwd_dkdv, attn_bwd_dq: no atomics, the scores computed\n"
+        "                       twice); default: the fused pass (attn_bwd_prep, attn_bwd, attn_bwd_dq_convert:\n"
+        "                       the scores once, dQ summed with atomic additions in a varying order)\n"
+        "  --fuse-delta         the fused pass with D = rowsum(dO * O) computed inside attn_bwd (plain\n"
+        "                       attention; for measurements)\n"
         "  --seed N             seed of the random inputs (printed when not given)\n"
         "  --save-inputs PREFIX write the inputs as PREFIXq.npy, PREFIXk.npy, PREFIXv.npy (and PREFIXdo.npy),\n"
         "                       float32 holding the rounded values\n"
@@ -112,7 +121,8 @@ static void usage(FILE *f) {
         "                       bf16: 1e-2, 3e-2; lse 1e-4, against ||ref||) or on NaN/inf\n"
         "  --bench              (--gpu) time forward and backward with CUDA events: median of at least\n"
         "                       --iters runs (default 20) and --min-ms of runs (default 200), L2 flushed\n"
-        "                       before each; prints ms and TFLOP/s (with --shape it implies --backward)\n"
+        "                       before each; prints ms and TFLOP/s (with --shape it implies --backward);\n"
+        "                       the backward pass chosen, and the other one (fused / deterministic) beside it\n"
         "  --json FILE          (--bench) append one JSON line with shape, configs, times, errors\n"
         "  --label TEXT         (--json) a name for the record (its \"label\")\n"
         "  --block-q N, --block-k N  tile sizes (interpreter default 32 and 32; on the GPU they fix\n"
@@ -219,6 +229,10 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->check = true;
     } else if (!strcmp(a, "--backward")) {
       o->backward = true;
+    } else if (!strcmp(a, "--deterministic")) {
+      o->deterministic = true;
+    } else if (!strcmp(a, "--fuse-delta")) {
+      o->fuse_delta = true;
     } else if (!strcmp(a, "--bench")) {
       o->bench = true;
     } else if (!strcmp(a, "--dtype")) {
@@ -321,6 +335,8 @@ static int parse_options(int argc, char **argv, Options *o) {
     if (!o->has_decode_shape && (!o->q || !o->k_cache || !o->v_cache || !o->block_table || !o->cache_seqlens))
       return usage_error("%s", "--decode needs --q, --k-cache, --v-cache, --block-table and --cache-seqlens, or "
                                "--decode-shape for random inputs");
+    if (o->deterministic || o->fuse_delta)
+      return usage_error("%s", "--deterministic and --fuse-delta choose the backward pass; --decode has none");
     if (o->has_decode_shape && (o->q || o->k_cache || o->v_cache || o->block_table || o->cache_seqlens))
       return usage_error("%s", "--decode-shape makes random inputs: give it without the input files");
     if (o->json && !o->bench)
@@ -354,6 +370,13 @@ static int parse_options(int argc, char **argv, Options *o) {
     return usage_error("%s", "--dsinks is the gradient of --sinks: give --sinks too");
   if (o->dsinks && !o->dO && !o->backward)
     return usage_error("%s", "--dsinks needs the backward pass (--do, or --backward with --shape)");
+  if ((o->deterministic || o->fuse_delta) && !o->dO && !o->backward)
+    return usage_error("%s", "--deterministic and --fuse-delta choose the backward pass: give --do (or --backward "
+                             "with --shape)");
+  if (o->deterministic && o->fuse_delta)
+    return usage_error("%s", "--fuse-delta is a form of the fused backward pass, not of --deterministic");
+  if (o->fuse_delta && (o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens))
+    return usage_error("%s", "--fuse-delta is for plain attention (no variant)");
   if (o->interpret && !o->block_q)
     o->block_q = o->block_k = 32;
   if (o->interpret && (o->block_q % o->block_k && o->block_k % o->block_q))
@@ -567,6 +590,10 @@ typedef struct GpuReport {
   double first_fwd_s, first_bwd_s;          /* first calls, compilation included */
   double fwd_ms, bwd_ms;                    /* medians, 0 when not timed */
   int fwd_iters, bwd_iters;
+  char bwd_mode[16];                        /* "fused" / "deterministic": the pass --deterministic chose */
+  double other_bwd_ms;                      /* the other backward pass, timed beside it */
+  int other_bwd_iters;
+  char other_bwd_mode[16];
   double peak_mib;                          /* device memory this tool allocated for attention */
 } GpuReport;
 
@@ -584,6 +611,8 @@ static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, co
   FaAttnRunner r;
   int threads = o->threads > 0 ? o->threads : 1;
   bool ok = fa_attn_open(&r, &fc, program, o->block_q, o->block_k, threads);
+  r.deterministic = o->deterministic;
+  r.fuse_delta = o->fuse_delta;
   double t0 = now_s();
   ok = ok && fa_attn_forward_variant(&r, s, &var->v, dt, q->data, k->data, v->data, out->o, out->lse2);
   double t1 = now_s();
@@ -592,7 +621,8 @@ static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, co
   ok = ok && (!backward || fa_attn_backward_variant(&r, s, &var->v, dt, q->data, k->data, v->data, out->o, dO->data,
                                                     out->lse2, out->dq, out->dk, out->dv, out->dsinks));
   if (ok && backward)
-    printf("backward: %.2f s on the interpreter\n", now_s() - t1);
+    printf("backward: %.2f s on the interpreter (%s)\n", now_s() - t1,
+           r.ran_fused ? (o->fuse_delta ? "fused, D in attn_bwd" : "fused") : "deterministic");
   fa_compiler_free(&fc);
   return ok;
 }
@@ -606,6 +636,7 @@ typedef struct Gpu {
   fadsl_attention_dtype dtype;
   uint64_t q, k, v, o, lse, dO, dq, dk, dv, delta, flush;
   uint64_t alibi, sinks, dsinks, cu;          /* the variant's arrays */
+  uint64_t dq_accum;            /* the fused backward pass's float32 accumulator */
   bool variant;                 /* through fadsl_attention_forward_ex / _backward_ex with opts */
   fadsl_attention_options opts;
   size_t flush_bytes;
@@ -662,14 +693,21 @@ static fadsl_status gpu_forward(Gpu *g) {
                                  s->causal, (float)s->scale, g->dtype, NULL);
 }
 
+/* The backward pass through fadsl_attention_backward_ex, whose options
+ * (g->opts) say which: fused (dq_accum given) or deterministic. */
 static fadsl_status gpu_backward(Gpu *g) {
   const FaAttnShape *s = g->s;
-  if (g->variant)
-    return fadsl_attention_backward_ex(g->attn, &g->opts, g->q, g->k, g->v, g->o, g->lse, g->dO, g->dq, g->dk, g->dv,
-                                       g->delta, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, (float)s->scale, g->dtype,
-                                       NULL);
-  return fadsl_attention_backward(g->attn, g->q, g->k, g->v, g->o, g->lse, g->dO, g->dq, g->dk, g->dv, g->delta, s->B,
-                                  s->H, s->KVH, s->Nq, s->Nkv, s->D, s->causal, (float)s->scale, g->dtype, NULL);
+  return fadsl_attention_backward_ex(g->attn, &g->opts, g->q, g->k, g->v, g->o, g->lse, g->dO, g->dq, g->dk, g->dv,
+                                     g->delta, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, (float)s->scale, g->dtype,
+                                     NULL);
+}
+
+/* Which backward pass g->opts selects, in words (the kernels it runs). */
+static const char *bwd_mode_name(const fadsl_attention_options *o) {
+  if (o->deterministic || !o->dq_accum)
+    return "deterministic: attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq";
+  return o->fuse_delta ? "fused, D in attn_bwd: attn_bwd_prep + attn_bwd + attn_bwd_dq_convert"
+                       : "fused: attn_bwd_prep + attn_bwd + attn_bwd_dq_convert";
 }
 
 /* The variant's arrays on the device and the options that name them. */
@@ -855,6 +893,14 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
     goto done;
   if (!gpu_variant(&g, var, backward))
     goto done;
+  /* the fused backward pass's accumulator: also with --deterministic, so
+     that --bench can time the fused pass beside it */
+  if (backward && !dev_alloc(&g, fadsl_attention_dq_accum_bytes(s->B, s->H, s->Nq, s->D), &g.dq_accum,
+                             "the dQ accumulator"))
+    goto done;
+  g.opts.dq_accum = g.dq_accum;
+  g.opts.deterministic = o->deterministic;
+  g.opts.fuse_delta = o->fuse_delta;
   rep->peak_mib = (double)g.allocated / (1 << 20);
 
   if (!gpu_pass(&g, false, &rep->first_fwd_s))
@@ -863,7 +909,7 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
   if (backward) {
     if (!gpu_pass(&g, true, &rep->first_bwd_s))
       goto done;
-    printf("backward: first call %.3f s (compilation included)\n", rep->first_bwd_s);
+    printf("backward: first call %.3f s (compilation included; %s)\n", rep->first_bwd_s, bwd_mode_name(&g.opts));
   }
   printf("kernels (config and where it came from):\n");
   print_configs(&g, rep);
@@ -893,8 +939,21 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
     if (backward) {
       if (!time_pass(&g, o, true, &rep->bwd_ms, &rep->bwd_iters))
         goto done;
-      printf("backward: %9.3f ms  %7.1f TFLOP/s  (median of %d runs; attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq)\n",
-             rep->bwd_ms, 2.5 * fwd_flops / (rep->bwd_ms * 1e-3) * 1e-12, rep->bwd_iters);
+      snprintf(rep->bwd_mode, sizeof rep->bwd_mode, "%s", g.opts.deterministic ? "deterministic" : "fused");
+      printf("backward: %9.3f ms  %7.1f TFLOP/s  (median of %d runs; %s)\n", rep->bwd_ms,
+             2.5 * fwd_flops / (rep->bwd_ms * 1e-3) * 1e-12, rep->bwd_iters, bwd_mode_name(&g.opts));
+      /* the other backward pass, beside it (fuse_delta is a form of the fused one) */
+      g.opts.deterministic = !g.opts.deterministic;
+      bool fd = g.opts.fuse_delta;
+      g.opts.fuse_delta = 0;
+      if (!time_pass(&g, o, true, &rep->other_bwd_ms, &rep->other_bwd_iters))
+        goto done;
+      snprintf(rep->other_bwd_mode, sizeof rep->other_bwd_mode, "%s",
+               g.opts.deterministic ? "deterministic" : "fused");
+      printf("backward: %9.3f ms  %7.1f TFLOP/s  (median of %d runs; %s)\n", rep->other_bwd_ms,
+             2.5 * fwd_flops / (rep->other_bwd_ms * 1e-3) * 1e-12, rep->other_bwd_iters, bwd_mode_name(&g.opts));
+      g.opts.deterministic = !g.opts.deterministic;
+      g.opts.fuse_delta = fd;
     }
     printf("device memory for attention: %.1f MiB (inputs, outputs, workspace; plus %zu MiB to flush L2)\n",
            rep->peak_mib, g.flush_bytes >> 20);
@@ -904,7 +963,7 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
 done:
   if (g.ctx) {
     uint64_t bufs[] = {g.q, g.k, g.v, g.o, g.lse, g.dO, g.dq, g.dk, g.dv, g.delta, g.flush,
-                       g.alibi, g.sinks, g.dsinks, g.cu};
+                       g.alibi, g.sinks, g.dsinks, g.cu, g.dq_accum};
     for (int i = 0; i < FA_ARRAY_LEN(bufs); i++)
       if (bufs[i])
         fadsl_free(g.ctx, bufs[i]);
@@ -1013,6 +1072,18 @@ static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool ba
   if (backward) {
     json_number(f, "bwd_ms", rep->bwd_ms);
     json_number(f, "bwd_tflops", rep->bwd_ms > 0 ? 2.5 * fwd_flops / (rep->bwd_ms * 1e-3) * 1e-12 : NAN);
+    fprintf(f, ", \"bwd_mode\": ");
+    json_string(f, rep->bwd_mode[0] ? rep->bwd_mode : o->deterministic ? "deterministic" : "fused");
+    if (o->fuse_delta)
+      fprintf(f, ", \"fuse_delta\": true");
+    /* the other pass, under its own name: bwd_deterministic_ms or bwd_fused_ms */
+    if (rep->other_bwd_ms > 0) {
+      char name[48];
+      snprintf(name, sizeof name, "bwd_%s_ms", rep->other_bwd_mode);
+      json_number(f, name, rep->other_bwd_ms);
+      snprintf(name, sizeof name, "bwd_%s_tflops", rep->other_bwd_mode);
+      json_number(f, name, 2.5 * fwd_flops / (rep->other_bwd_ms * 1e-3) * 1e-12);
+    }
   }
   fprintf(f, ", \"fwd_iters\": %d, \"bwd_iters\": %d", rep->fwd_iters, rep->bwd_iters);
   json_number(f, "first_fwd_s", rep->first_fwd_s);

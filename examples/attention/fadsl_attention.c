@@ -21,7 +21,11 @@
  * fa_attention_modules (attention_internal.h). */
 
 static const char *const kernel_names[FADSL_ATTENTION_KERNELS] = {
-    "attn_fwd", "attn_bwd_d", "attn_bwd_dkdv", "attn_bwd_dq"};
+    "attn_fwd", "attn_bwd_d", "attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_prep", "attn_bwd", "attn_bwd_dq_convert"};
+
+/* The fused backward kernels are optional: a program of its own without them
+ * runs the deterministic ones. */
+static bool optional_kernel(int which) { return which >= FADSL_ATTENTION_BWD_PREP; }
 
 FaAttnHandle fa_attn_handle(fadsl_attention *a) {
   FaAttnHandle h = {a->ctx,     a->prog,     &a->lock,   a->error,  sizeof a->error, &a->block_q,
@@ -56,6 +60,8 @@ static fadsl_status open_program(fadsl_attention *a, const char *path) {
     st = fadsl_program_kernel(a->prog, kernel_names[i], &a->kernels[i]);
     if (st == FADSL_SUCCESS)
       st = fadsl_args_create(a->kernels[i], &a->args[i]);
+    else if (optional_kernel(i) && st == FADSL_ERROR_NOT_FOUND)
+      st = FADSL_SUCCESS, a->kernels[i] = NULL;
     if (st != FADSL_SUCCESS)
       return fail_rt(a, st, kernel_names[i]);
   }
@@ -108,6 +114,12 @@ size_t fadsl_attention_workspace_bytes(int B, int H, int Nq) {
   if (B < 1 || H < 1 || Nq < 1)
     return 0;
   return (size_t)4 * (size_t)B * (size_t)H * (size_t)Nq;
+}
+
+size_t fadsl_attention_dq_accum_bytes(int B, int H, int Nq, int D) {
+  if (D < 1)
+    return 0;
+  return fadsl_attention_workspace_bytes(B, H, Nq) * (size_t)D;
 }
 
 static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
@@ -219,14 +231,16 @@ static fadsl_status bind_common(fadsl_attention *a, fadsl_attention_kernel which
   BIND(st, fadsl_args_set_int(args, "n_groups", c->H / c->KVH));
   BIND(st, fadsl_args_set_int(args, "d_head", c->D));
   BIND(st, fadsl_args_set_dtype(args, "T", c->dtype));
-  if (which == FADSL_ATTENTION_BWD_D)
+  if (which == FADSL_ATTENTION_BWD_D || which == FADSL_ATTENTION_BWD_PREP)
+    return st;
+  BIND(st, fadsl_args_set_f32(args, "sm_scale", c->scale));
+  if (which == FADSL_ATTENTION_BWD_DQ_CONVERT)
     return st;
   BIND(st, fadsl_args_set_i32(args, "kv_seq_len", c->Nkv));
-  BIND(st, fadsl_args_set_f32(args, "sm_scale", c->scale));
   BIND(st, fadsl_args_set_bool(args, "is_causal", c->causal));
   if (a->block_q) {
-    /* attn_bwd_dkdv loops over queries: its key block is the larger one */
-    int dkdv = which == FADSL_ATTENTION_BWD_DKDV;
+    /* attn_bwd_dkdv and attn_bwd loop over queries: their key block is the larger one */
+    int dkdv = which == FADSL_ATTENTION_BWD_DKDV || which == FADSL_ATTENTION_BWD;
     BIND(st, fadsl_args_set_int(args, "BLOCK_Q", dkdv ? a->block_k : a->block_q));
     BIND(st, fadsl_args_set_int(args, "BLOCK_K", dkdv ? a->block_q : a->block_k));
   }
@@ -279,11 +293,87 @@ fadsl_status fa_attn_api_forward(fadsl_attention *a, const FaAttnTensors *t, con
   return st;
 }
 
+/* Whether a kernel has a parameter (a constexpr the built-in program has
+ * and a program of its own may lack). */
+static bool kernel_has(fadsl_kernel *k, const char *name) {
+  int n = k ? fadsl_kernel_param_count(k) : 0;
+  for (int i = 0; i < n; i++) {
+    const char *p;
+    fadsl_param_kind kind;
+    if (fadsl_kernel_param(k, i, &p, &kind) == FADSL_SUCCESS && !strcmp(p, name))
+      return true;
+  }
+  return false;
+}
+
+/* The fused pass: attn_bwd_prep (delta and zeros in the accumulator),
+ * attn_bwd (dK, dV; dQ added into the accumulator), attn_bwd_dq_convert.
+ * The lock is held. */
+static fadsl_status fused_backward(fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c,
+                                   const FaAttnTarget *where, bool fuse_delta) {
+  if (fuse_delta && !kernel_has(a->kernels[FADSL_ATTENTION_BWD], "FUSE_D"))
+    return fa_attn_api_fail(a, FADSL_ERROR_UNSUPPORTED, "fuse_delta: the program's attn_bwd has no FUSE_D");
+  fadsl_args *args = a->args[FADSL_ATTENTION_BWD_PREP];
+  fadsl_args_clear(args);
+  fadsl_status st = bind_common(a, FADSL_ATTENTION_BWD_PREP, c);
+  BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
+  BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
+  BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
+  BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
+  if (fuse_delta)
+    BIND(st, fadsl_args_set_bool(args, "WRITE_D", false));
+  st = run(a, FADSL_ATTENTION_BWD_PREP, st, where);
+  if (st != FADSL_SUCCESS)
+    return st;
+  args = a->args[FADSL_ATTENTION_BWD];
+  fadsl_args_clear(args);
+  st = bind_common(a, FADSL_ATTENTION_BWD, c);
+  BIND(st, fadsl_args_set_ptr(args, "t_q", t->q));
+  BIND(st, fadsl_args_set_ptr(args, "t_k", t->k));
+  BIND(st, fadsl_args_set_ptr(args, "t_v", t->v));
+  BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
+  BIND(st, fadsl_args_set_ptr(args, "t_dk", t->dk));
+  BIND(st, fadsl_args_set_ptr(args, "t_dv", t->dv));
+  BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
+  BIND(st, fadsl_args_set_ptr(args, "t_lse", t->lse));
+  BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
+  BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
+  if (fuse_delta)
+    BIND(st, fadsl_args_set_bool(args, "FUSE_D", true));
+  st = run(a, FADSL_ATTENTION_BWD, st, where);
+  if (st != FADSL_SUCCESS)
+    return st;
+  args = a->args[FADSL_ATTENTION_BWD_DQ_CONVERT];
+  fadsl_args_clear(args);
+  st = bind_common(a, FADSL_ATTENTION_BWD_DQ_CONVERT, c);
+  BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
+  BIND(st, fadsl_args_set_ptr(args, "t_dq", t->dq));
+  return run(a, FADSL_ATTENTION_BWD_DQ_CONVERT, st, where);
+}
+
+static bool has_fused(const fadsl_attention *a) {
+  return a->kernels[FADSL_ATTENTION_BWD_PREP] && a->kernels[FADSL_ATTENTION_BWD] &&
+         a->kernels[FADSL_ATTENTION_BWD_DQ_CONVERT];
+}
+
 fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c,
-                                  const FaAttnTarget *where, int delta_given) {
+                                  const FaAttnTarget *where, int delta_given, const FaAttnBwdMode *mode) {
   pthread_mutex_lock(&a->lock);
   fadsl_status st = FADSL_SUCCESS;
   fadsl_args *args;
+  if (t->dq_accum && !delta_given && !(mode && mode->deterministic) && has_fused(a)) {
+    st = fused_backward(a, t, c, where, mode && mode->fuse_delta);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+  }
+  if (mode && mode->fuse_delta) {
+    pthread_mutex_unlock(&a->lock);
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+                            "fuse_delta is for the fused backward pass, which %s",
+                            mode->deterministic ? "a deterministic call does not run"
+                            : !has_fused(a)     ? "the program does not have"
+                                                : "needs dq_accum");
+  }
   if (!delta_given) {
     /* delta = rowsum(dO * O) */
     args = a->args[FADSL_ATTENTION_BWD_D];
@@ -327,7 +417,7 @@ fadsl_status fadsl_attention_forward(fadsl_attention *a, uint64_t q, uint64_t k,
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_forward", &c, dtype, ptrs, 5, 16);
   if (st != FADSL_SUCCESS)
     return st;
-  FaAttnTensors t = {q, k, v, o, lse, 0, 0, 0, 0, 0};
+  FaAttnTensors t = {q, k, v, o, lse, 0, 0, 0, 0, 0, 0};
   FaAttnTarget where = {stream, NULL, 0, 0};
   return fa_attn_api_forward(a, &t, &c, &where);
 }
@@ -344,7 +434,25 @@ fadsl_status fadsl_attention_backward(fadsl_attention *a, uint64_t q, uint64_t k
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward", &c, dtype, ptrs, 10, 16);
   if (st != FADSL_SUCCESS)
     return st;
-  FaAttnTensors t = {q, k, v, o, lse, do_, dq, dk, dv, delta};
+  FaAttnTensors t = {q, k, v, o, lse, do_, dq, dk, dv, delta, 0};
   FaAttnTarget where = {stream, NULL, 0, 0};
-  return fa_attn_api_backward(a, &t, &c, &where, 0);
+  return fa_attn_api_backward(a, &t, &c, &where, 0, NULL);
+}
+
+/* fadsl_attention_backward_ex without a variant (attention_variants.c):
+ * the plain program, fused when opts->dq_accum is given. */
+fadsl_status fa_attn_api_backward_plain(fadsl_attention *a, const fadsl_attention_options *opts, uint64_t q,
+                                        uint64_t k, uint64_t v, uint64_t o, uint64_t lse, uint64_t do_, uint64_t dq,
+                                        uint64_t dk, uint64_t dv, uint64_t delta, int B, int H, int KVH, int Nq,
+                                        int Nkv, int D, float scale, fadsl_attention_dtype dtype, void *stream) {
+  FaAttnCall c = {B, H, KVH, Nq, Nkv, D, opts->causal != 0, scale, NULL};
+  FaAttnNamedPtr ptrs[] = {{"q", q},   {"k", k},   {"v", v},   {"o", o},         {"lse", lse},      {"do", do_},
+                           {"dq", dq}, {"dk", dk}, {"dv", dv}, {"delta", delta}, {"dq_accum", opts->dq_accum}};
+  fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward_ex", &c, dtype, ptrs, opts->dq_accum ? 11 : 10, 16);
+  if (st != FADSL_SUCCESS)
+    return st;
+  FaAttnTensors t = {q, k, v, o, lse, do_, dq, dk, dv, delta, opts->dq_accum};
+  FaAttnTarget where = {stream, NULL, 0, 0};
+  FaAttnBwdMode mode = {opts->deterministic != 0, opts->fuse_delta != 0};
+  return fa_attn_api_backward(a, &t, &c, &where, 0, &mode);
 }

@@ -50,12 +50,18 @@ typedef enum fadsl_attention_dtype {
   FADSL_ATTENTION_BF16 = 1,     /* bfloat16 */
 } fadsl_attention_dtype;
 
-/* The kernels, in the order a training step runs them. */
+/* The kernels, in the order a training step runs them.  The backward pass is
+ * either deterministic (BWD_D, BWD_DKDV, BWD_DQ: bitwise-reproducible
+ * gradients) or fused (BWD_PREP, BWD, BWD_DQ_CONVERT: the scores computed
+ * once, dQ accumulated with atomic additions); see fadsl_attention_backward. */
 typedef enum fadsl_attention_kernel {
   FADSL_ATTENTION_FWD = 0,      /* attn_fwd: O and LSE */
   FADSL_ATTENTION_BWD_D,        /* attn_bwd_d: delta = rowsum(dO * O) */
   FADSL_ATTENTION_BWD_DKDV,     /* attn_bwd_dkdv: dK and dV */
   FADSL_ATTENTION_BWD_DQ,       /* attn_bwd_dq: dQ */
+  FADSL_ATTENTION_BWD_PREP,     /* attn_bwd_prep: delta, and zeros in the dQ accumulator */
+  FADSL_ATTENTION_BWD,          /* attn_bwd: dK, dV, and dQ added into the accumulator */
+  FADSL_ATTENTION_BWD_DQ_CONVERT, /* attn_bwd_dq_convert: dQ = scale * accumulator, in the dtype */
   FADSL_ATTENTION_KERNELS
 } fadsl_attention_kernel;
 
@@ -99,7 +105,16 @@ FADSL_API fadsl_status fadsl_attention_forward(fadsl_attention *attn, uint64_t q
  * pass's inputs, its o and lse, and do = dLoss/dO.  delta is a float32
  * workspace of B * H * Nq elements (fadsl_attention_workspace_bytes) that the
  * call overwrites; it may be reused once the call's kernels have run.  Same
- * shape rules and statuses as the forward pass. */
+ * shape rules and statuses as the forward pass.
+ *
+ * This call runs the deterministic kernels (attn_bwd_d, attn_bwd_dkdv,
+ * attn_bwd_dq): the same inputs give the same gradients to the bit, on every
+ * run.  The fused pass (attn_bwd_prep, attn_bwd, attn_bwd_dq_convert), which
+ * computes the scores once instead of twice but adds dQ up with atomics in
+ * an order that varies from run to run, needs a float32 dQ accumulator of
+ * fadsl_attention_dq_accum_bytes: give it in the options of
+ * fadsl_attention_backward_ex (dq_accum), which then runs the fused pass
+ * unless the options ask for a deterministic one. */
 FADSL_API fadsl_status fadsl_attention_backward(fadsl_attention *attn, uint64_t q, uint64_t k,
                                                 uint64_t v, uint64_t o, uint64_t lse,
                                                 uint64_t do_, uint64_t dq, uint64_t dk,
@@ -110,6 +125,10 @@ FADSL_API fadsl_status fadsl_attention_backward(fadsl_attention *attn, uint64_t 
 
 /* Bytes of the backward pass's delta workspace: 4 * B * H * Nq. */
 FADSL_API size_t fadsl_attention_workspace_bytes(int B, int H, int Nq);
+
+/* Bytes of the fused backward pass's float32 dQ accumulator
+ * (fadsl_attention_options.dq_accum): 4 * B * H * Nq * D (0 for a bad size). */
+FADSL_API size_t fadsl_attention_dq_accum_bytes(int B, int H, int Nq, int D);
 
 /* ---- variants: windows, softcapping, ALiBi, sinks, packed sequences -------
  * The calls below take the same tensors as fadsl_attention_forward /
@@ -133,7 +152,10 @@ FADSL_API size_t fadsl_attention_workspace_bytes(int B, int H, int Nq);
  *                              and max_seqlen_k (the longest sequences) size the grid.
  * They combine freely and take GQA, f16/bf16 and any lengths (causal too when
  * Nq != Nkv: causal alone is plain attention, which needs Nq == Nkv, but
- * window_right = 0 is the same mask through the variant program).  A row that sees no key gets O = 0 and LSE = +inf (which the
+ * window_right = 0 is the same mask through the variant program).  The
+ * backward pass is fused when dq_accum is given and deterministic is not
+ * set (and the program has the fused kernels; a program without them runs
+ * the deterministic ones), else deterministic.  A row that sees no key gets O = 0 and LSE = +inf (which the
  * backward pass reads as "no probability").  The tensors are 16-byte aligned
  * as for the plain calls, the arrays of the options 4-byte.  lse is base 2
  * as for fadsl_attention_forward.
@@ -153,9 +175,20 @@ typedef struct fadsl_attention_options {
   uint64_t cu_seqlens_k;        /* device int32 [nseq + 1], or 0: the same as cu_seqlens_q */
   int nseq;                     /* sequences (with cu_seqlens_q) */
   int max_seqlen_q, max_seqlen_k; /* the longest query and key sequence (with cu_seqlens_q) */
+  /* the backward pass (fadsl_attention_backward_ex), with or without a variant */
+  uint64_t dq_accum;            /* device float32 [B, H, Nq, D] (fadsl_attention_dq_accum_bytes, 16-byte
+                                   aligned), overwritten: the fused pass's dQ accumulator.  0: the
+                                   deterministic kernels run */
+  int deterministic;            /* 1: bitwise-reproducible gradients (the deterministic kernels) even
+                                   with dq_accum: dQ by its own kernel, the scores computed twice, no
+                                   atomics (with sinks their gradient [H] is still summed atomically) */
+  int fuse_delta;               /* 1: the fused pass computes delta inside attn_bwd (from o, for every
+                                   key block) and attn_bwd_prep only zeroes the accumulator; for
+                                   measurements (docs/performance.md).  Plain attention only */
 } fadsl_attention_options;
 
-/* Defaults: no variant (plain attention, not causal). */
+/* Defaults: no variant (plain attention, not causal); the backward pass
+ * fused when dq_accum is given. */
 FADSL_API void fadsl_attention_options_init(fadsl_attention_options *opts);
 
 /* Forward and backward passes with options (NULL: the defaults).  With no
@@ -234,10 +267,10 @@ FADSL_API fadsl_status fadsl_attention_decode(fadsl_attention *attn,
 /* Fixes the configuration of the next calls (for benchmarks and
  * experiments); 0 leaves a value to the tuning database or the default (see
  * docs/runtime.md, "Configuration").  block_q and block_k are the tiles of
- * attn_fwd and attn_bwd_dq (block_q a multiple of block_k); attn_bwd_dkdv,
- * which loops over queries, takes the smaller as its BLOCK_Q and the larger as
- * its BLOCK_K.  warps and stages apply to those three kernels.  All zeros
- * restores the automatic choice. */
+ * attn_fwd and attn_bwd_dq (block_q a multiple of block_k); attn_bwd_dkdv and
+ * attn_bwd, which loop over queries, take the smaller as their BLOCK_Q and
+ * the larger as their BLOCK_K.  warps and stages apply to those four
+ * kernels.  All zeros restores the automatic choice. */
 FADSL_API fadsl_status fadsl_attention_set_config(fadsl_attention *attn, int block_q, int block_k,
                                                   int warps, int stages);
 
@@ -299,6 +332,20 @@ FADSL_API fadsl_status fadsl_attention_backward_host(fadsl_attention *attn, cons
                                                      int KVH, int Nq, int Nkv, int D, int causal,
                                                      float scale, fadsl_attention_dtype dtype,
                                                      int threads);
+
+/* The backward pass with options on the interpreter: plain attention (a
+ * variant is FADSL_ERROR_UNSUPPORTED here; causal from opts->causal), fused
+ * unless opts->deterministic (NULL: the defaults, fused).  opts->dq_accum is
+ * a host float32 array [B, H, Nq, D] for the accumulator, or 0: the call
+ * allocates one for itself. */
+FADSL_API fadsl_status fadsl_attention_backward_host_ex(fadsl_attention *attn,
+                                                        const fadsl_attention_options *opts,
+                                                        const void *q, const void *k, const void *v,
+                                                        const void *o, const float *lse,
+                                                        const void *do_, void *dq, void *dk, void *dv,
+                                                        float *delta, int B, int H, int KVH, int Nq,
+                                                        int Nkv, int D, float scale,
+                                                        fadsl_attention_dtype dtype, int threads);
 
 FADSL_API fadsl_status fadsl_attention_backward_delta_host(fadsl_attention *attn, const void *q,
                                                            const void *k, const void *v,

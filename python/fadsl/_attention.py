@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from . import _arrays
-from ._lib import FadslInvalidArgument, attn, context
+from ._lib import FadslInvalidArgument, attention_options, attn, context
 
 LN2 = math.log(2.0)
 DTYPES = {"f16": 0, "bf16": 1}
@@ -86,7 +86,19 @@ def _host_input(x):
     return np.ascontiguousarray(x)
 
 
-def attention(q, k, v, *, causal=False, scale=None, return_lse=False):
+def resolve_deterministic(deterministic, q):
+    """The backward pass's mode: the flag given, else (None) torch's own
+    switch, torch.use_deterministic_algorithms, for torch tensors, and the
+    fused pass for numpy arrays."""
+    if deterministic is not None:
+        return bool(deterministic)
+    if _arrays.is_torch(q):
+        import torch
+        return bool(torch.are_deterministic_algorithms_enabled())
+    return False
+
+
+def attention(q, k, v, *, causal=False, scale=None, return_lse=False, deterministic=None):
     """softmax(scale * q k^T [causal mask]) v, exactly, in O(N) memory.
 
     q: [B, H, Nq, D]; k, v: [B, KVH, Nkv, D] with H a multiple of KVH
@@ -99,9 +111,15 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False):
     numpy arrays run the same kernels on the CPU interpreter.  Returns the output
     (same dtype as q), and with return_lse=True also the natural log-sum-exp of
     each query row's scaled scores, float32 [B, H, Nq].
+
+    deterministic chooses autograd's backward pass: True gives the same
+    gradients to the bit on every run (dQ by its own kernel, no atomics);
+    False the fused pass (the scores computed once, dQ summed with atomic
+    additions, so its last bits vary from run to run); None (the default)
+    follows torch.use_deterministic_algorithms.
     """
     if _arrays.is_torch(q):
-        return torch_ops().attention(q, k, v, causal, scale, return_lse)
+        return torch_ops().attention(q, k, v, causal, scale, return_lse, resolve_deterministic(deterministic, q))
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, np.ndarray):
             raise FadslInvalidArgument(
@@ -121,15 +139,17 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False):
     return o
 
 
-def attention_backward(do, q, k, v, o, lse, *, causal=False, scale=None, dlse=None):
+def attention_backward(do, q, k, v, o, lse, *, causal=False, scale=None, dlse=None, deterministic=None):
     """The gradients (dq, dk, dv) of attention(q, k, v) given do = dLoss/dO, the
     forward pass's output o and natural log-sum-exp lse (attention(...,
     return_lse=True)), and optionally dlse = dLoss/dlse (float32 [B, H, Nq]) for a
     loss that also reads the log-sum-exp.  On numpy arrays (the interpreter) and
     torch tensors (the GPU, or the interpreter for CPU tensors); torch users
-    normally let autograd call it."""
+    normally let autograd call it.  deterministic as for attention (with dlse
+    the deterministic kernels run either way)."""
     if _arrays.is_torch(q):
-        return torch_ops().attention_backward(do, q, k, v, o, lse, causal, scale, dlse)
+        return torch_ops().attention_backward(do, q, k, v, o, lse, causal, scale, dlse,
+                                              resolve_deterministic(deterministic, q))
     B, H, KVH, Nq, Nkv, D, dtype = shapes(q, k, v, "fadsl.attention_backward")
     for name, x, shape in (("do", do, q.shape), ("o", o, q.shape), ("lse", lse, (B, H, Nq)),
                            ("dlse", dlse, (B, H, Nq))):
@@ -152,8 +172,11 @@ def attention_backward(do, q, k, v, o, lse, *, causal=False, scale=None, dlse=No
     common = (B, H, KVH, Nq, Nkv, D, int(causal), _scale(scale), DTYPES[dtype], interpreter_threads())
     if dlse is None:
         delta = np.empty((B, H, Nq), np.float32)
-        st = attn.fadsl_attention_backward_host(h, _ptr(q), _ptr(k), _ptr(v), _ptr(o), _ptr(lse2), _ptr(do),
-                                                _ptr(dq), _ptr(dk), _ptr(dv), _ptr(delta), *common)
+        opts = attention_options(causal, resolve_deterministic(deterministic, q))
+        st = attn.fadsl_attention_backward_host_ex(h, ctypes.byref(opts), _ptr(q), _ptr(k), _ptr(v), _ptr(o),
+                                                   _ptr(lse2), _ptr(do), _ptr(dq), _ptr(dk), _ptr(dv), _ptr(delta),
+                                                   B, H, KVH, Nq, Nkv, D, _scale(scale), DTYPES[dtype],
+                                                   interpreter_threads())
     else:
         delta = delta_with_lse_grad(o, do, dlse)
         st = attn.fadsl_attention_backward_delta_host(h, _ptr(q), _ptr(k), _ptr(v), _ptr(lse2), _ptr(do),

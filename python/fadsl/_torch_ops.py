@@ -1,12 +1,15 @@
 """fadsl's attention as PyTorch custom operators (torch.library.custom_op):
 
-    fadsl::attention_fwd(q, k, v, causal, scale) -> (o, lse2)
-    fadsl::attention_bwd(do, q, k, v, o, lse2, dlse2?, causal, scale) -> (dq, dk, dv)
+    fadsl::attention_fwd(q, k, v, causal, scale, deterministic) -> (o, lse2)
+    fadsl::attention_bwd(do, q, k, v, o, lse2, dlse2?, causal, scale, deterministic) -> (dq, dk, dv)
 
 each with a fake (meta) implementation, so that torch.compile traces models
 that call them (fullgraph=True included) and CUDA graphs capture them, and the
 forward's autograd formula is the backward op.  lse2 is the base-2
 log-sum-exp the kernels produce and read; fadsl.attention returns lse2 * ln 2.
+deterministic is an input of the forward op only so that autograd hands it
+to the backward op: the fused backward pass (its float32 dQ accumulator from
+torch.empty) unless it is set.
 
 On CUDA tensors the kernels run on torch's current stream of the tensors'
 device; outputs and the backward pass's delta workspace come from torch's
@@ -24,7 +27,7 @@ import torch
 from torch import Tensor
 
 from . import _attention
-from ._lib import FadslInvalidArgument, attn, context
+from ._lib import FadslInvalidArgument, attention_options, attn, context
 
 LN2 = math.log(2.0)
 
@@ -63,7 +66,8 @@ def _stream(dev):
 
 
 @torch.library.custom_op("fadsl::attention_fwd", mutates_args=())
-def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> Tuple[Tensor, Tensor]:
+def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
+                  deterministic: bool) -> Tuple[Tensor, Tensor]:
     B, H, KVH, Nq, Nkv, D, dtype = _dims(q, k, v, causal, scale)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty_like(q)
@@ -84,14 +88,14 @@ def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -
 
 
 @attention_fwd.register_fake
-def _attention_fwd_fake(q, k, v, causal, scale):
+def _attention_fwd_fake(q, k, v, causal, scale, deterministic):
     B, H, KVH, Nq, Nkv, D, dtype = _check(q, k, v, causal, scale)
     return q.new_empty(q.shape), q.new_empty((B, H, Nq), dtype=torch.float32)
 
 
 @torch.library.custom_op("fadsl::attention_bwd", mutates_args=())
 def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse2: Tensor, dlse2: Optional[Tensor],
-                  causal: bool, scale: float) -> Tuple[Tensor, Tensor, Tensor]:
+                  causal: bool, scale: float, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
     B, H, KVH, Nq, Nkv, D, dtype = _dims(q, k, v, causal, scale, "fadsl.attention_backward")
     q, k, v, o, do = (x.contiguous() for x in (q, k, v, o, do))
     lse2 = lse2.contiguous()
@@ -104,13 +108,17 @@ def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse2: 
     else:
         # rowsum(dO * O) - dLoss/dlse_nat, with dLoss/dlse_nat = dlse2 / ln 2
         delta = ((o.float() * do.float()).sum(-1) - dlse2.float() / LN2).contiguous()
+    ex_args = (B, H, KVH, Nq, Nkv, D, float(scale), _attention.DTYPES[dtype])
     if q.is_cuda:
         ctx = context(q.device.index)
         h, s = ctx.attention(), _stream(q.device)
         if dlse2 is None:
-            st = attn.fadsl_attention_backward(h, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                                               lse2.data_ptr(), do.data_ptr(), dq.data_ptr(), dk.data_ptr(),
-                                               dv.data_ptr(), delta.data_ptr(), *args, s)
+            # the fused pass's float32 dQ accumulator, from torch's allocator
+            acc = None if deterministic else torch.empty((B, H, Nq, D), dtype=torch.float32, device=q.device)
+            opts = attention_options(causal, deterministic, 0 if acc is None else acc.data_ptr())
+            st = attn.fadsl_attention_backward_ex(h, ctypes.byref(opts), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                                  o.data_ptr(), lse2.data_ptr(), do.data_ptr(), dq.data_ptr(),
+                                                  dk.data_ptr(), dv.data_ptr(), delta.data_ptr(), *ex_args, s)
         else:
             st = attn.fadsl_attention_backward_delta(h, q.data_ptr(), k.data_ptr(), v.data_ptr(), lse2.data_ptr(),
                                                      do.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
@@ -119,8 +127,9 @@ def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse2: 
         ctx = context(-1)
         h, threads = ctx.attention(), _attention.interpreter_threads()
         if dlse2 is None:
-            st = attn.fadsl_attention_backward_host(h, _p(q), _p(k), _p(v), _p(o), _p(lse2), _p(do), _p(dq), _p(dk),
-                                                    _p(dv), _p(delta), *args, threads)
+            opts = attention_options(causal, deterministic)
+            st = attn.fadsl_attention_backward_host_ex(h, ctypes.byref(opts), _p(q), _p(k), _p(v), _p(o), _p(lse2),
+                                                       _p(do), _p(dq), _p(dk), _p(dv), _p(delta), *ex_args, threads)
         else:
             st = attn.fadsl_attention_backward_delta_host(h, _p(q), _p(k), _p(v), _p(lse2), _p(do), _p(dq), _p(dk),
                                                           _p(dv), _p(delta), *args, threads)
@@ -129,17 +138,18 @@ def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse2: 
 
 
 @attention_bwd.register_fake
-def _attention_bwd_fake(do, q, k, v, o, lse2, dlse2, causal, scale):
+def _attention_bwd_fake(do, q, k, v, o, lse2, dlse2, causal, scale, deterministic):
     _check(q, k, v, causal, scale, "fadsl.attention_backward")
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, causal, scale = inputs
+    q, k, v, causal, scale, deterministic = inputs
     o, lse2 = output
     ctx.save_for_backward(q, k, v, o, lse2)
     ctx.causal = causal
     ctx.scale = scale
+    ctx.deterministic = deterministic
     ctx.set_materialize_grads(False)   # an unused lse has no gradient: skip the delta path
 
 
@@ -147,8 +157,9 @@ def _backward(ctx, do, dlse2):
     q, k, v, o, lse2 = ctx.saved_tensors
     if do is None:
         do = torch.zeros_like(o)
-    dq, dk, dv = torch.ops.fadsl.attention_bwd(do, q, k, v, o, lse2, dlse2, ctx.causal, ctx.scale)
-    return dq, dk, dv, None, None
+    dq, dk, dv = torch.ops.fadsl.attention_bwd(do, q, k, v, o, lse2, dlse2, ctx.causal, ctx.scale,
+                                               ctx.deterministic)
+    return dq, dk, dv, None, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -158,14 +169,15 @@ def _resolved_scale(q, scale):
     return float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
 
 
-def attention(q, k, v, causal=False, scale=None, return_lse=False):
-    o, lse2 = torch.ops.fadsl.attention_fwd(q, k, v, bool(causal), _resolved_scale(q, scale))
+def attention(q, k, v, causal=False, scale=None, return_lse=False, deterministic=False):
+    o, lse2 = torch.ops.fadsl.attention_fwd(q, k, v, bool(causal), _resolved_scale(q, scale), bool(deterministic))
     if return_lse:
         return o, lse2 * LN2
     return o
 
 
-def attention_backward(do, q, k, v, o, lse, causal=False, scale=None, dlse=None):
+def attention_backward(do, q, k, v, o, lse, causal=False, scale=None, dlse=None, deterministic=False):
     lse2 = lse.float() / LN2
     dlse2 = None if dlse is None else dlse.float() * LN2
-    return torch.ops.fadsl.attention_bwd(do, q, k, v, o, lse2, dlse2, bool(causal), _resolved_scale(q, scale))
+    return torch.ops.fadsl.attention_bwd(do, q, k, v, o, lse2, dlse2, bool(causal), _resolved_scale(q, scale),
+                                         bool(deterministic))

@@ -56,9 +56,10 @@ CASES = [  # B, H, KVH, Nq, Nkv, D, causal
 ]
 
 
+@pytest.mark.parametrize("deterministic", [False, True], ids=["fused", "deterministic"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "B{}H{}KV{}q{}k{}D{}{}".format(*c[:6], "c" if c[6] else ""))
-def test_forward_backward_vs_float64_sdpa(case, dtype):
+def test_forward_backward_vs_float64_sdpa(case, dtype, deterministic):
     B, H, KVH, Nq, Nkv, D, causal = case
     dt = getattr(torch, dtype)
     torch.manual_seed(Nq + D)
@@ -66,7 +67,7 @@ def test_forward_backward_vs_float64_sdpa(case, dtype):
     k = torch.randn(B, KVH, Nkv, D, device="cuda", dtype=dt, requires_grad=True)
     v = torch.randn(B, KVH, Nkv, D, device="cuda", dtype=dt, requires_grad=True)
     do = torch.randn(B, H, Nq, D, device="cuda", dtype=dt)
-    o, lse = fadsl.attention(q, k, v, causal=causal, return_lse=True)
+    o, lse = fadsl.attention(q, k, v, causal=causal, return_lse=True, deterministic=deterministic)
     o.backward(do)
     q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
     ref = sdpa64(q64, k64, v64, causal)
@@ -77,10 +78,36 @@ def test_forward_backward_vs_float64_sdpa(case, dtype):
     ref_lse = torch.logsumexp(s, -1)
     errs = {"o": rel(o, ref), "lse": rel(lse, ref_lse), "dq": rel(q.grad, q64.grad), "dk": rel(k.grad, k64.grad),
             "dv": rel(v.grad, v64.grad)}
-    report(test="accuracy", case=case, dtype=dtype, **errs)
+    report(test="accuracy", case=case, dtype=dtype, deterministic=deterministic, **errs)
     bo, bg = (2e-3, 1e-2) if dtype == "float16" else (1e-2, 3e-2)
     assert errs["o"] < bo and errs["lse"] < 1e-4
     assert errs["dq"] < bg and errs["dk"] < bg and errs["dv"] < bg
+
+
+@pytest.mark.parametrize("case", [(2, 8, 2, 1000, 1000, 64, True), (1, 4, 1, 777, 1234, 128, False),
+                                  (1, 2, 2, 513, 513, 256, True)],
+                         ids=lambda c: "B{}H{}KV{}q{}k{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+def test_deterministic_backward_is_bitwise_reproducible(case):
+    """deterministic=True: two runs give the same gradients to the bit; the
+    fused pass (the default) agrees with it to rounding."""
+    B, H, KVH, Nq, Nkv, D, causal = case
+    torch.manual_seed(7)
+    q = torch.randn(B, H, Nq, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(B, KVH, Nkv, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(B, KVH, Nkv, D, device="cuda", dtype=torch.bfloat16)
+    do = torch.randn(B, H, Nq, D, device="cuda", dtype=torch.bfloat16)
+
+    def grads(deterministic):
+        x = [t.clone().requires_grad_() for t in (q, k, v)]
+        fadsl.attention(*x, causal=causal, deterministic=deterministic).backward(do)
+        return [t.grad for t in x]
+    a, b = grads(True), grads(True)
+    same = all(torch.equal(x, y) for x, y in zip(a, b))
+    fused = grads(False)
+    errs = [rel(f, d.double()) for f, d in zip(fused, a)]
+    report(test="deterministic", case=case, bitwise_same=same, fused_vs_deterministic=errs)
+    assert same
+    assert all(e < 3e-2 for e in errs)
 
 
 def test_non_contiguous_and_streams():

@@ -72,11 +72,45 @@ def test_non_contiguous_inputs():
 
 def test_opcheck_custom_ops():
     q, k, v = _inputs(H=2, KVH=1, Nq=17, Nkv=17, D=16)
-    torch.library.opcheck(torch.ops.fadsl.attention_fwd.default, (q, k, v, True, 0.25))
-    o, lse2 = torch.ops.fadsl.attention_fwd(q.detach(), k.detach(), v.detach(), True, 0.25)
-    do = torch.randn_like(o)
-    torch.library.opcheck(torch.ops.fadsl.attention_bwd.default, (do, q.detach(), k.detach(), v.detach(), o, lse2,
-                                                                   None, True, 0.25))
+    for det in (False, True):
+        torch.library.opcheck(torch.ops.fadsl.attention_fwd.default, (q, k, v, True, 0.25, det))
+        o, lse2 = torch.ops.fadsl.attention_fwd(q.detach(), k.detach(), v.detach(), True, 0.25, det)
+        do = torch.randn_like(o)
+        torch.library.opcheck(torch.ops.fadsl.attention_bwd.default, (do, q.detach(), k.detach(), v.detach(), o,
+                                                                       lse2, None, True, 0.25, det))
+
+
+@pytest.mark.parametrize("deterministic", [False, True, None])
+def test_deterministic_backward(deterministic, monkeypatch):
+    """Both backward passes against float64; the deterministic one the same to
+    the bit on 1 and 3 interpreter threads; None follows
+    torch.use_deterministic_algorithms."""
+    def grads(threads):
+        monkeypatch.setenv("FADSL_THREADS", str(threads))
+        q, k, v = _inputs(H=4, KVH=2, Nq=70, Nkv=45, D=32, seed=5)
+        o = fadsl.attention(q, k, v, deterministic=deterministic)
+        o.backward(torch.ones_like(o))
+        return q, k, v, o
+    q, k, v, o = grads(1)
+    rq, rk, rv = ref_grads(_np(q), _np(k), _np(v), np.ones(o.shape), False)
+    assert rel_err(_np(q.grad), rq) < 1e-2 and rel_err(_np(k.grad), rk) < 1e-2 and rel_err(_np(v.grad), rv) < 1e-2
+    if deterministic:
+        q3, k3, v3, _ = grads(3)
+        assert torch.equal(q.grad, q3.grad) and torch.equal(k.grad, k3.grad) and torch.equal(v.grad, v3.grad)
+
+
+def test_deterministic_follows_torch_switch():
+    from fadsl._attention import resolve_deterministic
+    q, _, _ = _inputs(grad=False)
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        assert resolve_deterministic(None, q) is True
+        assert resolve_deterministic(False, q) is False
+        torch.use_deterministic_algorithms(False)
+        assert resolve_deterministic(None, q) is False
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 
 def test_fake_tensors_and_shape_errors():

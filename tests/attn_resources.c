@@ -1,0 +1,210 @@
+/* attn_resources.c - the registers and spills of attention.fa's kernels at
+ * their default configurations (the @autotune default point a launch takes
+ * when no tuning database has the shape), for head dimensions 64, 128 and
+ * 256 on sm_80 and sm_90a: each kernel is emitted, compiled by NVRTC to a
+ * cubin, and its resources are read from the cubin (as the runtime reads
+ * them) with the spill counts of ptxas' report.  A default configuration
+ * that spills (or has local memory with no report to say why) fails: spills
+ * are the register pressure that the prunes of attention_core.fa
+ * (dkdv_tiles_ok, bwd_tiles_ok, ...) keep out of the defaults.
+ *
+ * usage: attn_resources SRCDIR [KERNEL ...]   exit 0 pass, 1 failure, 77 no NVRTC
+ * FADSL_RESOURCE_THREADS compile threads (default 2).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../compiler/cuda.h" /* not the toolkit's <cuda.h> */
+#include "ast.h"
+#include "cubin.h"
+#include "problem_binds.h"
+#include "sema.h"
+
+#include "cuda_loader.h"
+#include "nvrtc_compile.h"
+
+typedef struct Job {
+  const char *kernel;
+  int d_head;
+  const char *arch;
+  bool ok;
+  char line[600];
+} Job;
+
+typedef struct Run {
+  const char *path;
+  const FaNvrtcApi *api;
+  Job *jobs;
+  int njobs, next;
+  pthread_mutex_t lock;
+} Run;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The configuration a launch takes by default, as "NAME=V ... warps=W stages=S". */
+static void describe(const FaBinding *b, int n, FaLaunchConfig cfg, char *buf, size_t size) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(b[i].name, "d_head") || !strcmp(b[i].name, "T"))
+      continue;
+    fa_sb_printf(&sb, "%s=", b[i].name);
+    fa_const_print(b[i].value, &sb);
+    fa_sb_putc(&sb, ' ');
+  }
+  snprintf(buf, size, "%swarps=%d stages=%d", sb.data ? sb.data : "", cfg.warps, cfg.stages);
+  fa_sb_free(&sb);
+}
+
+static void run_job(Run *r, Job *j) {
+  double t0 = now();
+  FaCompiler fc;
+  fa_compiler_init(&fc, NULL);
+  const Source *src = fa_source_read(&fc, r->path);
+  Node *mod = src ? fa_parse(&fc, src) : NULL;
+  FaProgram *p = mod ? fa_program_check(&fc, mod) : NULL;
+  FaKernelInfo *k = p ? fa_program_kernel(p, j->kernel) : NULL;
+  FaBinding given[3] = {{"d_head", {CK_INT, j->d_head, 0, DT_VOID, NULL}},
+                        {"T", {CK_DTYPE, 0, 0, DT_F16, NULL}},
+                        {"is_causal", {CK_BOOL, 0, 0, DT_VOID, NULL}}};
+  int ng = k && fa_kernel_constexpr(k, "is_causal") ? 3 : 2;
+  FaLaunchConfig cfg = {0, 0};
+  FaBinding *binds = NULL;
+  int nb = k ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, &binds, &cfg) : -1;
+  FaCudaTarget target = {0, false};
+  FaCudaKernel ck;
+  IrKernel *ir = NULL;
+  bool parsed = fa_cuda_target_parse(j->arch, &target);
+  FaCudaSpec spec = {p, k, binds, nb, cfg, target, NULL, 0};
+  char conf[300] = "?";
+  if (nb >= 0)
+    describe(binds, nb, cfg, conf, sizeof conf);
+  if (nb < 0 || !parsed || fa_cuda_compile(&fc, &spec, &ir, &ck, NULL) != FA_CUDA_DONE) {
+    snprintf(j->line, sizeof j->line, "FAIL %-20s D=%-3d %-6s: could not emit CUDA: %.300s", j->kernel, j->d_head,
+             j->arch, fc.diag.text.data ? fc.diag.text.data : "");
+    fa_compiler_free(&fc);
+    return;
+  }
+  int nh = 0;
+  const FaEmbeddedHeader *hs = fa_device_headers(&nh);
+  const char *names[16], *texts[16];
+  for (int i = 0; i < nh && i < 16; i++) {
+    names[i] = hs[i].name;
+    texts[i] = hs[i].text;
+  }
+  FaNvrtcOptions opt;
+  fa_nvrtc_options_init(&opt, j->arch);
+  opt.resource_usage = true;
+  FaNvrtcOutput out;
+  memset(&out, 0, sizeof out);
+  StrBuf err;
+  fa_sb_init(&err);
+  fadsl_status st = fa_nvrtc_compile(r->api, ck.source, "k.cu", names, texts, nh < 16 ? nh : 16, &opt, &out, &err);
+  FaKernelResources res;
+  if (st != FADSL_SUCCESS) {
+    snprintf(j->line, sizeof j->line, "FAIL %-20s D=%-3d %-6s: NVRTC failed: %.300s", j->kernel, j->d_head, j->arch,
+             err.data ? err.data : out.log ? out.log : "");
+  } else if (!fa_kernel_resources(out.code, out.size, out.log, ck.entry, &res, NULL)) {
+    snprintf(j->line, sizeof j->line, "FAIL %-20s D=%-3d %-6s: no resources for %s in the cubin", j->kernel,
+             j->d_head, j->arch, ck.entry);
+  } else {
+    /* spills, or local memory that no report explains */
+    bool spills = res.spill_stores > 0 || res.spill_loads > 0 || (res.spill_stores < 0 && res.stack_frame > 0);
+    j->ok = !spills;
+    snprintf(j->line, sizeof j->line, "%s %-20s D=%-3d %-6s %3d registers, spills %d+%d bytes, stack %d  [%s] %.1f s",
+             spills ? "FAIL" : "ok  ", j->kernel, j->d_head, j->arch, res.registers, res.spill_stores, res.spill_loads,
+             res.stack_frame, conf, now() - t0);
+  }
+  fa_sb_free(&err);
+  fa_nvrtc_output_free(&out);
+  fa_compiler_free(&fc);
+}
+
+static void *worker(void *arg) {
+  Run *r = arg;
+  for (;;) {
+    pthread_mutex_lock(&r->lock);
+    int i = r->next < r->njobs ? r->next++ : -1;
+    pthread_mutex_unlock(&r->lock);
+    if (i < 0)
+      return NULL;
+    run_job(r, &r->jobs[i]);
+    pthread_mutex_lock(&r->lock);
+    printf("%s\n", r->jobs[i].line);
+    fflush(stdout);
+    pthread_mutex_unlock(&r->lock);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *srcdir = argc > 1 ? argv[1] : ".";
+  char path[4096];
+  snprintf(path, sizeof path, "%s/examples/attention/attention.fa", srcdir);
+  int nthreads = getenv("FADSL_RESOURCE_THREADS") ? atoi(getenv("FADSL_RESOURCE_THREADS")) : 2;
+  if (nthreads < 1)
+    nthreads = 1;
+  if (nthreads > 16)
+    nthreads = 16;
+  FaCudaLoader loader;
+  fa_loader_init(&loader, 0);
+  const char *why = NULL;
+  const FaNvrtcApi *api = fa_loader_nvrtc(&loader, &why);
+  if (!api) {
+    printf("SKIP: NVRTC could not be loaded (%s)\n", why ? why : "?");
+    fa_loader_free(&loader);
+    return 77;
+  }
+  FaCompiler fc;
+  fa_compiler_init(&fc, stderr);
+  const Source *src = fa_source_read(&fc, path);
+  Node *mod = src ? fa_parse(&fc, src) : NULL;
+  FaProgram *p = mod ? fa_program_check(&fc, mod) : NULL;
+  if (!p) {
+    fprintf(stderr, "cannot load %s\n", path);
+    return 1;
+  }
+  static const int dheads[] = {64, 128, 256};
+  static const char *const archs[] = {"sm_80", "sm_90a"};
+  Job *jobs = calloc((size_t)p->nkernels * 6 + 1, sizeof *jobs);
+  int njobs = 0;
+  for (int ki = 0; ki < p->nkernels && jobs; ki++) {
+    const char *name = p->kernels[ki]->name;
+    bool chosen = argc <= 2;
+    for (int a = 2; a < argc; a++)
+      chosen = chosen || !strcmp(argv[a], name);
+    if (!chosen)
+      continue;
+    for (int d = 0; d < 3; d++)
+      for (int a = 0; a < 2; a++)
+        jobs[njobs++] = (Job){name, dheads[d], archs[a], false, ""};
+  }
+  if (!jobs || njobs == 0) {
+    fprintf(stderr, "no kernels to compile\n");
+    return 1;
+  }
+  printf("%d compiles: the default configuration of each kernel of %s, D 64/128/256, sm_80 and sm_90a, f16\n", njobs,
+         path);
+  fflush(stdout);
+  Run r = {path, api, jobs, njobs, 0, PTHREAD_MUTEX_INITIALIZER};
+  pthread_t th[16];
+  double t0 = now();
+  for (int i = 0; i < nthreads; i++)
+    pthread_create(&th[i], NULL, worker, &r);
+  for (int i = 0; i < nthreads; i++)
+    pthread_join(th[i], NULL);
+  int failed = 0;
+  for (int i = 0; i < njobs; i++)
+    failed += !jobs[i].ok;
+  printf("%d of %d default configurations compiled without spills in %.0f s\n", njobs - failed, njobs, now() - t0);
+  free(jobs);
+  fa_compiler_free(&fc);
+  fa_loader_free(&loader);
+  return failed ? 1 : 0;
+}
