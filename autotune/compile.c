@@ -133,7 +133,12 @@ static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *
   }
   memcpy(b, sh->constexprs, sizeof *b * (size_t)n);
   memcpy(b + n, c->cfg.values, sizeof *b * (size_t)c->cfg.nvalues);
-  FaCudaSpec spec = {p, k, b, n + c->cfg.nvalues, c->cfg.config, sh->target, NULL, 0};
+  /* the pipeline the launches will use (the runtime reads FADSL_PIPELINE too) */
+  FaLaunchConfig config = c->cfg.config;
+  const char *pipeline = getenv("FADSL_PIPELINE");
+  if (pipeline && fa_pipeline_parse(pipeline) > 0)
+    config.pipeline = fa_pipeline_parse(pipeline);
+  FaCudaSpec spec = {p, k, b, n + c->cfg.nvalues, config, sh->target, NULL, 0};
   IrKernel *ir = NULL;
   FaCudaKernel cuda;
   FaCudaStage stage = fa_cuda_compile(&cfc, &spec, &ir, &cuda, NULL);

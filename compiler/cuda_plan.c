@@ -9,6 +9,8 @@
  *   4. the layout each op reads each operand in, the conversions that
  *      needs, and the tiles tensor-core products read;
  *   5. pipelines: loads in loops issued ahead into rings of tile buffers;
+ *      then which of them, and which loads outside loops, are bulk tensor
+ *      copies (TMA, cuda_plan_tma.c), with their mbarriers;
  *   6. additions fused into products;
  *   7. tile offsets (tiles with disjoint lifetimes share memory);
  *   8. products: instruction and operand sources;
@@ -34,6 +36,9 @@ typedef struct FaOpPlan {
   FaProductPlan *product;
   FaReducePlan *reduce;
   FaPipelinePlan *pipeline;
+  bool tma_considered;      /* a load into a swizzled tile that is not a bulk copy: why not */
+  FaTmaRefusal tma_refusal;
+  int tma_dim;
 } FaOpPlan;
 
 struct FaOpMap {
@@ -580,7 +585,12 @@ static void plan_pipeline_load(Planner *pl, const IrOp *loop, const IrOp *op) {
   const IrRegion *body = loop->regions[0];
   const IrValue *x = op->results[0], *bp = op->operands[0];
   FaValuePlan *vp = val(pl, x);
-  if (!vp->live || !vp->tile || vp->nontile_uses > 0 || op->padding == PAD_NAN || x->type.rank != 2 || !x->layout)
+  /* cp.async fills with zeros only; NaN padding rides along only where the
+     copy engine may take the load (and leaves the ring again if it cannot,
+     plan_tma_pipeline) */
+  bool nan_ok = pl->p->pipeline >= FA_PIPELINE_TMA && has_wgmma(pl->p);
+  if (!vp->live || !vp->tile || vp->nontile_uses > 0 || (op->padding == PAD_NAN && !nan_ok) || x->type.rank != 2 ||
+      !x->layout)
     return;
   int j = -1;
   for (int a = 1; a < body->nargs; a++)
@@ -640,6 +650,229 @@ static void plan_pipelines(Planner *pl, const IrRegion *r) {
           plan_pipeline_load(pl, op, b);
     for (int i = 0; i < op->nregions; i++)
       plan_pipelines(pl, op->regions[i]);
+  }
+}
+
+
+/* ---- 5b. bulk tensor copies (TMA) -------------------------------------------------------------
+ * With a pipeline choice of tma or later (sm_90a), a pipeline whose every
+ * load can be a bulk copy (cuda_plan_tma.c) becomes a ring of full/empty
+ * mbarriers, and so does a load outside loops whose value only feeds
+ * products through its tile (Q in attention): one copy, waited for before
+ * the first op that reads the tile.  Everything else stays as it was, and
+ * the access says why. */
+
+static bool tma_chosen(const FaCudaPlan *p) { return p->pipeline >= FA_PIPELINE_TMA; }
+
+static FaTensorMapPlan *intern_tmap(Planner *pl, const FaTensorMapPlan *m) {
+  FaCudaPlan *p = pl->p;
+  for (int i = 0; i < p->ntmaps; i++) {
+    const FaTensorMapPlan *o = p->tmaps[i];
+    if (o->param == m->param && o->rank == m->rank && o->swizzle == m->swizzle && o->nan_fill == m->nan_fill &&
+        !memcmp(o->dims_end, m->dims_end, sizeof o->dims_end) && !memcmp(o->box, m->box, sizeof o->box))
+      return p->tmaps[i];
+  }
+  if (p->ntmaps >= FA_MAX_TENSOR_MAPS)
+    return NULL;
+  FaTensorMapPlan *n = palloc(pl, sizeof *n);
+  if (!n)
+    return NULL;
+  *n = *m;
+  n->id = p->ntmaps;
+  p->tmaps[p->ntmaps++] = n;
+  return n;
+}
+
+/* `slots` mbarriers of `arrivals` each; their offsets come with the budget. */
+static int add_mbarrier(FaCudaPlan *p, FaMbarrierUse use, int slots, int arrivals) {
+  if (p->nbarriers >= FA_MAX_BARRIERS)
+    return -1;
+  FaBarrierPlan *b = &p->barriers[p->nbarriers];
+  memset(b, 0, sizeof *b);
+  b->kind = FA_BARRIER_MBARRIER;
+  b->id = -1;
+  b->mbar = use;
+  b->slots = slots;
+  b->arrivals = arrivals;
+  return p->nbarriers++;
+}
+
+static void note_refusal(Planner *pl, const IrOp *op, FaTmaRefusal why, int dim) {
+  FaOpPlan *o = op_insert(pl->p->ops, op);
+  o->tma_considered = true;
+  o->tma_refusal = why;
+  o->tma_dim = dim;
+}
+
+static bool in_loop(const IrOp *op) {
+  for (const IrRegion *r = op->parent; r && r->parent_op; r = r->parent_op->parent)
+    if (r->parent_op->kind == IR_FOR)
+      return true;
+  return false;
+}
+
+/* A ring that stays cp.async cannot pad with NaN: such loads leave it
+ * (plain vector loads, their tiles written from registers). */
+static void drop_nan_loads(Planner *pl, FaPipelinePlan *pp) {
+  int kept = 0;
+  for (int i = 0; i < pp->nloads; i++) {
+    FaAccessPlan *ap = pp->loads[i];
+    if (ap->op->padding != PAD_NAN) {
+      pp->loads[kept++] = ap;
+      continue;
+    }
+    FaTilePlan *t = ap->tile;
+    t->fill = FA_FILL_REGISTERS;
+    t->pipeline = NULL;
+    t->load = NULL;
+    t->nbufs = 1;
+    FaOpPlan *o = op_insert(pl->p->ops, ap->op);
+    o->access = NULL;
+    o->tma_considered = true;
+    o->tma_refusal = ap->tma_refusal;
+    o->tma_dim = ap->tma_refusal_dim;
+  }
+  pp->nloads = kept;
+}
+
+static void plan_tma_pipeline(Planner *pl, FaPipelinePlan *pp) {
+  FaCudaPlan *p = pl->p;
+  FaTmaPlan *plans = palloc(pl, (size_t)pp->nloads * sizeof *plans);
+  FaTensorMapPlan *maps = palloc(pl, (size_t)pp->nloads * sizeof *maps);
+  if (!plans || !maps)
+    return;
+  for (int i = 0; i < pp->nloads; i++) {
+    FaAccessPlan *ap = pp->loads[i];
+    int dim = -1;
+    FaTmaRefusal why = fa_plan_tma_view(p, ap->op, ap->tile, pp->loop->parent, &maps[i], &plans[i], &dim);
+    ap->tma_refusal = why;
+    ap->tma_refusal_dim = dim;
+    if (why != FA_TMA_OK && pp->tma_refusal == FA_TMA_OK) {
+      pp->tma_refusal = why;
+      pp->refused = ap;
+    }
+  }
+  if (pp->tma_refusal == FA_TMA_OK) {
+    for (int i = 0; i < pp->nloads; i++)
+      if (!(plans[i].map = intern_tmap(pl, &maps[i])))
+        pp->tma_refusal = FA_TMA_LIMIT;
+    pp->full = add_mbarrier(p, FA_MBAR_FULL, pp->stages, 1);
+    pp->empty = add_mbarrier(p, FA_MBAR_EMPTY, pp->stages, p->warps);
+    if (pp->full < 0 || pp->empty < 0)
+      pp->tma_refusal = FA_TMA_LIMIT;
+  }
+  if (pp->tma_refusal != FA_TMA_OK) {
+    for (int i = 0; i < pp->nloads; i++)
+      if (pp->loads[i]->tma_refusal == FA_TMA_OK || pp->tma_refusal == FA_TMA_LIMIT) {
+        pp->loads[i]->tma_refusal = pp->tma_refusal == FA_TMA_LIMIT ? FA_TMA_LIMIT : FA_TMA_PIPELINE;
+        pp->loads[i]->tma_refusal_dim = -1;
+      }
+    drop_nan_loads(pl, pp);
+    return;
+  }
+  p->barriers[pp->full].pipeline = p->barriers[pp->empty].pipeline = pp;
+  pp->sync = FA_SYNC_MBARRIER;
+  pp->ring = p->nrings++;
+  for (int i = 0; i < pp->nloads; i++) {
+    FaAccessPlan *ap = pp->loads[i];
+    FaTmaPlan *t = palloc(pl, sizeof *t);
+    if (!t)
+      return;
+    *t = plans[i];
+    t->barrier = -1;
+    ap->method = FA_ACCESS_TMA;
+    ap->tma = t;
+    ap->tile->fill = FA_FILL_TMA;
+    pp->tx_bytes += t->bytes;
+  }
+}
+
+/* The op of `r` (from `after` on) before which a load outside loops is
+ * waited for: the first whose ops read x's tile. */
+static bool reads_tile_of(Planner *pl, const IrOp *op, const IrValue *x) {
+  if (op->kind == IR_DOT && fa_plan_op_live(pl->p, op))
+    for (int j = 0; j < 2; j++) {
+      bool flip;
+      if (fa_plan_reads_tile(op, j) && !fused_cast_source(pl, op, j) && tile_source(pl, op->operands[j], &flip) == x)
+        return true;
+    }
+  for (int g = 0; g < op->nregions; g++)
+    for (const IrOp *o = op->regions[g]->first; o; o = o->next)
+      if (reads_tile_of(pl, o, x))
+        return true;
+  return false;
+}
+
+static void plan_tma_load(Planner *pl, const IrOp *op) {
+  FaCudaPlan *p = pl->p;
+  const IrValue *x = op->results[0];
+  FaValuePlan *vp = val(pl, x);
+  if (!vp->live || !vp->tile || (op_find(p->ops, op) && op_find(p->ops, op)->access))
+    return;
+  if (vp->nontile_uses > 0 || vp->tile->format != FA_TILE_SWIZZLED) {
+    note_refusal(pl, op, FA_TMA_NOT_TILE, -1);
+    return;
+  }
+  if (in_loop(op)) {
+    note_refusal(pl, op, FA_TMA_IN_LOOP, -1);
+    return;
+  }
+  FaTensorMapPlan map;
+  FaTmaPlan plan;
+  int dim = -1;
+  FaTmaRefusal why = fa_plan_tma_view(p, op, vp->tile, op->parent, &map, &plan, &dim);
+  const IrOp *wait = NULL;
+  for (const IrOp *o = op->next; o && !wait; o = o->next)
+    if (reads_tile_of(pl, o, x))
+      wait = o;
+  if (why == FA_TMA_OK && (!wait || !(plan.map = intern_tmap(pl, &map)) ||
+                           (plan.barrier = add_mbarrier(p, FA_MBAR_LOAD, 1, 1)) < 0))
+    why = FA_TMA_LIMIT;
+  FaAccessPlan *ap = why == FA_TMA_OK ? palloc(pl, sizeof *ap) : NULL;
+  FaTmaPlan *t = ap ? palloc(pl, sizeof *t) : NULL;
+  if (!t) {
+    note_refusal(pl, op, why, dim);
+    return;
+  }
+  *t = plan;
+  t->wait_before = wait;
+  ap->op = op;
+  ap->method = FA_ACCESS_TMA;
+  ap->vec = 1;
+  ap->layout = x->layout;
+  ap->tile = vp->tile;
+  ap->tma = t;
+  ap->tma_refusal_dim = -1;
+  p->barriers[t->barrier].load = ap;
+  vp->tile->fill = FA_FILL_TMA;
+  vp->tile->load = ap;
+  op_insert(p->ops, op)->access = ap;
+}
+
+static void plan_tma(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (!tma_chosen(p))
+    return;
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    if (!has_wgmma(p)) {
+      pp->tma_refusal = FA_TMA_TARGET;
+      for (int j = 0; j < pp->nloads; j++) {
+        pp->loads[j]->tma_refusal = FA_TMA_TARGET;
+        pp->loads[j]->tma_refusal_dim = -1;
+      }
+      continue;
+    }
+    plan_tma_pipeline(pl, pp);
+  }
+  for (int n = 0; n < p->nops && pl->ok; n++) {
+    const IrOp *op = p->order[n];
+    if (op->kind != IR_LOAD_BLOCK || !fa_plan_op_live(p, op) || !val(pl, op->results[0])->tile)
+      continue;
+    if (!has_wgmma(p))
+      note_refusal(pl, op, FA_TMA_TARGET, -1);
+    else
+      plan_tma_load(pl, op);
   }
 }
 
@@ -886,7 +1119,7 @@ static void plan_product(Planner *pl, const IrOp *op) {
 
 static void plan_access(Planner *pl, const IrOp *op) {
   FaOpPlan *o = op_insert(pl->p->ops, op);
-  if (o->access) { /* a pipelined load */
+  if (o->access) { /* a pipelined load, or a bulk copy */
     fa_ptrvec_push(&pl->accesses, o->access);
     return;
   }
@@ -925,6 +1158,8 @@ static void plan_access(Planner *pl, const IrOp *op) {
     ap->method = FA_ACCESS_VECTOR;
     ap->layout = op->results[0]->layout;
     ap->vec = block_vector_width(pl, op->operands[0], ap->layout, op->boundary, &ap->facts);
+    ap->tma_refusal = o->tma_considered ? o->tma_refusal : FA_TMA_OK;
+    ap->tma_refusal_dim = o->tma_dim;
     break;
   case IR_STORE_BLOCK:
     ap->method = FA_ACCESS_VECTOR;
@@ -1032,13 +1267,42 @@ static void plan_ops(Planner *pl) {
  *     iteration it + ahead, commit, wait until `ahead` groups are in flight
  *     (this iteration's have landed), proxy fence if wgmma reads the tiles,
  *     barrier (every warp's copies are visible);
- *   after the loop: wait for everything. */
+ *   after the loop: wait for everything.
+ * Of an mbarrier ring (bulk copies):
+ *   before the loop: barrier (the buffers may have held other tiles), then
+ *     for s < ahead: the issuing thread waits until the buffer of
+ *     iteration s is released and issues its copies (arming full[]);
+ *   each iteration: the issuing thread does the same for it + ahead; every
+ *     thread waits on full[] for this iteration's copies;
+ *   at the end of each iteration (after the last read of its buffers):
+ *     each warp releases them (one arrival on empty[]). */
 static void push_step(FaPipeStep *steps, int *n, FaPipeStepKind kind, int arg, FaStepWhy why) {
   if (*n < FA_PIPE_MAX_STEPS)
-    steps[(*n)++] = (FaPipeStep){kind, arg, why};
+    steps[(*n)++] = (FaPipeStep){kind, arg, why, FA_BY_ALL};
+}
+
+static void push_step_by(FaPipeStep *steps, int *n, FaPipeStepKind kind, int arg, FaStepBy by) {
+  if (*n < FA_PIPE_MAX_STEPS)
+    steps[(*n)++] = (FaPipeStep){kind, arg, FA_WHY_NONE, by};
+}
+
+static void plan_mbarrier_steps(FaPipelinePlan *pp) {
+  push_step(pp->prologue, &pp->nprologue, FA_STEP_BARRIER, 0, FA_WHY_BUFFERS_REUSED);
+  for (int s = 0; s < pp->ahead; s++) {
+    push_step_by(pp->prologue, &pp->nprologue, FA_STEP_WAIT_EMPTY, s, FA_BY_ISSUER);
+    push_step_by(pp->prologue, &pp->nprologue, FA_STEP_ISSUE, s, FA_BY_ISSUER);
+  }
+  push_step_by(pp->head, &pp->nhead, FA_STEP_WAIT_EMPTY, pp->ahead, FA_BY_ISSUER);
+  push_step_by(pp->head, &pp->nhead, FA_STEP_ISSUE, pp->ahead, FA_BY_ISSUER);
+  push_step(pp->head, &pp->nhead, FA_STEP_WAIT_FULL, 0, FA_WHY_LANDED);
+  push_step_by(pp->tail, &pp->ntail, FA_STEP_RELEASE, 0, FA_BY_WARP);
 }
 
 static void plan_pipeline_steps(FaCudaPlan *p, FaPipelinePlan *pp) {
+  if (pp->sync == FA_SYNC_MBARRIER) {
+    plan_mbarrier_steps(pp);
+    return;
+  }
   push_step(pp->prologue, &pp->nprologue, FA_STEP_BARRIER, 0, FA_WHY_BUFFERS_REUSED);
   for (int s = 0; s < pp->ahead; s++) {
     push_step(pp->prologue, &pp->nprologue, FA_STEP_ISSUE, s, FA_WHY_NONE);
@@ -1081,8 +1345,15 @@ static void plan_kernel(Planner *pl) {
   FaCudaPlan *p = pl->p;
   for (int i = 0; i < p->npipelines; i++)
     plan_pipeline_steps(p, p->pipelines[i]);
+  /* mbarriers: 8 bytes each, right after the tiles */
+  for (int i = 0; i < p->nbarriers; i++)
+    if (p->barriers[i].kind == FA_BARRIER_MBARRIER) {
+      p->barriers[i].offset = p->smem.tiles + p->smem.barriers;
+      p->smem.barriers += 8 * (size_t)p->barriers[i].slots;
+    }
+  p->smem.barriers = (p->smem.barriers + 15) & ~(size_t)15;
   p->smem.scratch = scratch_bytes(p);
-  p->smem.total = p->smem.tiles + ((p->smem.scratch + 15) & ~(size_t)15) + p->smem.align_pad;
+  p->smem.total = p->smem.tiles + p->smem.barriers + ((p->smem.scratch + 15) & ~(size_t)15) + p->smem.align_pad;
   p->roles[0] = (FaWarpRole){FA_ROLE_COMPUTE, 0, p->warps, 0};
   p->nroles = 1;
   unsigned uses = 0;
@@ -1093,9 +1364,12 @@ static void plan_kernel(Planner *pl) {
     uses |= FA_BARRIER_FOR_PIPELINE;
   if (p->smem.scratch)
     uses |= FA_BARRIER_FOR_SCRATCH;
-  if (uses) {
-    p->barriers[0] = (FaBarrierPlan){FA_BARRIER_CTA, 0, 32 * p->warps, uses};
-    p->nbarriers = 1;
+  if (uses && p->nbarriers < FA_MAX_BARRIERS) {
+    FaBarrierPlan *b = &p->barriers[p->nbarriers++];
+    memset(b, 0, sizeof *b);
+    b->kind = FA_BARRIER_CTA;
+    b->threads = 32 * p->warps;
+    b->uses = uses;
   }
   p->schedule.kind = FA_SCHEDULE_GRID;
 }
@@ -1155,6 +1429,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   out->fn = k->device;
   out->target = target;
   out->stages = k->stages;
+  out->pipeline = k->pipeline > FA_PIPELINE_DEFAULT && k->pipeline < FA_PIPELINE_COUNT ? (FaPipelineKind)k->pipeline
+                                                                                        : FA_PIPELINE_CP_ASYNC;
   int errors_before = fc->diag.errors;
   if (!fa_assign_layouts(fc, k, &out->layouts)) {
     fa_cuda_plan_free(out);
@@ -1173,6 +1449,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   }
   if (pl.ok)
     plan_pipelines(&pl, out->fn->body);
+  if (pl.ok)
+    plan_tma(&pl);
   if (pl.ok) {
     plan_fused_adds(&pl, out->fn->body);
     allocate_tiles(&pl);

@@ -72,6 +72,8 @@ typedef enum FaTileFormat {
 typedef enum FaTileFill {
   FA_FILL_REGISTERS,        /* written from the value's registers after its definition (fa::stage) */
   FA_FILL_CP_ASYNC,         /* loaded from global memory by cp.async, iterations ahead (a pipeline) */
+  FA_FILL_TMA,              /* loaded by the bulk copy engine (its access's FaTmaPlan), in a pipeline
+                               or once */
 } FaTileFill;
 
 typedef struct FaTilePlan {
@@ -84,8 +86,8 @@ typedef struct FaTilePlan {
   int swizzle;              /* FA_TILE_SWIZZLED: the swizzle width in bytes (32, 64, 128) */
   int store_vec;            /* FA_FILL_REGISTERS: elements per shared-memory store */
   FaTileFill fill;
-  struct FaPipelinePlan *pipeline; /* FA_FILL_CP_ASYNC: the pipeline filling it */
-  struct FaAccessPlan *load;       /* FA_FILL_CP_ASYNC: the load */
+  struct FaPipelinePlan *pipeline; /* FA_FILL_CP_ASYNC, FA_FILL_TMA in a loop: the pipeline filling it */
+  struct FaAccessPlan *load;       /* FA_FILL_CP_ASYNC, FA_FILL_TMA: the load */
   size_t buf_bytes;         /* one buffer: rows * pitch */
   int nbufs;                /* buffers: the pipeline's stages, else 1 */
   size_t offset;            /* bytes from the start of the dynamic shared memory (tiles first) */
@@ -100,6 +102,7 @@ typedef enum FaAccessMethod {
   FA_ACCESS_VECTOR,         /* block pointer: `vec` contiguous elements per access (1: scalar) */
   FA_ACCESS_CP_ASYNC,       /* block pointer loaded straight into a tile by cp.async (pipelined) */
   FA_ACCESS_ATOMIC,         /* atomic_add: one thread per element (or one thread for a scalar) */
+  FA_ACCESS_TMA,            /* block pointer loaded into a tile by bulk tensor copies (FaTmaPlan) */
 } FaAccessMethod;
 
 /* What limits the vector width of a block-pointer access (the first that
@@ -127,6 +130,79 @@ typedef struct FaVecFacts {
   FaVecLimit limit;         /* what bound the width */
 } FaVecFacts;
 
+/* ---- bulk tensor copies (TMA) ------------------------------------------------------------
+ * A block-pointer load whose value only feeds products through a swizzled
+ * tile can be copied by the copy engine, box by box, when its view is the
+ * pointer parameter's declared extent seen through block coordinates: each
+ * dimension of the block pointer has the shape and stride of one dimension
+ * of the extent (row-major), the dimension of stride 1 among them, and the
+ * base is the parameter plus whole coordinates along the other dimensions
+ * (proved by matching the offset's terms against the extent's strides, as
+ * polynomials over the parameters and the kernel's scalars).  Then the
+ * tensor's edges are the view's, and the copy engine's out-of-bounds fill
+ * (zero, or NaN) is exactly the padding the load asks for. */
+
+/* A sum of terms coef * atom * atom ...; an atom is parameter `a` (a < FA_SYM_VALUE)
+ * or the device function's scalar value a - FA_SYM_VALUE. */
+enum { FA_SYM_MAX_ATOMS = 6, FA_SYM_MAX_TERMS = 8, FA_SYM_VALUE = 1 << 20 };
+typedef struct FaSymTerm {
+  long long coef;
+  int natoms;
+  int atoms[FA_SYM_MAX_ATOMS]; /* sorted */
+} FaSymTerm;
+typedef struct FaSymPoly {
+  int nterms;
+  FaSymTerm terms[FA_SYM_MAX_TERMS];
+} FaSymPoly;
+
+/* Why a load that could be copied by TMA is not (FA_TMA_OK: it is). */
+typedef enum FaTmaRefusal {
+  FA_TMA_OK,
+  FA_TMA_NOT_CHOSEN,        /* the launch configuration's pipeline is cp_async */
+  FA_TMA_TARGET,            /* not sm_90a (the tiles are not swizzled) */
+  FA_TMA_NOT_TILE,          /* the value is used other than as a product's swizzled tile */
+  FA_TMA_IN_LOOP,           /* in a loop, but not a load the loop's pipeline issues ahead */
+  FA_TMA_NO_ORIGIN,         /* its make_block_ptr cannot be told */
+  FA_TMA_NO_PARAM,          /* the base is not a pointer parameter plus an offset */
+  FA_TMA_NO_EXTENT,         /* the parameter declares no extent in terms of the parameters */
+  FA_TMA_SHAPE,             /* a dimension's shape and stride are not those of a dimension of the extent */
+  FA_TMA_INNER,             /* the extent's innermost dimension is not the tile's contiguous one */
+  FA_TMA_OFFSET,            /* the base offset is not whole coordinates along the extent's other dimensions */
+  FA_TMA_SCOPE,             /* a coordinate uses a value the copy's issuer cannot see */
+  FA_TMA_STRIDE_ALIGN,      /* a stride of the extent may not be a multiple of 16 bytes */
+  FA_TMA_BASE_ALIGN,        /* the parameter may not be 16-byte aligned */
+  FA_TMA_BOX,               /* a box dimension above 256 elements */
+  FA_TMA_PIPELINE,          /* another load of its pipeline cannot be a bulk copy */
+  FA_TMA_LIMIT,             /* too many tensor maps or barriers */
+} FaTmaRefusal;
+
+/* A tensor-map argument of the kernel (fa_tmapN): built at launch from a
+ * pointer parameter's declared extent (FaCudaArg of kind CUDA_ARG_TENSOR_MAP). */
+typedef struct FaTensorMapPlan {
+  int id;
+  int param;                /* the pointer parameter */
+  int rank;                 /* dimensions of the map, outermost first below */
+  int dims_end[FA_MAX_RANK];/* map dimension i covers extent dimensions dims_end[i-1] .. dims_end[i]-1 */
+  int box[FA_MAX_RANK];     /* elements per copy along each */
+  int swizzle;              /* bytes: 32, 64, 128 (the tile's) */
+  bool nan_fill;            /* padding="nan": out-of-bounds elements read as NaN; else zero */
+} FaTensorMapPlan;
+
+typedef struct FaTmaPlan {
+  FaTensorMapPlan *map;
+  int block_dim[FA_MAX_RANK]; /* per map dimension: the block pointer's dimension whose offset is its
+                                 coordinate, or -1: the outer dimension */
+  int outer;                /* the map dimension whose coordinate comes from the base, or -1 */
+  FaSymPoly outer_coord;    /* that coordinate (atoms: parameters and scalars of the kernel) */
+  int inner_dim;            /* the block dimension of stride 1 (the tile's contiguous one) */
+  int panels;               /* copies per tile: one per swizzle width of its rows */
+  int panel_elems;          /* elements of a row per copy */
+  size_t panel_bytes;       /* bytes per copy: rows * swizzle width */
+  size_t bytes;             /* per tile: panels * panel_bytes */
+  int barrier;              /* a load outside loops: its mbarrier (index into FaCudaPlan.barriers) */
+  const IrOp *wait_before;  /* a load outside loops: the threads wait for it before this op */
+} FaTmaPlan;
+
 typedef struct FaAccessPlan {
   const IrOp *op;           /* IR_LOAD, IR_STORE, IR_ATOMIC_ADD, IR_LOAD_BLOCK, IR_STORE_BLOCK */
   FaAccessMethod method;
@@ -139,21 +215,29 @@ typedef struct FaAccessPlan {
                                loop body, updated by `advance` (loop-invariant steps) each iteration */
   const IrOp *advance;
   size_t scratch;           /* bytes of scratch (an atomic_add on a scalar whose result is used) */
+  FaTmaPlan *tma;           /* FA_ACCESS_TMA */
+  FaTmaRefusal tma_refusal; /* a load into a swizzled tile that is not a bulk copy: why */
+  int tma_refusal_dim;      /* the dimension the refusal is about, or -1 */
 } FaAccessPlan;
 
 /* ---- pipelines ----------------------------------------------------------------------------- */
 
 typedef enum FaPipeSync {
   FA_SYNC_CP_ASYNC_GROUPS,  /* cp.async commit groups waited with cp.async.wait_group, and CTA barriers */
+  FA_SYNC_MBARRIER,         /* bulk tensor copies on a ring of full/empty mbarriers (fa_hopper.cuh) */
 } FaPipeSync;
 
 /* One step of a pipeline's synchronisation, in the order the code runs it. */
 typedef enum FaPipeStepKind {
   FA_STEP_BARRIER,          /* a CTA barrier (__syncthreads); `why` says what it separates */
-  FA_STEP_ISSUE,            /* issue the loads of iteration `arg` ahead (skipped past the loop's end) */
+  FA_STEP_ISSUE,            /* issue the loads of iteration `arg` ahead (skipped past the loop's end);
+                               mbarrier rings: arm full[] with the bytes, then the copies */
   FA_STEP_COMMIT,           /* close the cp.async group of what was just issued */
   FA_STEP_WAIT_GROUPS,      /* wait until at most `arg` groups are in flight */
   FA_STEP_PROXY_FENCE,      /* make the generic proxy's writes visible to the async proxy (wgmma) */
+  FA_STEP_WAIT_EMPTY,       /* wait until the buffer of iteration `arg` ahead is released (empty[]) */
+  FA_STEP_WAIT_FULL,        /* wait until this iteration's copies have landed (full[]) */
+  FA_STEP_RELEASE,          /* this iteration's buffers are read: arrive on empty[] */
 } FaPipeStepKind;
 
 typedef enum FaStepWhy {
@@ -163,10 +247,18 @@ typedef enum FaStepWhy {
   FA_WHY_LANDED,            /* this iteration's tiles are complete and visible to every warp */
 } FaStepWhy;
 
+/* Who runs a step. */
+typedef enum FaStepBy {
+  FA_BY_ALL,                /* every thread that computes */
+  FA_BY_ISSUER,             /* one thread (thread 0) */
+  FA_BY_WARP,               /* one lane of each warp that computes, after the warp's other lanes */
+} FaStepBy;
+
 typedef struct FaPipeStep {
   FaPipeStepKind kind;
   int arg;
   FaStepWhy why;
+  FaStepBy by;
 } FaPipeStep;
 
 enum { FA_PIPE_MAX_STEPS = 24, FA_PIPE_MAX_STAGES = 8 };
@@ -179,9 +271,20 @@ typedef struct FaPipelinePlan {
   FaPipeSync sync;
   FaAccessPlan **loads;     /* in the loop body's order */
   int nloads;
-  /* before the loop, at the head of each iteration, after the loop */
-  FaPipeStep prologue[FA_PIPE_MAX_STEPS], head[FA_PIPE_MAX_STEPS], epilogue[FA_PIPE_MAX_STEPS];
-  int nprologue, nhead, nepilogue;
+  /* before the loop, at the head of each iteration, at its end (after the
+     last read of its buffers), after the loop */
+  FaPipeStep prologue[FA_PIPE_MAX_STEPS], head[FA_PIPE_MAX_STEPS], tail[FA_PIPE_MAX_STEPS],
+      epilogue[FA_PIPE_MAX_STEPS];
+  int nprologue, nhead, ntail, nepilogue;
+  /* FA_SYNC_MBARRIER: the barriers (indices into FaCudaPlan.barriers, `stages`
+     mbarriers each), the bytes one iteration's copies bring; uses of the
+     ring are counted over the whole kernel (one counter per ring), so
+     that a loop run several times continues the phases */
+  int full, empty;
+  int ring;                 /* its use counter (fa_ringN) */
+  size_t tx_bytes;
+  FaTmaRefusal tma_refusal; /* why the loads stay cp.async (FA_TMA_OK: they do not) */
+  const FaAccessPlan *refused; /* the load that decided it */
 } FaPipelinePlan;
 
 /* ---- products ------------------------------------------------------------------------------- */
@@ -237,7 +340,8 @@ typedef struct FaReducePlan {
 
 typedef struct FaSmemPlan {
   size_t tiles;             /* bytes of tiles, from offset 0 */
-  size_t scratch;           /* library scratch above the tiles (the largest need of any op) */
+  size_t barriers;          /* bytes of mbarriers, from offset `tiles` (8 each) */
+  size_t scratch;           /* library scratch above the tiles and mbarriers (the largest need of any op) */
   size_t tile_align;        /* tiles start at multiples of it (1024: the 128-byte swizzle's period) */
   size_t align_pad;         /* bytes the launch adds so the buffer can be moved to that boundary */
   size_t total;             /* dynamic shared memory requested at launch */
@@ -255,7 +359,15 @@ typedef struct FaWarpRole {
 
 typedef enum FaBarrierKind {
   FA_BARRIER_CTA,           /* __syncthreads (named barrier 0, every thread) */
+  FA_BARRIER_MBARRIER,      /* `slots` mbarriers in shared memory at `offset`, `arrivals` each */
 } FaBarrierKind;
+
+/* What an mbarrier is for. */
+typedef enum FaMbarrierUse {
+  FA_MBAR_FULL,             /* a ring's buffers have landed (armed with the bytes by the issuer) */
+  FA_MBAR_EMPTY,            /* a ring's buffers are read (each compute warp arrives) */
+  FA_MBAR_LOAD,             /* one bulk copy outside loops has landed */
+} FaMbarrierUse;
 
 /* What a barrier is used for (bits of FaBarrierPlan.uses). */
 enum {
@@ -269,7 +381,16 @@ typedef struct FaBarrierPlan {
   int id;                   /* the hardware barrier */
   int threads;              /* threads taking part */
   unsigned uses;
+  /* FA_BARRIER_MBARRIER */
+  FaMbarrierUse mbar;
+  int slots;                /* consecutive mbarriers (a ring's stages) */
+  int arrivals;             /* arrivals that complete a phase */
+  size_t offset;            /* bytes from the start of the dynamic shared memory */
+  const struct FaPipelinePlan *pipeline; /* FA_MBAR_FULL / FA_MBAR_EMPTY */
+  const struct FaAccessPlan *load;       /* FA_MBAR_LOAD */
 } FaBarrierPlan;
+
+enum { FA_MAX_BARRIERS = 24, FA_MAX_TENSOR_MAPS = 16 };
 
 typedef enum FaScheduleKind {
   FA_SCHEDULE_GRID,         /* one thread block per program, the grid as @kernel(grid=...) gives it */
@@ -298,6 +419,7 @@ struct FaCudaPlan {
   const IrFunction *fn;
   FaCudaTarget target;
   int warps, stages;
+  FaPipelineKind pipeline;  /* the launch configuration's choice (never FA_PIPELINE_DEFAULT) */
   FaLayoutPlan layouts;     /* the layout pass's results (IrValue.layout and op->aux are set too) */
   FaArgFact *facts;         /* what the specialisation assumes of the arguments */
   int nfacts;
@@ -318,8 +440,11 @@ struct FaCudaPlan {
   FaSmemPlan smem;
   FaWarpRole roles[4];
   int nroles;
-  FaBarrierPlan barriers[4];
+  FaBarrierPlan barriers[FA_MAX_BARRIERS];
   int nbarriers;
+  FaTensorMapPlan *tmaps[FA_MAX_TENSOR_MAPS]; /* the kernel's tensor-map arguments, after its parameters */
+  int ntmaps;
+  int nrings;               /* mbarrier rings (pipelines of FA_SYNC_MBARRIER): kernel-wide use counters */
   FaSchedulePlan schedule;
   const IrOp **order;       /* every op of the device function, in pre-order */
   int nops;
@@ -350,6 +475,14 @@ const FaLayout *fa_plan_operand_layout(const FaCudaPlan *plan, const IrOp *op, i
 bool fa_plan_op_live(const FaCudaPlan *plan, const IrOp *op);
 /* Whether operand i of op is read from a tile rather than from registers. */
 bool fa_plan_reads_tile(const IrOp *op, int i);
+
+/* For the planner (cuda_plan_tma.c): whether load (into tile t) can be a
+ * bulk tensor copy issued by code in region `issue` (or a region inside
+ * it).  FA_TMA_OK fills *map (its id left 0) and *out (out->map left NULL);
+ * otherwise *dim is the block dimension the refusal is about, or -1. */
+FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *load, const FaTilePlan *t, const IrRegion *issue,
+                              FaTensorMapPlan *map, FaTmaPlan *out, int *dim);
+const char *fa_tma_refusal_text(FaTmaRefusal r);
 
 /* Writes the plan as text, one decision per line. */
 void fa_cuda_plan_print(const FaCudaPlan *plan, StrBuf *out);

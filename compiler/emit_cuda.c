@@ -55,6 +55,7 @@ typedef struct Emitter {
   const IrFunction *fn;
   ValNames *vn;             /* by value id */
   const char **pipe_counter;/* by pipeline id: the ring's iteration counter */
+  const IrValue **by_id;    /* every value of the device function, by id */
   PtrVec names;             /* identifiers in use */
   StrBuf body;
   int indent;
@@ -370,7 +371,8 @@ static const char *operand(Emitter *em, const IrOp *op, int i) {
 
 /* Library scratch space: above the tiles. */
 static const char *scratch(Emitter *em) {
-  return em->plan->smem.tiles ? aprintf(em, "(fa_smem + %zu)", em->plan->smem.tiles) : "fa_smem";
+  size_t at = em->plan->smem.tiles + em->plan->smem.barriers;
+  return at ? aprintf(em, "(fa_smem + %zu)", at) : "fa_smem";
 }
 
 /* The tile format type of fa_mma.cuh. */
@@ -388,17 +390,23 @@ static const char *tile_address(Emitter *em, const FaTilePlan *t) {
   return aprintf(em, "fa::smem_addr(fa_smem + %zu)", t->offset);
 }
 
+/* The barrier among the threads that compute. */
+static const char *barrier_stmt(Emitter *em) {
+  (void)em;
+  return "__syncthreads();";
+}
+
 static void emit_stage(Emitter *em, const IrValue *x) {
   const FaTilePlan *t = vplan(em, x)->tile;
   /* products of the previous iteration, or of a tile that shared this
      memory, may still read it */
-  line(em, "__syncthreads();");
+  line(em, "%s", barrier_stmt(em));
   line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, %s);  // shared-memory copy for tensor-core products",
        layout_name(em, x->layout), t->inner, t->store_vec, tile_format(em, t), t->offset, names_of(em, x)->name,
        thread_offset(em, x->layout));
   if (em->plan->async_proxy_reads)
     line(em, "fa::fence_async_smem();  // the tensor cores read it through the async proxy");
-  line(em, "__syncthreads();");
+  line(em, "%s", barrier_stmt(em));
 }
 
 /* dst (declared, in layout c->to) = src (in layout c->from). */
@@ -616,9 +624,9 @@ static void emit_store(Emitter *em, const IrOp *op) {
     line(em, "  if (threadIdx.x == 0)");
     line(em, "    *fa_old = %s ? fa::atomic_add(%s, %s) : %s;", cond ? cond : "true", p, v,
          zero_of(em, r->type.dtype));
-    line(em, "  __syncthreads();");
+    line(em, "  %s", barrier_stmt(em));
     line(em, "  %s = *fa_old;", names_of(em, r)->name);
-    line(em, "  __syncthreads();");
+    line(em, "  %s", barrier_stmt(em));
     line(em, "}");
     return;
   }
@@ -698,6 +706,107 @@ static const char *pad_value(Emitter *em, DType dt, IrPadding pad) {
   return zero_of(em, dt);
 }
 
+/* ---- bulk tensor copies (TMA) ---------------------------------------------------------------
+ * The copies of a tile: one per swizzle width of its rows ("panel"), each a
+ * box of the tensor map at the coordinates of the block pointer (the
+ * block's offsets, the base's outer coordinate), landing at the panel's
+ * place in the tile and completing on an mbarrier. */
+
+static const char *mbar_address(Emitter *em, int barrier, const char *slot) {
+  const FaBarrierPlan *b = &em->plan->barriers[barrier];
+  if (!slot)
+    return aprintf(em, "fa::smem_addr(fa_smem + %zu)", b->offset);
+  return aprintf(em, "(fa::smem_addr(fa_smem + %zu) + 8u * %s)", b->offset, slot);
+}
+
+/* The C expression of a coordinate polynomial (cuda_plan.h). */
+static const char *poly_expr(Emitter *em, const FaSymPoly *c) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_sb_puts(&sb, "(int)(");
+  if (!c->nterms)
+    fa_sb_puts(&sb, "0");
+  for (int i = 0; i < c->nterms; i++) {
+    const FaSymTerm *t = &c->terms[i];
+    fa_sb_printf(&sb, "%s%lldLL", i ? " + " : "", t->coef);
+    for (int a = 0; a < t->natoms; a++) {
+      int atom = t->atoms[a];
+      const IrValue *v = NULL;
+      if (atom < FA_SYM_VALUE && atom < em->fn->nparams)
+        v = em->fn->params[atom].value;
+      else if (atom >= FA_SYM_VALUE && atom - FA_SYM_VALUE < em->plan->nvalues)
+        v = em->by_id[atom - FA_SYM_VALUE];
+      if (!v) {
+        fail(em, em->fn->loc, "internal compiler error: a TMA coordinate names an unknown value");
+        break;
+      }
+      fa_sb_printf(&sb, " * (long long)%s", value_ref(em, v));
+    }
+  }
+  fa_sb_putc(&sb, ')');
+  const char *r = aprintf(em, "%s", sb.data ? sb.data : "0");
+  fa_sb_free(&sb);
+  return r;
+}
+
+/* The copies of ap's tile from block pointer `bp` (a C expression) into the
+ * buffer at byte offset `buf` (an expression) of the tile, on mbarrier
+ * `bar`, after arming it with their bytes. */
+static void emit_tma_copies(Emitter *em, const FaAccessPlan *ap, const char *bp, const char *buf, const char *bar) {
+  const FaTmaPlan *t = ap->tma;
+  const FaTensorMapPlan *m = t->map;
+  const char *outer = t->outer >= 0 ? poly_expr(em, &t->outer_coord) : NULL;
+  line(em, "{  // %s: %d cop%s of %zu bytes (tensor map %d)", names_of(em, ap->op->results[0])->name, t->panels,
+       t->panels == 1 ? "y" : "ies", t->panel_bytes, m->id);
+  em->indent++;
+  line(em, "const auto &fa_bp = %s;", bp);
+  for (int pn = 0; pn < t->panels; pn++) {
+    StrBuf c;
+    fa_sb_init(&c);
+    for (int i = m->rank - 1; i >= 0; i--) { /* innermost first */
+      fa_sb_puts(&c, i == m->rank - 1 ? "" : ", ");
+      int d = t->block_dim[i];
+      if (d < 0)
+        fa_sb_puts(&c, outer);
+      else if (d == t->inner_dim && pn)
+        fa_sb_printf(&c, "fa_bp.offset[%d] + %d", d, pn * t->panel_elems);
+      else
+        fa_sb_printf(&c, "fa_bp.offset[%d]", d);
+    }
+    line(em, "fa::tma_load<%d>(fa::smem_addr(fa_smem + %zu + %s%s), fa_tmap%d, %s, {%s});", m->rank,
+         ap->tile->offset + (size_t)pn * t->panel_bytes, buf, "", m->id, bar, c.data ? c.data : "");
+    fa_sb_free(&c);
+  }
+  em->indent--;
+  line(em, "}");
+}
+
+/* A load outside loops: one thread arms its mbarrier and issues the copies
+ * here; every thread waits before the first op that reads the tile. */
+static void emit_tma_once(Emitter *em, const FaAccessPlan *ap) {
+  const FaTmaPlan *t = ap->tma;
+  const char *bar = mbar_address(em, t->barrier, NULL);
+  line(em, "// %s: loaded into shared memory by the copy engine (waited for before its first reader)",
+       names_of(em, ap->op->results[0])->name);
+  line(em, "%s  // the tile's memory may have held other tiles", barrier_stmt(em));
+  line(em, "if (threadIdx.x == 0) {");
+  em->indent++;
+  line(em, "fa::mbar_arrive_expect_tx(%s, %zuu);", bar, t->bytes);
+  emit_tma_copies(em, ap, value_ref(em, ap->op->operands[0]), "0", bar);
+  em->indent--;
+  line(em, "}");
+}
+
+/* The waits, before op, for the loads outside loops whose first reader it is. */
+static void emit_tma_waits(Emitter *em, const IrOp *op) {
+  for (int i = 0; i < em->plan->naccesses; i++) {
+    const FaAccessPlan *ap = em->plan->accesses[i];
+    if (ap->method == FA_ACCESS_TMA && !ap->pipeline && ap->tma->wait_before == op)
+      line(em, "fa::mbar_wait(%s, 0);  // %s has landed", mbar_address(em, ap->tma->barrier, NULL),
+           names_of(em, ap->op->results[0])->name);
+  }
+}
+
 static void emit_load_block(Emitter *em, const IrOp *op) {
   const IrValue *r = op->results[0];
   const FaAccessPlan *ap = fa_plan_access(em->plan, op);
@@ -708,6 +817,15 @@ static void emit_load_block(Emitter *em, const IrOp *op) {
   if (ap->method == FA_ACCESS_CP_ASYNC) {
     line(em, "// %s: loaded into shared memory by cp.async, %d iterations ahead (see the loop's head)",
          names_of(em, r)->name, ap->pipeline->ahead);
+    return;
+  }
+  if (ap->method == FA_ACCESS_TMA && ap->pipeline) {
+    line(em, "// %s: loaded into shared memory by the copy engine, %d iterations ahead (see the loop's head)",
+         names_of(em, r)->name, ap->pipeline->ahead);
+    return;
+  }
+  if (ap->method == FA_ACCESS_TMA) {
+    emit_tma_once(em, ap);
     return;
   }
   const FaLayout *l = r->layout;
@@ -1147,6 +1265,67 @@ static const char *step_comment(const FaPipeStep *s) {
   return s->kind == FA_STEP_PROXY_FENCE ? "  // visible to the tensor cores' async proxy too" : "";
 }
 
+/* The block pointer of load ap for the iteration `times` ahead, before the
+ * loop (from its initial block pointers) or in it. */
+static const char *pipe_blockptr(Emitter *em, const FaPipelinePlan *pp, const FaAccessPlan *ap, int times,
+                                 bool before) {
+  const IrOp *loop = pp->loop, *adv = ap->advance;
+  const char *bp = before ? value_ref(em, loop->operands[3 + ap->carried - 1])
+                          : names_of(em, loop->regions[0]->args[ap->carried])->name;
+  StrBuf d;
+  fa_sb_init(&d);
+  for (int k = 1; k < adv->noperands; k++)
+    fa_sb_printf(&d, "%s(int)%s", k > 1 ? ", " : "", value_ref(em, adv->operands[k]));
+  const char *r = aprintf(em, "fa::advance_by(%s, {%s}, %d)", bp, d.data ? d.data : "", times);
+  fa_sb_free(&d);
+  return r;
+}
+
+/* A step of an mbarrier ring (FA_SYNC_MBARRIER).  Use n of the ring is
+ * counter + arg; its buffer is n % stages (fa::ring_slot), the parity of
+ * its phase (n / stages) & 1 (fa::ring_parity). */
+static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeStep *s, PipeWhere where) {
+  const IrOp *loop = pp->loop;
+  const char *counter = em->pipe_counter[pp->id];
+  const char *use = s->arg ? aprintf(em, "%s + %d", counter, s->arg) : counter;
+  const char *slot = aprintf(em, "fa::ring_slot<%d>(%s)", pp->stages, use);
+  const char *parity = aprintf(em, "fa::ring_parity<%d>(%s)", pp->stages, use);
+  bool before = where == PIPE_BEFORE;
+  const char *iv = before ? value_ref(em, loop->operands[0]) : names_of(em, loop->regions[0]->args[0])->name;
+  const char *exists = aprintf(em, "%s + %d * %s < %s", iv, s->arg, value_ref(em, loop->operands[2]),
+                               value_ref(em, loop->operands[1]));
+  switch (s->kind) {
+  case FA_STEP_WAIT_EMPTY:
+    line(em, "if (threadIdx.x == 0 && %s)  // the buffer of iteration +%d is free", exists, s->arg);
+    line(em, "  fa::mbar_wait(%s, %s ^ 1u);", mbar_address(em, pp->empty, slot), parity);
+    break;
+  case FA_STEP_ISSUE: {
+    line(em, "if (threadIdx.x == 0 && %s) {  // the copies of iteration +%d", exists, s->arg);
+    em->indent++;
+    const char *full = mbar_address(em, pp->full, slot);
+    line(em, "fa::mbar_arrive_expect_tx(%s, %zuu);", full, pp->tx_bytes);
+    for (int j = 0; j < pp->nloads; j++) {
+      const FaAccessPlan *ap = pp->loads[j];
+      emit_tma_copies(em, ap, pipe_blockptr(em, pp, ap, s->arg, before),
+                      aprintf(em, "%s * %zuu", slot, ap->tile->buf_bytes), full);
+    }
+    em->indent--;
+    line(em, "}");
+    break;
+  }
+  case FA_STEP_WAIT_FULL:
+    line(em, "fa::mbar_wait(%s, %s);  // this iteration's tiles have landed", mbar_address(em, pp->full, slot), parity);
+    break;
+  case FA_STEP_RELEASE:
+    line(em, "__syncwarp();  // every lane of the warp is done with this iteration's buffers");
+    line(em, "if (fa_lane == 0)");
+    line(em, "  fa::mbar_arrive(%s);", mbar_address(em, pp->empty, slot));
+    break;
+  case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
+  default: fail(em, loop->loc, "internal compiler error: a cp.async step in an mbarrier ring"); break;
+  }
+}
+
 /* The steps of a pipeline before its loop (PIPE_BEFORE: from the loop's
  * initial block pointers), at the head of an iteration, or after it. */
 static void emit_pipe_steps(Emitter *em, const FaPipelinePlan *pp, const FaPipeStep *steps, int n, PipeWhere where) {
@@ -1156,8 +1335,12 @@ static void emit_pipe_steps(Emitter *em, const FaPipelinePlan *pp, const FaPipeS
   const char *counter = em->pipe_counter[pp->id];
   for (int i = 0; i < n; i++) {
     const FaPipeStep *s = &steps[i];
+    if (pp->sync == FA_SYNC_MBARRIER) {
+      emit_ring_step(em, pp, s, where);
+      continue;
+    }
     switch (s->kind) {
-    case FA_STEP_BARRIER: line(em, "__syncthreads();%s", step_comment(s)); break;
+    case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
     case FA_STEP_COMMIT: line(em, "fa::cp_async_commit();"); break;
     case FA_STEP_WAIT_GROUPS: line(em, "fa::cp_async_wait<%d>();%s", s->arg, step_comment(s)); break;
     case FA_STEP_PROXY_FENCE: line(em, "fa::fence_async_smem();%s", step_comment(s)); break;
@@ -1177,6 +1360,9 @@ static void emit_pipe_steps(Emitter *em, const FaPipelinePlan *pp, const FaPipeS
       line(em, "}");
       break;
     }
+    case FA_STEP_WAIT_EMPTY:
+    case FA_STEP_WAIT_FULL:
+    case FA_STEP_RELEASE: fail(em, loop->loc, "internal compiler error: an mbarrier step in a cp.async pipeline"); break;
     }
   }
 }
@@ -1201,7 +1387,15 @@ static void emit_for(Emitter *em, const IrOp *op) {
   const char *counter = NULL;
   const char *lb = value_ref(em, op->operands[0]), *ub = value_ref(em, op->operands[1]);
   const char *step = value_ref(em, op->operands[2]);
-  if (pp) {
+  if (pp && pp->sync == FA_SYNC_MBARRIER) {
+    /* the ring's use counter runs over the whole kernel (declared at its top) */
+    counter = aprintf(em, "fa_ring%d", pp->ring);
+    em->pipe_counter[pp->id] = counter;
+    line(em, "// software pipeline: the copy engine loads the tiles of the next %d iteration%s while this one "
+             "computes (mbarrier ring %d)",
+         pp->ahead, pp->ahead == 1 ? "" : "s", pp->ring);
+    emit_pipe_steps(em, pp, pp->prologue, pp->nprologue, PIPE_BEFORE);
+  } else if (pp) {
     counter = fresh_tmp(em, "it");
     em->pipe_counter[pp->id] = counter;
     line(em, "// software pipeline: the tiles of the next %d iterations are loaded while this one computes", pp->ahead);
@@ -1256,6 +1450,8 @@ static void emit_for(Emitter *em, const IrOp *op) {
           }
         }
   }
+  if (pp)
+    emit_pipe_steps(em, pp, pp->tail, pp->ntail, PIPE_HEAD);
   if (counter)
     line(em, "++%s;", counter);
   em->indent--;
@@ -1298,6 +1494,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
     return;
   if (op->kind == IR_CONST || !fa_plan_op_live(em->plan, op))
     return;
+  emit_tma_waits(em, op);
   source_comment(em, op->loc);
   const IrValue *r = op->nresults > 0 ? op->results[0] : NULL;
   if (r && op->kind != IR_FOR && op->kind != IR_IF) {
@@ -1372,12 +1569,17 @@ static void emit_region(Emitter *em, const IrRegion *r) {
 
 /* ---- the kernel ----------------------------------------------------------------------------------------- */
 
+static void emit_mbarrier_init(Emitter *em, StrBuf *out);
+
 static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   char arch[32];
   fa_cuda_target_name(em->plan->target, arch, sizeof arch);
   const char *file = em->fn->loc.src && em->fn->loc.src->name ? em->fn->loc.src->name : "<string>";
-  fa_sb_printf(out, "// %s: kernel '%s' for %s, %d warps (%d threads), %d stages.\n", file,
+  fa_sb_printf(out, "// %s: kernel '%s' for %s, %d warps (%d threads), %d stages", file,
                em->fn->name ? em->fn->name : "?", arch, em->plan->warps, kout->threads, em->k->stages);
+  if (em->plan->pipeline != FA_PIPELINE_CP_ASYNC)
+    fa_sb_printf(out, ", pipeline %s", fa_pipeline_name(em->plan->pipeline));
+  fa_sb_puts(out, ".\n");
   fa_sb_puts(out, "// Generated by fadsl " PACKAGE_VERSION " from the kernel's specialised tile IR.\n");
   fa_sb_printf(out, "// Dynamic shared memory: %zu bytes.\n", kout->shared_bytes);
   fa_sb_puts(out, "#include \"fadsl_device.cuh\"\n\n");
@@ -1406,6 +1608,8 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
     fa_sb_printf(out, "%s%s%s%s", i ? ", " : "", elem_ctype(em, v->type), v->type.dtype == DT_PTR ? "" : " ",
                  names_of(em, v)->name);
   }
+  for (int i = 0; i < em->plan->ntmaps; i++)
+    fa_sb_printf(out, ", const __grid_constant__ fa::TensorMap fa_tmap%d", i);
   fa_sb_puts(out, ") {\n");
   if (em->plan->smem.tile_align >= 1024) {
     /* swizzled tiles need a 1024-byte boundary; the launch reserves 1024 more bytes for it */
@@ -1421,6 +1625,33 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
     if (em->toff_used[l->id])
       fa_sb_printf(out, "  const int fa_t%d = fa_L%d::thread_offset(fa_lane, fa_warp);\n", l->id, l->id);
   }
+  emit_mbarrier_init(em, out);
+}
+
+/* The mbarriers, initialised by one thread and published to every thread
+ * and to the copy engine before anything uses them; the tensor maps
+ * fetched ahead; a use counter per ring. */
+static void emit_mbarrier_init(Emitter *em, StrBuf *out) {
+  const FaCudaPlan *p = em->plan;
+  bool any = false;
+  for (int i = 0; i < p->nbarriers; i++)
+    any |= p->barriers[i].kind == FA_BARRIER_MBARRIER;
+  if (!any)
+    return;
+  fa_sb_puts(out, "  if (threadIdx.x == 0) {  // the mbarriers (fa_hopper.cuh)\n");
+  for (int i = 0; i < p->nbarriers; i++) {
+    const FaBarrierPlan *b = &p->barriers[i];
+    if (b->kind != FA_BARRIER_MBARRIER)
+      continue;
+    static const char *const what[] = {"full", "empty", "load"};
+    fa_sb_printf(out, "    for (int fa_s = 0; fa_s < %d; ++fa_s)  // %s\n", b->slots, what[b->mbar]);
+    fa_sb_printf(out, "      fa::mbar_init(fa::smem_addr(fa_smem + %zu) + 8u * fa_s, %du);\n", b->offset, b->arrivals);
+  }
+  for (int i = 0; i < p->ntmaps; i++)
+    fa_sb_printf(out, "    fa::tma_prefetch_map(fa_tmap%d);\n", i);
+  fa_sb_puts(out, "  }\n  fa::mbar_init_fence();\n  __syncthreads();\n");
+  for (int i = 0; i < p->nrings; i++)
+    fa_sb_printf(out, "  int fa_ring%d = 0;  // uses of mbarrier ring %d so far\n", i, i);
 }
 
 bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
@@ -1440,9 +1671,14 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
   em.nlayouts = plan->layouts.layouts.len;
   em.vn = calloc((size_t)(plan->nvalues > 0 ? plan->nvalues : 1), sizeof *em.vn);
   em.pipe_counter = calloc((size_t)plan->npipelines + 1, sizeof *em.pipe_counter);
+  em.by_id = calloc((size_t)(plan->nvalues > 0 ? plan->nvalues : 1), sizeof *em.by_id);
+  for (int n = 0; em.by_id && n < plan->nops; n++)
+    for (int r = 0; r < plan->order[n]->nresults; r++)
+      if (plan->order[n]->results[r]->id < plan->nvalues)
+        em.by_id[plan->order[n]->results[r]->id] = plan->order[n]->results[r];
   em.layout_used = calloc((size_t)em.nlayouts + 1, 1);
   em.toff_used = calloc((size_t)em.nlayouts + 1, 1);
-  if (!em.vn || !em.pipe_counter || !em.layout_used || !em.toff_used) {
+  if (!em.vn || !em.pipe_counter || !em.by_id || !em.layout_used || !em.toff_used) {
     fa_error(&fc->diag, em.fn->loc, "out of memory in the CUDA emitter");
     em.ok = false;
   }
@@ -1458,11 +1694,26 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
     out->entry = fresh_name(&em, em.fn->name ? em.fn->name : "kernel");
     out->threads = 32 * plan->warps;
     out->shared_bytes = plan->smem.total;
-    out->nargs = em.fn->nparams;
+    out->nargs = em.fn->nparams + plan->ntmaps;
     out->args = fa_arena_alloc(&fc->arena, (size_t)(out->nargs > 0 ? out->nargs : 1) * sizeof *out->args);
     if (!out->args)
       ok = false;
-    for (int i = 0; ok && i < out->nargs; i++) {
+    for (int i = 0; ok && i < plan->ntmaps; i++) {
+      const FaTensorMapPlan *m = plan->tmaps[i];
+      FaCudaArg *a = &out->args[em.fn->nparams + i];
+      memset(a, 0, sizeof *a);
+      a->kind = CUDA_ARG_TENSOR_MAP;
+      a->param = m->param;
+      a->dtype = em.fn->params[m->param].value->type.pointee;
+      a->rank = m->rank;
+      for (int d = 0; d < m->rank; d++) {
+        a->box[d] = m->box[d];
+        a->dims_end[d] = m->dims_end[d];
+      }
+      a->swizzle_bytes = m->swizzle;
+      a->nan_fill = m->nan_fill;
+    }
+    for (int i = 0; ok && i < em.fn->nparams; i++) {
       const IrValue *v = em.fn->params[i].value;
       out->args[i].kind = v->type.dtype == DT_PTR ? CUDA_ARG_POINTER : CUDA_ARG_SCALAR;
       out->args[i].param = i;
@@ -1490,6 +1741,7 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
   fa_sb_free(&em.helpers);
   free(em.vn);
   free(em.pipe_counter);
+  free(em.by_id);
   free(em.layout_used);
   free(em.toff_used);
   if (!ok)

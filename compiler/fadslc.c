@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ast.h"
+#include "cuda.h"
 #include "fadslc_cuda.h"
 #include "sema.h"
 
@@ -40,6 +41,7 @@ typedef struct Options {
   Define *defines;        /* -D NAME=VALUE, in order */
   int ndefines;
   int warps, stages;      /* --warps N, --stages N (0: the default) */
+  int pipeline;           /* --pipeline NAME or FADSL_PIPELINE (FaPipelineKind; 0: the default) */
 } Options;
 
 /* What a mode works on.  Output goes to `out`, a memory buffer. */
@@ -125,7 +127,7 @@ static bool run_ir(Job *job) {
       return false;
     }
   }
-  FaLaunchConfig cfg = {opt->warps > 0 ? opt->warps : 4, opt->stages > 0 ? opt->stages : 2};
+  FaLaunchConfig cfg = {opt->warps > 0 ? opt->warps : 4, opt->stages > 0 ? opt->stages : 2, opt->pipeline};
   IrKernel *ir = binds ? fa_specialize(job->fc, p, k, binds, opt->ndefines, cfg) : NULL;
   if (!ir)
     return false;
@@ -150,7 +152,7 @@ static bool run_cuda_stage(Job *job, const char *what) {
       return false;
     }
   }
-  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->warps, opt->stages, opt->arch, what};
+  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->warps, opt->stages, opt->pipeline, opt->arch, what};
   return binds && fa_fadslc_compile(job->fc, job->module, &req, job->out);
 }
 static bool run_plan(Job *job) { return run_cuda_stage(job, "plan"); }
@@ -232,6 +234,8 @@ static void usage(FILE *f) {
           "  -D NAME=VALUE    set a constexpr parameter\n"
           "  --warps N        warps per program (for --emit=ir and later; default 4)\n"
           "  --stages N       pipelining stages (for --emit=ir and later; default 2)\n"
+          "  --pipeline NAME  how loads feeding products are pipelined on sm_90a: cp_async (the\n"
+          "                   default), tma, tma_async, tma_ws, tma_ws_pp (also FADSL_PIPELINE)\n"
           "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a)\n"
           "  -o FILE          write the output to FILE instead of standard output\n"
           "  --help           show this help\n"
@@ -323,6 +327,11 @@ static int parse_args(int argc, char **argv, Options *opt) {
       if (missing || !end || *end || n < 1 || n > 64)
         return usage_error("%s needs a number from 1 to 64", warps ? "--warps" : "--stages");
       *(warps ? &opt->warps : &opt->stages) = (int)n;
+    } else if (option_value(argc, argv, &i, "--pipeline", &value, &missing)) {
+      int kind = missing ? -1 : fa_pipeline_parse(value);
+      if (kind < 0)
+        return usage_error("--pipeline needs one of %s", fa_pipeline_names());
+      opt->pipeline = kind;
     } else if (option_value(argc, argv, &i, "--arch", &value, &missing)) {
       if (missing)
         return usage_error("%s needs an architecture", "--arch");
@@ -420,6 +429,10 @@ done:
 int main(int argc, char **argv) {
   Options opt;
   memset(&opt, 0, sizeof opt);
+  /* the pipeline the runtime would choose, unless --pipeline says otherwise */
+  const char *pipeline = getenv("FADSL_PIPELINE");
+  if (pipeline && *pipeline && (opt.pipeline = fa_pipeline_parse(pipeline)) < 0)
+    return usage_error("FADSL_PIPELINE must be one of %s", fa_pipeline_names());
   int status = parse_args(argc, argv, &opt);
   if (status < 0)
     status = run(&opt);

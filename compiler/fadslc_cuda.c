@@ -79,7 +79,7 @@ bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileReques
              "sm_90a)", arch);
     return false;
   }
-  FaLaunchConfig cfg = {req->warps, req->stages};
+  FaLaunchConfig cfg = {req->warps, req->stages, req->pipeline};
   FaBinding *binds = NULL;
   int nb = fa_kernel_bindings_for_compile(fc, p, k, req->defines, req->ndefines, &binds, &cfg);
   if (nb < 0)

@@ -14,6 +14,7 @@ typedef struct FaCompileRequest {
   const FaBinding *defines;   /* -D NAME=VALUE, parsed */
   int ndefines;
   int warps, stages;          /* 0: the kernel's default configuration */
+  int pipeline;               /* FaPipelineKind; 0: the default */
   const char *arch;           /* --arch; NULL: sm_80 */
   const char *what;           /* "plan", "cuda", "ptx" or "cubin" */
 } FaCompileRequest;

@@ -198,6 +198,7 @@ typedef struct IrKernel {
   IrFunction *extents;
   int warps;                  /* threads per program = 32 * warps */
   int stages;                 /* software pipelining depth hint */
+  int pipeline;               /* how loads feeding products are pipelined (FaPipelineKind, cuda.h) */
 } IrKernel;
 
 /* ---- building ---------------------------------------------------------------

@@ -3036,5 +3036,6 @@ IrKernel *fa_specialize(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *
   K->extents = ext;
   K->warps = config.warps;
   K->stages = config.stages;
+  K->pipeline = config.pipeline;
   return K;
 }

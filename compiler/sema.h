@@ -97,6 +97,7 @@ FaKernelInfo *fa_program_kernel(const FaProgram *p, const char *name);
 typedef struct FaLaunchConfig {
   int warps;                /* default 4 */
   int stages;               /* default 2 */
+  int pipeline;             /* FaPipelineKind (cuda.h); 0: the default, cp_async */
 } FaLaunchConfig;
 
 /* Specialises a kernel: `binds` gives a value for constexpr parameters (those

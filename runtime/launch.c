@@ -256,6 +256,14 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
   }
   plan->config.warps = warps > 0 ? warps : 4;
   plan->config.stages = stages > 0 ? stages : 2;
+  /* FADSL_PIPELINE chooses how loads feeding products are pipelined on
+     sm_90a (cuda.h); the default is cp_async until the others have run on
+     a GPU */
+  const char *pipeline = getenv("FADSL_PIPELINE");
+  plan->config.pipeline = FA_PIPELINE_CP_ASYNC;
+  if (pipeline && *pipeline && (plan->config.pipeline = fa_pipeline_parse(pipeline)) < 0)
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "FADSL_PIPELINE=%s: not one of %s", pipeline,
+                      fa_pipeline_names());
   plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest")
                  : !any_explicit ? "default"
                  : defaulted     ? "explicit+default"
@@ -305,6 +313,9 @@ static void plan_key(FaRtPlan *plan, const char *constexprs) {
   fa_cache_key_str(&h, constexprs);
   int cfg[2] = {plan->config.warps, plan->config.stages};
   fa_cache_key_field(&h, cfg, sizeof cfg);
+  /* the pipeline only when it is not the default, so that existing keys stay */
+  if (plan->config.pipeline > FA_PIPELINE_CP_ASYNC)
+    fa_cache_key_str(&h, fa_pipeline_name(plan->config.pipeline));
   fa_sha256_final(&h, plan->key);
 }
 
@@ -418,6 +429,7 @@ static fadsl_status get_variant(fadsl_kernel *k, FaRtPlan *plan, FaRtVariant **o
   v->constexprs = constexprs;
   v->warps = plan->config.warps;
   v->stages = plan->config.stages;
+  v->pipeline = plan->config.pipeline;
   /* The front end's data is shared by all specialisations: generate one at
    * a time.  NVRTC, the slow part, runs outside the lock. */
   pthread_mutex_lock(&prog->lock);
@@ -719,24 +731,63 @@ static bool tensor_map_dtype(DType dt, CUtensorMapDataType *out) {
   }
 }
 
-/* Builds the TMA descriptor for a pointer parameter from its declared
- * extent (row-major).  A view of lower rank than the extent folds the
- * leading dims together (the tensor is contiguous). */
+/* Checks one tensor map against the copy engine's rules before the driver
+ * sees it, so that a refusal names what is wrong. */
+static fadsl_status check_tensor_map(fadsl_context *ctx, const fadsl_kernel *k, const IrParam *ip,
+                                     uint64_t ptr, int rank, const cuuint64_t *gdim,
+                                     const cuuint64_t *gstride, const cuuint32_t *box, uint64_t elem,
+                                     int swizzle) {
+  const char *why = NULL;
+  char detail[160] = "";
+  if (ptr % 16) {
+    why = "the pointer is not 16-byte aligned";
+  } else if (box[0] * elem % 16 || (swizzle && box[0] * elem > (uint64_t)swizzle)) {
+    why = "the box's rows are not a multiple of 16 bytes within the swizzle width";
+  }
+  for (int i = 0; !why && i < rank; i++) {
+    if (gdim[i] == 0 || gdim[i] > ((uint64_t)1 << 32)) {
+      why = "a dimension is empty or larger than 2^32";
+      snprintf(detail, sizeof detail, " (dimension %d: %" PRIu64 ")", rank - 1 - i, (uint64_t)gdim[i]);
+    } else if (box[i] < 1 || box[i] > 256) {
+      why = "a box dimension is not 1..256";
+    } else if (i > 0 && (gstride[i - 1] % 16 || gstride[i - 1] >= ((uint64_t)1 << 40))) {
+      why = "a stride is not a multiple of 16 bytes below 2^40";
+      snprintf(detail, sizeof detail, " (%" PRIu64 " bytes)", (uint64_t)gstride[i - 1]);
+    }
+  }
+  if (!why) return FADSL_SUCCESS;
+  return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                    "kernel '%s': argument '%s' cannot be read by the bulk copy engine: %s%s "
+                    "(the kernel was compiled for the pipeline that needs it; FADSL_PIPELINE=cp_async "
+                    "does without)",
+                    k->info->name, ip->name, why, detail);
+}
+
+/* Builds the TMA descriptor of a tensor-map argument from its pointer
+ * parameter's declared extent (row-major, contiguous): map dimension i
+ * (outermost first) merges the extent dimensions dims_end[i-1] ..
+ * dims_end[i] - 1; the box, the swizzle and the out-of-bounds fill are the
+ * plan's (see FaCudaArg). */
 static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
                                       const FaCudaArg *arg, const IrParam *ip, uint64_t ptr,
                                       const FaRtExtents *ext, CUtensorMap *map) {
   int p = arg->param, rank = arg->rank;
   int erank = p < 64 ? ext->rank[p] : 0;
   CUtensorMapDataType dt;
-  if (erank == 0 || rank < 1 || rank > erank || rank > FA_MAX_RANK ||
-      !tensor_map_dtype(arg->dtype, &dt))
+  bool groups_ok = rank >= 1 && rank <= FA_MAX_RANK && erank > 0 && arg->dims_end[rank - 1] == erank;
+  for (int i = 0; groups_ok && i < rank; i++)
+    groups_ok = arg->dims_end[i] > (i ? arg->dims_end[i - 1] : 0);
+  if (!groups_ok || !tensor_map_dtype(arg->dtype, &dt))
     return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
                       "kernel '%s': parameter '%s' needs a TMA descriptor of rank %d, but it "
                       "declares an extent of rank %d (or an unsupported dtype)",
                       k->info->name, ip->name, rank, erank);
-  int64_t dims[FA_MAX_RANK];   /* outermost first, folded to `rank` dims */
-  for (int d = 0; d < rank; d++) dims[d] = ext->dims[p][erank - rank + d];
-  for (int d = 0; d < erank - rank; d++) dims[0] *= ext->dims[p][d];
+  uint64_t dims[FA_MAX_RANK];   /* outermost first */
+  for (int i = 0, first = 0; i < rank; first = arg->dims_end[i++]) {
+    dims[i] = 1;
+    for (int e = first; e < arg->dims_end[i]; e++)
+      dims[i] *= ext->dims[p][e] > 0 ? (uint64_t)ext->dims[p][e] : 0;
+  }
   cuuint64_t gdim[FA_MAX_RANK], gstride[FA_MAX_RANK];
   cuuint32_t box[FA_MAX_RANK], estride[FA_MAX_RANK];
   uint64_t elem = (uint64_t)fa_dtype_size(arg->dtype), stride = elem;
@@ -747,6 +798,9 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
     if (i > 0) gstride[i - 1] = stride;
     stride *= gdim[i];
   }
+  fadsl_status st =
+      check_tensor_map(ctx, k, ip, ptr, rank, gdim, gstride, box, elem, arg->swizzle_bytes);
+  if (st != FADSL_SUCCESS) return st;
   CUtensorMapSwizzle sw = arg->swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                           : arg->swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                           : arg->swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
@@ -754,11 +808,15 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
   const FaDriverApi *d = ctx->drv;
   if (!d->cuTensorMapEncodeTiled)
     return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
-                      "the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12 or newer)");
-  CUresult r = d->cuTensorMapEncodeTiled(map, dt, (cuuint32_t)rank, (void *)(uintptr_t)ptr, gdim,
-                                         gstride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
-                                         CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                      "kernel '%s' reads '%s' with the bulk copy engine, but the CUDA driver has no "
+                      "cuTensorMapEncodeTiled (it needs CUDA 12 or newer); FADSL_PIPELINE=cp_async "
+                      "compiles the kernel without it",
+                      k->info->name, ip->name);
+  CUresult r = d->cuTensorMapEncodeTiled(
+      map, dt, (cuuint32_t)rank, (void *)(uintptr_t)ptr, gdim, gstride, box, estride,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      arg->nan_fill ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                    : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     char what[160];
     snprintf(what, sizeof what, "cuTensorMapEncodeTiled for '%s' of kernel '%s'", ip->name,
@@ -864,9 +922,10 @@ FADSL_API fadsl_status fadsl_launch(fadsl_kernel *k, const fadsl_args *a, void *
     if (ctx->log.level >= FA_LOG_INFO)
       fprintf(ctx->log.stream,
               "fadsl: launch %s [%s] warps=%d stages=%d (%s) arch=%s grid=(%u,%u,%u) "
-              "threads=%d smem=%zu cache=%s\n",
+              "threads=%d smem=%zu cache=%s pipeline=%s\n",
               k->info->name, v->constexprs, v->warps, v->stages, plan.source, v->arch, grid[0],
-              grid[1], grid[2], v->cuda.threads, v->cuda.shared_bytes, hit_name(hit));
+              grid[1], grid[2], v->cuda.threads, v->cuda.shared_bytes, hit_name(hit),
+              fa_pipeline_name(v->pipeline));
     fill_info(k, v, &plan, hit, info);
     if (info) memcpy(info->grid, grid, sizeof grid);
   }

@@ -54,6 +54,7 @@ struct FaRtVariant {
   char arch[16];
   char *constexprs;             /* "BLOCK_Q=64 d_head=64 T=f16" */
   int warps, stages;
+  int pipeline;                 /* FaPipelineKind the code was generated for */
   unsigned char *cubin;
   size_t cubin_size;
   FaCacheHit hit;               /* how the cubin was obtained */

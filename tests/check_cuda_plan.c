@@ -88,7 +88,8 @@ static size_t tile_size(const FaTilePlan *t) { return t->buf_bytes * (size_t)t->
 
 static void assert_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const char *what) {
   /* the budget */
-  ck_assert_msg(p->smem.total == p->smem.tiles + ((p->smem.scratch + 15) & ~(size_t)15) + p->smem.align_pad,
+  ck_assert_msg(p->smem.total ==
+                    p->smem.tiles + p->smem.barriers + ((p->smem.scratch + 15) & ~(size_t)15) + p->smem.align_pad,
                 "%s: smem total", what);
   ck_assert_msg(ck->shared_bytes == p->smem.total, "%s: the kernel asks for what the plan says", what);
   ck_assert_int_eq(ck->threads, 32 * p->warps);
@@ -104,7 +105,10 @@ static void assert_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const
       ck_assert(t->swizzle == 32 || t->swizzle == 64 || t->swizzle == 128);
       ck_assert_int_eq(p->smem.tile_align, 1024);
     }
-    ck_assert_msg((t->fill == FA_FILL_CP_ASYNC) == (t->pipeline != NULL), "%s: tile %d fill", what, i);
+    bool ring = t->fill == FA_FILL_CP_ASYNC || (t->fill == FA_FILL_TMA && t->load && t->load->pipeline);
+    ck_assert_msg(ring == (t->pipeline != NULL), "%s: tile %d fill", what, i);
+    if (t->fill == FA_FILL_TMA)
+      ck_assert_ptr_eq(t->load->tile, t);
     if (t->pipeline) {
       ck_assert_int_eq(t->nbufs, t->pipeline->stages);
       ck_assert_ptr_eq(t->load->tile, t);
@@ -185,7 +189,7 @@ START_TEST(test_attention_invariants) {
             snprintf(what, sizeof what, "%s %s %s", kernels[ki], defs, archs[ai]);
             FaCudaKernel ck;
             FaCudaPlan plan;
-            FaLaunchConfig cfg = {cfgs[ci].warps, cfgs[ci].stages};
+            FaLaunchConfig cfg = {cfgs[ci].warps, cfgs[ci].stages, 0};
             FaCudaStage st = compile(&c, kernels[ki], defs, cfg, archs[ai], NULL, 0, &ck, &plan);
             ck_assert_msg(st == FA_CUDA_DONE, "%s: %s", what, diag(&c));
             assert_invariants(&plan, &ck, what);
@@ -247,7 +251,7 @@ START_TEST(test_facts_widen_accesses) {
     load_text(&c, "mm.fa", matmul_src);
     FaCudaKernel ck;
     FaCudaPlan plan;
-    FaLaunchConfig cfg = {4, 3};
+    FaLaunchConfig cfg = {4, 3, 0};
     ck_assert_msg(compile(&c, "mm", "", cfg, "sm_90a", cases[i].facts, cases[i].nfacts, &ck, &plan) == FA_CUDA_DONE,
                   "case %d: %s", i, diag(&c));
     assert_invariants(&plan, &ck, "mm");
@@ -272,11 +276,231 @@ START_TEST(test_facts_widen_accesses) {
 }
 END_TEST
 
+/* What every plan with bulk copies keeps: the mbarriers between the tiles
+ * and the scratch, 8-byte aligned, not overlapping; a ring's loads all
+ * bulk copies of the ring's pipeline; each copy's tile swizzled, its map one
+ * of the kernel's tensor-map arguments (after its parameters, in order);
+ * a copy outside loops waited for. */
+static void assert_tma_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const char *what) {
+  size_t at = p->smem.tiles;
+  for (int i = 0; i < p->nbarriers; i++) {
+    const FaBarrierPlan *b = &p->barriers[i];
+    if (b->kind != FA_BARRIER_MBARRIER)
+      continue;
+    ck_assert_msg(b->offset == at && b->offset % 8 == 0, "%s: mbarrier %d at %zu", what, i, b->offset);
+    at += 8 * (size_t)b->slots;
+  }
+  ck_assert_msg(at <= p->smem.tiles + p->smem.barriers, "%s: mbarriers outside their area", what);
+  for (int i = 0; i < p->npipelines; i++) {
+    const FaPipelinePlan *pp = p->pipelines[i];
+    if (pp->sync != FA_SYNC_MBARRIER)
+      continue;
+    ck_assert_int_eq(p->barriers[pp->full].slots, pp->stages);
+    ck_assert_int_eq(p->barriers[pp->empty].slots, pp->stages);
+    ck_assert_int_eq(p->barriers[pp->empty].arrivals, p->warps);
+    size_t bytes = 0;
+    for (int j = 0; j < pp->nloads; j++) {
+      ck_assert_int_eq(pp->loads[j]->method, FA_ACCESS_TMA);
+      bytes += pp->loads[j]->tma->bytes;
+    }
+    ck_assert_uint_eq(bytes, pp->tx_bytes);
+  }
+  for (int i = 0; i < p->naccesses; i++) {
+    const FaAccessPlan *a = p->accesses[i];
+    if (a->method != FA_ACCESS_TMA)
+      continue;
+    const FaTmaPlan *t = a->tma;
+    ck_assert_int_eq(a->tile->fill, FA_FILL_TMA);
+    ck_assert_int_eq(a->tile->format, FA_TILE_SWIZZLED);
+    ck_assert_uint_eq(t->panel_bytes, (size_t)a->tile->rows * (size_t)a->tile->swizzle);
+    ck_assert_uint_eq(t->bytes * (size_t)1, a->tile->buf_bytes);
+    ck_assert_msg(a->pipeline || t->wait_before, "%s: a copy outside loops never waited for", what);
+    const FaCudaArg *arg = &ck->args[p->fn->nparams + t->map->id];
+    ck_assert_int_eq(arg->kind, CUDA_ARG_TENSOR_MAP);
+    ck_assert_int_eq(arg->param, t->map->param);
+    ck_assert_int_eq(arg->rank, t->map->rank);
+    ck_assert_int_eq(arg->swizzle_bytes, a->tile->swizzle);
+    for (int d = 0; d < arg->rank; d++)
+      ck_assert_int_eq(arg->box[d], t->map->box[d]);
+    ck_assert_int_eq(arg->dims_end[arg->rank - 1], p->fn->params[t->map->param].extent_rank);
+  }
+  ck_assert_int_eq(ck->nargs, p->fn->nparams + p->ntmaps);
+}
+
+/* Every kernel of attention.fa with pipeline=tma on sm_90a: every
+ * pipeline a ring of bulk copies (the views of Q, K (transposed), V and dO
+ * are provably their extents'), Q / K / V / dO outside loops one copy each;
+ * on sm_80 nothing changes but the reasons. */
+START_TEST(test_attention_tma_plans) {
+  static const char *const kernels[] = {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"};
+  static const int dims[] = {32, 64, 128, 256};
+  int planned = 0;
+  for (int ki = 0; ki < 3; ki++)
+    for (int di = 0; di < 4; di++)
+      for (int causal = 0; causal < 2; causal++)
+        for (int ai = 0; ai < 2; ai++) {
+          Ctx c;
+          load_file(&c, "examples/attention/attention.fa");
+          char defs[128], what[256];
+          snprintf(defs, sizeof defs, "d_head=%d is_causal=%s", dims[di], causal ? "True" : "False");
+          const char *arch = ai ? "sm_90a" : "sm_80";
+          snprintf(what, sizeof what, "%s %s %s tma", kernels[ki], defs, arch);
+          FaCudaKernel ck;
+          FaCudaPlan plan;
+          FaLaunchConfig cfg = {0, 0, FA_PIPELINE_TMA};
+          ck_assert_msg(compile(&c, kernels[ki], defs, cfg, arch, NULL, 0, &ck, &plan) == FA_CUDA_DONE, "%s: %s",
+                        what, diag(&c));
+          assert_invariants(&plan, &ck, what);
+          assert_tma_invariants(&plan, &ck, what);
+          ck_assert_int_eq(plan.pipeline, FA_PIPELINE_TMA);
+          ck_assert(plan.npipelines > 0);
+          int copies = 0;
+          for (int i = 0; i < plan.naccesses; i++)
+            copies += plan.accesses[i]->method == FA_ACCESS_TMA;
+          for (int i = 0; i < plan.npipelines; i++)
+            ck_assert_msg(plan.pipelines[i]->sync == (ai ? FA_SYNC_MBARRIER : FA_SYNC_CP_ASYNC_GROUPS), "%s", what);
+          if (ai) {
+            ck_assert_msg(copies >= 3 && plan.ntmaps >= 3 && strstr(ck.source, "fa::tma_load<3>"), "%s: %d copies",
+                          what, copies);
+          } else {
+            ck_assert_int_eq(copies, 0);
+            ck_assert_int_eq(plan.ntmaps, 0);
+            ck_assert_int_eq(plan.pipelines[0]->tma_refusal, FA_TMA_TARGET);
+          }
+          planned++;
+          fa_cuda_plan_free(&plan);
+          fa_compiler_free(&c.fc);
+        }
+  ck_assert_int_eq(planned, 48);
+}
+END_TEST
+
+/* The Triton-style matrix product with runtime sizes and pipeline=tma: the
+ * facts about M, N, K decide which strides are multiples of 16 bytes, and
+ * a pipeline is a ring of bulk copies only when all of its loads can be. */
+START_TEST(test_tma_matmul_facts) {
+  static const FaArgFact div16[] = {{"M", 16}, {"N", 16}, {"K", 16}};
+  static const FaArgFact k8[] = {{"K", 8}, {"N", 4}};
+  static const FaArgFact unaligned[] = {{"M", 16}, {"N", 16}, {"K", 16}, {"a", 2}};
+  struct {
+    const FaArgFact *facts;
+    int nfacts;
+    FaAccessMethod a, b;
+    FaTmaRefusal why_a, why_b;
+  } cases[] = {
+      {div16, 3, FA_ACCESS_TMA, FA_ACCESS_TMA, FA_TMA_OK, FA_TMA_OK},
+      /* B's row stride N is a multiple of 4 elements only: 8 bytes */
+      {k8, 2, FA_ACCESS_CP_ASYNC, FA_ACCESS_CP_ASYNC, FA_TMA_PIPELINE, FA_TMA_STRIDE_ALIGN},
+      /* A is not pipelined (2-byte aligned: no vectors); B's ring alone */
+      {unaligned, 4, FA_ACCESS_VECTOR, FA_ACCESS_TMA, FA_TMA_IN_LOOP, FA_TMA_OK},
+      /* nothing known: no vectors, no pipeline */
+      {NULL, 0, FA_ACCESS_VECTOR, FA_ACCESS_VECTOR, FA_TMA_IN_LOOP, FA_TMA_IN_LOOP},
+  };
+  for (int i = 0; i < (int)(sizeof cases / sizeof *cases); i++) {
+    Ctx c;
+    load_text(&c, "mm.fa", matmul_src);
+    FaCudaKernel ck;
+    FaCudaPlan plan;
+    FaLaunchConfig cfg = {4, 3, FA_PIPELINE_TMA};
+    ck_assert_msg(compile(&c, "mm", "", cfg, "sm_90a", cases[i].facts, cases[i].nfacts, &ck, &plan) == FA_CUDA_DONE,
+                  "case %d: %s", i, diag(&c));
+    assert_invariants(&plan, &ck, "mm");
+    assert_tma_invariants(&plan, &ck, "mm");
+    const FaAccessPlan *loads[2];
+    int n;
+    block_loads(&plan, loads, &n);
+    ck_assert_int_eq(n, 2);
+    ck_assert_msg(loads[0]->method == cases[i].a && loads[1]->method == cases[i].b, "case %d: methods %d, %d", i,
+                  loads[0]->method, loads[1]->method);
+    ck_assert_msg(loads[0]->tma_refusal == cases[i].why_a && loads[1]->tma_refusal == cases[i].why_b,
+                  "case %d: reasons %d, %d", i, loads[0]->tma_refusal, loads[1]->tma_refusal);
+    if (cases[i].a == FA_ACCESS_TMA) {
+      /* A [M, K]: rows of BK = 32 f16 (64 bytes, the 64-byte swizzle), BM rows */
+      const FaTensorMapPlan *m = loads[0]->tma->map;
+      ck_assert_int_eq(m->rank, 2);
+      ck_assert_int_eq(m->box[0], 128);
+      ck_assert_int_eq(m->box[1], 32);
+      ck_assert_int_eq(m->swizzle, 64);
+      ck_assert_int_eq(loads[0]->tma->outer, -1);
+      ck_assert_int_eq(loads[0]->tma->panels, 1);
+    }
+    if (cases[i].b == FA_ACCESS_TMA) {
+      /* B [K, N]: rows of BN = 64 f16 (128 bytes), BK rows */
+      const FaTensorMapPlan *m = loads[1]->tma->map;
+      ck_assert_int_eq(m->box[0], 32);
+      ck_assert_int_eq(m->box[1], 64);
+      ck_assert_int_eq(m->swizzle, 128);
+    }
+    fa_cuda_plan_free(&plan);
+    fa_compiler_free(&c.fc);
+  }
+}
+END_TEST
+
+/* A view that is not the extent's, written several ways: the outer
+ * coordinate of a [B, H, N, D] tensor found through either way of writing
+ * the base; a view narrower than the extent, a transposed extent, and a
+ * base moved along a dimension of the view are refused. */
+static const char *const views_src =
+    "@kernel(grid=(1,))\n"
+    "def v(x: *f16[B, H, N, 64], o: *f32[N, N], B: i32, H: i32, N: i32, z: i32, h: i32, WHICH: constexpr):\n"
+    "    if WHICH == 0:\n"
+    "        base = x + z * H * N * 64 + h * N * 64\n"
+    "        p = make_block_ptr(base, shape=(N, 64), strides=(64, 1), offsets=(0, 0), block_shape=(64, 64), order=(1, 0))\n"
+    "    elif WHICH == 1:\n"
+    "        base = x + (z * H + h) * (N * 64)\n"
+    "        p = make_block_ptr(base, shape=(N, 64), strides=(64, 1), offsets=(0, 0), block_shape=(64, 64), order=(1, 0))\n"
+    "    elif WHICH == 2:\n"
+    "        p = make_block_ptr(x, shape=(N - 1, 64), strides=(64, 1), offsets=(0, 0), block_shape=(64, 64), order=(1, 0))\n"
+    "    elif WHICH == 3:\n"
+    "        p = make_block_ptr(x, shape=(64, N), strides=(N, 1), offsets=(0, 0), block_shape=(64, 64), order=(1, 0))\n"
+    "    else:\n"
+    "        base = x + z * 64\n"
+    "        p = make_block_ptr(base, shape=(N, 64), strides=(64, 1), offsets=(0, 0), block_shape=(64, 64), order=(1, 0))\n"
+    "    a = load(p, boundary_check=(0,), padding=\"zero\")\n"
+    "    r = dot(a, trans(a), out_dtype=f32)\n"
+    "    q = make_block_ptr(o, shape=(N, N), strides=(N, 1), offsets=(0, 0), block_shape=(64, 64), order=(1, 0))\n"
+    "    store(q, r, boundary_check=(0, 1))\n";
+
+START_TEST(test_tma_views) {
+  static const FaTmaRefusal want[] = {FA_TMA_OK, FA_TMA_OK, FA_TMA_SHAPE, FA_TMA_SHAPE, FA_TMA_OFFSET};
+  for (int w = 0; w < 5; w++) {
+    Ctx c;
+    load_text(&c, "views.fa", views_src);
+    FaCudaKernel ck;
+    FaCudaPlan plan;
+    FaLaunchConfig cfg = {4, 2, FA_PIPELINE_TMA};
+    char defs[32];
+    snprintf(defs, sizeof defs, "WHICH=%d", w);
+    ck_assert_msg(compile(&c, "v", defs, cfg, "sm_90a", NULL, 0, &ck, &plan) == FA_CUDA_DONE, "%d: %s", w, diag(&c));
+    assert_tma_invariants(&plan, &ck, "views");
+    const FaAccessPlan *load = NULL;
+    for (int i = 0; i < plan.naccesses; i++)
+      if (plan.accesses[i]->op->kind == IR_LOAD_BLOCK)
+        load = plan.accesses[i];
+    ck_assert_ptr_nonnull(load);
+    FaTmaRefusal got = load->method == FA_ACCESS_TMA ? FA_TMA_OK : load->tma_refusal;
+    ck_assert_msg(got == want[w], "WHICH=%d: %s", w, fa_tma_refusal_text(got));
+    if (got == FA_TMA_OK) {
+      /* B and H merged into one outer dimension, z * H + h its coordinate */
+      const FaTmaPlan *t = load->tma;
+      ck_assert_int_eq(t->map->rank, 3);
+      ck_assert_int_eq(t->map->dims_end[0], 2);
+      ck_assert_int_eq(t->outer, 0);
+      ck_assert_int_eq(t->outer_coord.nterms, 2);
+      ck_assert_ptr_nonnull(strstr(ck.source, "(long long)H * (long long)z"));
+    }
+    fa_cuda_plan_free(&plan);
+    fa_compiler_free(&c.fc);
+  }
+}
+END_TEST
+
 START_TEST(test_entry_point_stages) {
   Ctx c;
   FaCudaKernel ck;
   FaCudaPlan plan;
-  FaLaunchConfig cfg = {0, 0};
+  FaLaunchConfig cfg = {0, 0, 0};
   /* a static_assert: specialisation fails, nothing is emitted */
   load_text(&c, "t.fa",
             "@kernel(grid=(1,))\n"
@@ -322,6 +546,9 @@ static Suite *plan_suite(void) {
   tcase_set_timeout(t, 120);
   tcase_add_test(t, test_attention_invariants);
   tcase_add_test(t, test_facts_widen_accesses);
+  tcase_add_test(t, test_attention_tma_plans);
+  tcase_add_test(t, test_tma_matmul_facts);
+  tcase_add_test(t, test_tma_views);
   tcase_add_test(t, test_entry_point_stages);
   suite_add_tcase(s, t);
   return s;

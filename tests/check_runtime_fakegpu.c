@@ -38,6 +38,7 @@ static void *fake;
 
 static void setup(void) {
   unsetenv("FADSL_NO_DRIVER");
+  unsetenv("FADSL_PIPELINE");
   unsetenv("FAKE_CUDA_CC");
   unsetenv("FAKE_CUDA_DEVICES");
   unsetenv("FAKE_CUDA_INIT_ERROR");
@@ -502,6 +503,125 @@ START_TEST(test_attention_launch) {
 }
 END_TEST
 
+/* FADSL_PIPELINE=tma: attention's forward kernel reads Q, K and V with the
+ * bulk copy engine.  The runtime encodes one tensor map per view from the
+ * declared extents ([B*H, N, D] and [B*KVH, N, D], row-major), innermost
+ * dimension first as the driver takes them: dims (D, N, heads), strides
+ * (D, N*D elements, in bytes), a box of one 128-byte swizzle width of a row
+ * (64 f16) by the block's rows, 128-byte swizzle, zero fill; the maps follow
+ * the kernel's parameters (the stand-in writes the address into a map's
+ * first bytes).  A pointer the copy engine cannot read and a driver without
+ * cuTensorMapEncodeTiled are refused with a message naming the way out. */
+typedef int (*FakeMapFn)(int, uint64_t *, uint64_t *, uint64_t *, unsigned *, int *, int *, int *);
+
+START_TEST(test_attention_tma_tensor_maps) {
+  enum { B = 2, H = 8, KVH = 2, G = H / KVH, N = 1000, D = 128, BQ = 128, BK = 32 };
+  fadsl_device_info dev;
+  ck_assert_int_eq(fadsl_context_device_info(ctx, &dev), FADSL_SUCCESS);
+  ck_assert_str_eq(dev.arch, "sm_90a");
+  setenv("FADSL_PIPELINE", "tma", 1);
+  fadsl_program *prog;
+  fadsl_status st = fadsl_program_load_file(ctx, FADSL_TOP_SRCDIR "/examples/attention/attention.fa", &prog);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "attn_fwd", &k), FADSL_SUCCESS);
+  size_t nq = (size_t)B * H * N * D * 2, nkv = (size_t)B * KVH * N * D * 2;
+  uint64_t q, kk, v, o, lse;
+  ck_assert_int_eq(fadsl_malloc(ctx, nq + 64, &q), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &kk), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &v), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nq, &o), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, (size_t)B * H * N * 4, &lse), FADSL_SUCCESS);
+  ck_assert_uint_eq(q % 16, 0);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  bind_attention(a, q, kk, v, lse, o, B * KVH, N, G, D);
+  fadsl_args_set_int(a, "BLOCK_Q", BQ);
+  fadsl_args_set_int(a, "BLOCK_K", BK);
+  fadsl_args_set_config(a, 4, 2);
+  int maps_before = fake_int("fake_cuda_tensor_maps");
+  fadsl_kernel_info info;
+  st = fadsl_launch(k, a, NULL, &info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  ck_assert_msg(strstr(info.cuda_source, "pipeline tma") && strstr(info.cuda_source, "fa::tma_load<3>"),
+                "the kernel was not generated for the bulk copy engine");
+  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_before + 3);
+  Launch l = last_launch();
+  ck_assert_int_eq(l.nparams, 9 + 3);
+  void *fp = dlsym(fake, "fake_cuda_tensor_map");
+  FakeMapFn map;
+  memcpy(&map, &fp, sizeof fp);
+  /* in the plan's order: the pipelined loads (K as its transposed view, V), then Q */
+  const uint64_t want_addr[3] = {kk, v, q};
+  const uint64_t want_heads[3] = {B * KVH, B * KVH, B * H};
+  const unsigned want_rows[3] = {BK, BK, BQ};
+  for (int i = 0; i < 3; i++) {
+    uint64_t addr, dims[5], strides[5];
+    unsigned box[5];
+    int sw, oob, dt;
+    ck_assert_int_eq(map(maps_before + i, &addr, dims, strides, box, &sw, &oob, &dt), 3);
+    ck_assert_uint_eq(addr, want_addr[i]);
+    ck_assert_uint_eq(l.params[9 + i], want_addr[i]);
+    ck_assert_uint_eq(dims[0], D);
+    ck_assert_uint_eq(dims[1], N);
+    ck_assert_uint_eq(dims[2], want_heads[i]);
+    ck_assert_uint_eq(strides[0], (uint64_t)D * 2);
+    ck_assert_uint_eq(strides[1], (uint64_t)N * D * 2);
+    ck_assert_uint_eq(box[0], 64);
+    ck_assert_uint_eq(box[1], want_rows[i]);
+    ck_assert_uint_eq(box[2], 1);
+    ck_assert_int_eq(sw, CU_TENSOR_MAP_SWIZZLE_128B);
+    ck_assert_int_eq(oob, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    ck_assert_int_eq(dt, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+  }
+
+  /* a pointer the copy engine cannot read: refused before the launch */
+  int launches = fake_int("fake_cuda_launches");
+  bind_attention(a, q + 2, kk, v, lse, o, B * KVH, N, G, D);
+  fadsl_args_set_int(a, "BLOCK_Q", BQ);
+  fadsl_args_set_int(a, "BLOCK_K", BK);
+  fadsl_args_set_config(a, 4, 2);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, NULL), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "'t_q' cannot be read by the bulk copy engine") &&
+                    strstr(fadsl_context_last_error(ctx), "16-byte aligned") &&
+                    strstr(fadsl_context_last_error(ctx), "FADSL_PIPELINE=cp_async"),
+                "%s", fadsl_context_last_error(ctx));
+  ck_assert_int_eq(fake_int("fake_cuda_launches"), launches);
+
+  /* a driver without the entry point (CUDA 11) */
+  FaDriverApi *drv = (FaDriverApi *)ctx->drv;
+  ck_assert_ptr_nonnull(drv);
+  void *saved = (void *)drv->cuTensorMapEncodeTiled;
+  drv->cuTensorMapEncodeTiled = NULL;
+  bind_attention(a, q, kk, v, lse, o, B * KVH, N, G, D);
+  fadsl_args_set_int(a, "BLOCK_Q", BQ);
+  fadsl_args_set_int(a, "BLOCK_K", BK);
+  fadsl_args_set_config(a, 4, 2);
+  st = fadsl_launch(k, a, NULL, NULL);
+  memcpy(&drv->cuTensorMapEncodeTiled, &saved, sizeof saved);
+  ck_assert_int_eq(st, FADSL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "no cuTensorMapEncodeTiled") &&
+                    strstr(fadsl_context_last_error(ctx), "FADSL_PIPELINE=cp_async"),
+                "%s", fadsl_context_last_error(ctx));
+  ck_assert_int_eq(fake_int("fake_cuda_launches"), launches);
+
+  /* a pipeline that is not one */
+  setenv("FADSL_PIPELINE", "tmaa", 1);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, NULL), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "FADSL_PIPELINE=tmaa: not one of cp_async, tma"), "%s",
+                fadsl_context_last_error(ctx));
+  unsetenv("FADSL_PIPELINE");
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+  fadsl_args_destroy(a);
+  fadsl_program_destroy(prog);
+  fadsl_free(ctx, q);
+  fadsl_free(ctx, kk);
+  fadsl_free(ctx, v);
+  fadsl_free(ctx, o);
+  fadsl_free(ctx, lse);
+}
+END_TEST
+
 /* The dynamic shared memory attribute, on a hand-written kernel whose
  * shared memory the test chooses: raised above the default 48 KiB, left
  * alone below it, and a request beyond the device's limit refused. */
@@ -587,6 +707,7 @@ int main(void) {
   tcase_add_test(tc, test_launch_parameters_and_grid);
   tcase_add_test(tc, test_tuned_launch_follows_the_database);
   tcase_add_test(tc, test_attention_launch);
+  tcase_add_test(tc, test_attention_tma_tensor_maps);
   tcase_add_test(tc, test_dynamic_shared_attribute);
   tcase_add_test(tc, test_device_helpers);
   suite_add_tcase(s, tc);

@@ -46,7 +46,7 @@ static FaProgram *program(Ctx *c, const char *text) {
 static IrKernel *specialize(Ctx *c, const char *kernel, const FaBinding *b, int n) {
   FaKernelInfo *k = fa_program_kernel(c->prog, kernel);
   ck_assert_msg(k != NULL, "no kernel %s", kernel);
-  FaLaunchConfig cfg = {4, 2};
+  FaLaunchConfig cfg = {4, 2, 0};
   return fa_specialize(&c->fc, c->prog, k, b, n, cfg);
 }
 

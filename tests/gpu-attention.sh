@@ -17,7 +17,28 @@
 #   FADSL_GPU_WRAPPER="..."    run every GPU command under this prefix, e.g.
 #                              "compute-sanitizer --tool memcheck" (with the
 #                              installed tools or after libtool --mode=execute)
+#   FADSL_GPU_PIPELINES="..."  the pipeline choices to run it with, one run each
+#                              (default: all, cp_async tma tma_async tma_ws tma_ws_pp);
+#                              FADSL_PIPELINE=X runs once with X
 set -u
+
+# ---- one run per pipeline choice (how loads feeding products are pipelined) ----
+if [ -z "${FADSL_PIPELINE:-}" ]; then
+  failed=""
+  for p in ${FADSL_GPU_PIPELINES:-cp_async tma tma_async tma_ws tma_ws_pp}; do
+    echo "==== FADSL_PIPELINE=$p"
+    FADSL_PIPELINE=$p sh "$0" "$@"
+    st=$?
+    [ "$st" -eq 77 ] && exit 77
+    [ "$st" -ne 0 ] && failed="$failed $p"
+  done
+  if [ -n "$failed" ]; then
+    echo "FAIL: attention on the GPU failed with FADSL_PIPELINE =$failed"
+    exit 1
+  fi
+  exit 0
+fi
+echo "pipeline $FADSL_PIPELINE"
 attn=${FADSL_ATTN:-$(pwd)/examples/attention/fadsl-attn}
 run=${FADSL_RUN:-$(pwd)/tools/fadsl-run}
 srcdir=${srcdir:-.}

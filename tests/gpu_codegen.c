@@ -31,6 +31,7 @@ typedef struct Case {
 } Case;
 
 #define CG "tests/gpu/codegen.fa"
+#define HOP "tests/gpu/hopper.fa"
 #define ATT "examples/attention/attention.fa"
 
 static const Case cases[] = {
@@ -78,6 +79,16 @@ static const Case cases[] = {
     {CG, "atomics", "BLOCK=32", "n=100", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=32 BN=64", "M=70 N=300", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=4 BN=128", "M=9 N=129", 1, 2, NULL, 1e-5, 1e-5},
+    /* views the Hopper pipelines copy with the bulk copy engine (with
+       FADSL_PIPELINE=tma or later on sm_90a): K and N blocks reaching past
+       the matrices (zero and NaN fill), a [B, H, N, D] tensor's merged outer
+       coordinate and its transposed view */
+    {HOP, "kmm", "K=200 N=96 T=f16 BM=128 BN=64 BK=64 NAN_PAD=False", "M=300", 4, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
+    {HOP, "kmm", "K=200 N=96 T=bf16 BM=64 BN=64 BK=32 NAN_PAD=False", "M=70", 4, 3, "a=-1:1 b=-1:1", 1e-2, 1e-2},
+    {HOP, "kmm", "K=256 N=128 T=f16 BM=128 BN=128 BK=64 NAN_PAD=True", "M=130", 8, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
+    {HOP, "kmm", "K=200 N=64 T=f16 BM=64 BN=64 BK=64 NAN_PAD=True", "M=64", 4, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
+    {HOP, "heads", "D=64 T=f16 BN=128 BK=64", "B=2 H=3 N=200", 4, 2, "x=-0.5:0.5 v=-1:1", 2e-3, 2e-3},
+    {HOP, "heads", "D=128 T=bf16 BN=64 BK=32", "B=1 H=2 N=77", 4, 3, "x=-0.5:0.5 v=-1:1", 1e-2, 1e-2},
     /* attention on small shapes (the random LSE and D keep the exponents of
        the backward pass in range) */
     {ATT, "attn_fwd", "n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=32", "n_zh=2 q_seq_len=77 kv_seq_len=100 sm_scale=0.125",
@@ -233,7 +244,7 @@ static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
       nb++;
     }
   }
-  FaLaunchConfig cfg = {c->warps, c->stages};
+  FaLaunchConfig cfg = {c->warps, c->stages, 0};
   IrKernel *ir = fa_specialize(&fc, p, ki, binds, nb, cfg);
   in = ir ? fa_interp_new(&fc, ir) : NULL;
   if (!in) {
@@ -382,8 +393,16 @@ static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
              den > 0 ? sqrt(num / den) : 0.0);
     }
   }
-  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared)\n", failed ? "FAIL" : "ok  ", label,
-         info.registers, info.spill_bytes, info.shared_bytes);
+  /* which pipeline the code took: bulk copies and producer warps are plan
+     decisions, so a case that should exercise them says whether it did */
+  int copies = 0;
+  for (const char *t = info.cuda_source; t && (t = strstr(t, "fa::tma_load<")); t++)
+    copies++;
+  const char *pipeline = getenv("FADSL_PIPELINE");
+  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared; pipeline %s, %d bulk-copy sites%s)\n",
+         failed ? "FAIL" : "ok  ", label, info.registers, info.spill_bytes, info.shared_bytes,
+         pipeline && *pipeline ? pipeline : "cp_async", copies,
+         info.cuda_source && strstr(info.cuda_source, "setmaxnreg") ? ", a producer warpgroup" : "");
 done:
   for (int i = 0; i < nbufs; i++) {
     if (bufs[i].dev)

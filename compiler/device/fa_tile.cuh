@@ -22,6 +22,20 @@
 
 namespace fa {
 
+/* The barrier that library routines (conversions and reductions through
+ * shared memory, FMA products, the emitted code's tile writes) use among
+ * the threads that compute.  Where a kernel has a producer warpgroup that
+ * never reaches these, it defines FA_COMPUTE_THREADS (the compute threads,
+ * warps 0 .. n-1) before including the library, and they synchronise on
+ * named barrier 1 instead of __syncthreads' barrier 0. */
+FA_DEV void sync_compute() {
+#ifdef FA_COMPUTE_THREADS
+  asm volatile("bar.sync 1, %0;" ::"n"(FA_COMPUTE_THREADS) : "memory");
+#else
+  __syncthreads();
+#endif
+}
+
 /* ---- bit lists ---------------------------------------------------------------------- */
 
 /* Bits<p0, p1, ...>: bit i of an index selects flat-index bit p_i (none if p_i < 0). */
@@ -111,12 +125,12 @@ FA_DEV void convert(T (&dst)[LD::nregs], const T (&src)[LS::nregs], int lane, in
 #pragma unroll
   for (int e = 0; e < LS::nregs; ++e)
     buf[ts | LS::reg_offset(e)] = src[e];
-  __syncthreads();
+  sync_compute();
   const int td = LD::thread_offset(lane, warp);
 #pragma unroll
   for (int e = 0; e < LD::nregs; ++e)
     dst[e] = buf[td | LD::reg_offset(e)];
-  __syncthreads();
+  sync_compute();
 }
 
 /* ---- warp shuffles ------------------------------------------------------------------------------ */
@@ -185,7 +199,7 @@ FA_DEV void reduce(T (&dst)[ND], const T (&src)[NS], int lane, int warp, void *s
 #pragma unroll
     for (int r = 0; r < ND; ++r)
       buf[(warp * 32 + lane) * ND + r] = dst[r];
-    __syncthreads();
+    sync_compute();
     const int base = warp & ~WARP_MASK;
 #pragma unroll
     for (int r = 0; r < ND; ++r) {
@@ -195,7 +209,7 @@ FA_DEV void reduce(T (&dst)[ND], const T (&src)[NS], int lane, int warp, void *s
         acc = Op::apply(acc, buf[((base | deposit(k, WARP_MASK)) * 32 + lane) * ND + r]);
       dst[r] = acc;
     }
-    __syncthreads();
+    sync_compute();
   }
 }
 
