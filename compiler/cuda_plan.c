@@ -78,7 +78,7 @@ static FaOpPlan *op_insert(FaOpMap *m, const IrOp *op) {
 typedef struct Planner {
   FaCudaPlan *p;
   FaCompiler *fc;
-  PtrVec tiles, accesses, pipelines, products, reduces;
+  PtrVec tiles, accesses, pipelines, products, reduces, waits;
   const IrOp **fused_add;   /* by value id, on a product's result: the addition computing it */
   int *fused_addend;        /* by value id, on the addition's result */
   const IrOp **fused_dot;   /* by value id, on the addition's result: the product */
@@ -1115,6 +1115,137 @@ static void plan_product(Planner *pl, const IrOp *op) {
   fa_ptrvec_push(&pl->products, pp);
 }
 
+
+/* ---- 8b. late waits of warpgroup products (pipeline tma_async and later) ------------------------
+ * A wgmma product is committed at its op and waited for as late as the
+ * data allow: before the first op of its region that reads its accumulator,
+ * or writes a tile (a product may still read the old one), or holds regions
+ * (whose code the region's count of groups in flight cannot see into), else
+ * at the end of the region (before its yield).  Groups complete in commit
+ * order, so a wait leaves the products committed after the newest one it
+ * is for in flight.  A product stays synchronous when its accumulator is
+ * read right after it anyway: converted to another layout, copied into a
+ * tile, or rounded to another dtype. */
+
+static const char *why_synchronous(Planner *pl, const FaProductPlan *pp) {
+  const IrValue *r = pp->fused_add ? pp->fused_add->results[0] : pp->dot->results[0];
+  const FaValuePlan *vp = val(pl, r);
+  if (vp->nconvs)
+    return "its result is converted to another layout";
+  if (vp->tile)
+    return "its result is copied into a tile";
+  if (r->type.dtype != pp->acc)
+    return "its result is rounded to another dtype";
+  return NULL;
+}
+
+typedef struct WaitQueue {
+  FaProductPlan *items[64];
+  int n;
+} WaitQueue;
+
+static void add_wait(Planner *pl, const IrOp *before, const IrRegion *region, WaitQueue *q, int upto) {
+  FaWgmmaWait *w = palloc(pl, sizeof *w);
+  FaProductPlan **ps = palloc(pl, (size_t)(upto + 1) * sizeof *ps);
+  if (!w || !ps)
+    return;
+  w->before = before;
+  w->region = region;
+  w->pending = q->n - upto - 1;
+  w->products = ps;
+  for (int i = 0; i <= upto; i++) {
+    ps[w->nproducts++] = q->items[i];
+    q->items[i]->wait_at = w;
+  }
+  memmove(q->items, q->items + upto + 1, (size_t)(q->n - upto - 1) * sizeof *q->items);
+  q->n -= upto + 1;
+  fa_ptrvec_push(&pl->waits, w);
+}
+
+/* The async product an op commits (the dot, or the addition a dot is fused into). */
+static FaProductPlan *committed_by(Planner *pl, const IrOp *op) {
+  FaProductPlan *pp = NULL;
+  if (op->kind == IR_DOT) {
+    pp = (FaProductPlan *)fa_plan_product(pl->p, op);
+    if (pp && pp->fused_add)
+      return NULL;
+  } else if (op->nresults == 1) {
+    pp = val(pl, op->results[0])->fused_add_of;
+  }
+  return pp && pp->wait == FA_WAIT_LATE ? pp : NULL;
+}
+
+static bool writes_tile(Planner *pl, const IrOp *op) {
+  for (int i = 0; i < op->nresults; i++) {
+    const FaTilePlan *t = val(pl, op->results[i])->tile;
+    if (t && t->fill == FA_FILL_REGISTERS)
+      return true;
+  }
+  const FaAccessPlan *ap = fa_plan_access(pl->p, op);
+  return ap && ap->method == FA_ACCESS_TMA && !ap->pipeline;
+}
+
+/* Whether op's code reads v: an operand, or, where op commits product pp
+ * (its dot, or the addition it is fused into), the dot's operands and the
+ * registers its A fragments are packed from. */
+static bool reads_value(const IrOp *op, const FaProductPlan *pp, const IrValue *v) {
+  for (int k = 0; k < op->noperands; k++)
+    if (op->operands[k] == v)
+      return true;
+  if (!pp)
+    return false;
+  for (int k = 0; k < pp->dot->noperands; k++)
+    if (pp->dot->operands[k] == v)
+      return true;
+  return pp->a_regs == v;
+}
+
+static void plan_waits_in(Planner *pl, const IrRegion *r) {
+  WaitQueue q = {{0}, 0};
+  for (const IrOp *op = r->first; op && pl->ok; op = op->next) {
+    if (!fa_plan_op_live(pl->p, op) || op->kind == IR_YIELD || op->kind == IR_RETURN)
+      continue;
+    int newest = -1;
+    FaProductPlan *pp = committed_by(pl, op);
+    if (op->nregions || writes_tile(pl, op)) {
+      newest = q.n - 1;
+    } else {
+      for (int i = 0; i < q.n; i++) {
+        const FaProductPlan *o = q.items[i];
+        const IrValue *acc = o->fused_add ? o->fused_add->results[0] : o->dot->results[0];
+        if (reads_value(op, pp, acc))
+          newest = i;
+      }
+    }
+    if (newest >= 0)
+      add_wait(pl, op, r, &q, newest);
+    if (pp) {
+      if (q.n == (int)(sizeof q.items / sizeof *q.items))
+        add_wait(pl, op, r, &q, 0);
+      q.items[q.n++] = pp;
+    }
+    for (int g = 0; g < op->nregions; g++)
+      plan_waits_in(pl, op->regions[g]);
+  }
+  if (q.n)
+    add_wait(pl, NULL, r, &q, q.n - 1);
+}
+
+static void plan_product_waits(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (p->pipeline < FA_PIPELINE_TMA_ASYNC)
+    return;
+  for (int i = 0; i < pl->products.len; i++) {
+    FaProductPlan *pp = pl->products.items[i];
+    if (pp->instr != FA_INSTR_WGMMA)
+      continue;
+    pp->why_at_once = why_synchronous(pl, pp);
+    if (!pp->why_at_once)
+      pp->wait = FA_WAIT_LATE;
+  }
+  plan_waits_in(pl, p->fn->body);
+}
+
 /* ---- 9. loads and stores ---------------------------------------------------------------------------- */
 
 static void plan_access(Planner *pl, const IrOp *op) {
@@ -1270,10 +1401,10 @@ static void plan_ops(Planner *pl) {
  *   after the loop: wait for everything.
  * Of an mbarrier ring (bulk copies):
  *   before the loop: barrier (the buffers may have held other tiles), then
- *     for s < ahead: the issuing thread waits until the buffer of
- *     iteration s is released and issues its copies (arming full[]);
- *   each iteration: the issuing thread does the same for it + ahead; every
- *     thread waits on full[] for this iteration's copies;
+ *     for s < ahead: wait until the buffer of iteration s is released, and
+ *     one thread issues its copies (arming full[]);
+ *   each iteration: the same for it + ahead; every thread waits on full[]
+ *     for this iteration's copies;
  *   at the end of each iteration (after the last read of its buffers):
  *     each warp releases them (one arrival on empty[]). */
 static void push_step(FaPipeStep *steps, int *n, FaPipeStepKind kind, int arg, FaStepWhy why) {
@@ -1286,13 +1417,17 @@ static void push_step_by(FaPipeStep *steps, int *n, FaPipeStepKind kind, int arg
     steps[(*n)++] = (FaPipeStep){kind, arg, FA_WHY_NONE, by};
 }
 
+/* Every thread waits for the buffer to be released, not only the issuer:
+ * a wait loop on a path that only some threads of a warpgroup take
+ * serialises its wgmma products (ptxas C7518); with a producer warp
+ * (tma_ws) only the producer waits. */
 static void plan_mbarrier_steps(FaPipelinePlan *pp) {
   push_step(pp->prologue, &pp->nprologue, FA_STEP_BARRIER, 0, FA_WHY_BUFFERS_REUSED);
   for (int s = 0; s < pp->ahead; s++) {
-    push_step_by(pp->prologue, &pp->nprologue, FA_STEP_WAIT_EMPTY, s, FA_BY_ISSUER);
+    push_step_by(pp->prologue, &pp->nprologue, FA_STEP_WAIT_EMPTY, s, FA_BY_ALL);
     push_step_by(pp->prologue, &pp->nprologue, FA_STEP_ISSUE, s, FA_BY_ISSUER);
   }
-  push_step_by(pp->head, &pp->nhead, FA_STEP_WAIT_EMPTY, pp->ahead, FA_BY_ISSUER);
+  push_step_by(pp->head, &pp->nhead, FA_STEP_WAIT_EMPTY, pp->ahead, FA_BY_ALL);
   push_step_by(pp->head, &pp->nhead, FA_STEP_ISSUE, pp->ahead, FA_BY_ISSUER);
   push_step(pp->head, &pp->nhead, FA_STEP_WAIT_FULL, 0, FA_WHY_LANDED);
   push_step_by(pp->tail, &pp->ntail, FA_STEP_RELEASE, 0, FA_BY_WARP);
@@ -1457,10 +1592,13 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   }
   if (pl.ok)
     plan_ops(&pl);
+  if (pl.ok)
+    plan_product_waits(&pl);
   out->pipelines = (FaPipelinePlan **)freeze(&pl, &pl.pipelines, &out->npipelines);
   out->products = (FaProductPlan **)freeze(&pl, &pl.products, &out->nproducts);
   out->accesses = (FaAccessPlan **)freeze(&pl, &pl.accesses, &out->naccesses);
   out->reduces = (FaReducePlan **)freeze(&pl, &pl.reduces, &out->nreduces);
+  out->waits = (FaWgmmaWait **)freeze(&pl, &pl.waits, &out->nwaits);
   fa_ptrvec_free(&pl.tiles);
   if (pl.ok)
     plan_kernel(&pl);

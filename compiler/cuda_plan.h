@@ -303,7 +303,24 @@ typedef enum FaOperandSource {
 
 typedef enum FaProductWait {
   FA_WAIT_AT_ONCE,          /* wgmma: committed and waited for at the end of the product */
+  FA_WAIT_LATE,             /* wgmma: committed, and waited for at FaProductPlan.wait_at (wgmma.wait_group
+                               with that point's pending count), as late as the data allow */
 } FaProductWait;
+
+/* Where asynchronous warpgroup products are waited for: before an op of a
+ * region (the first that reads one of their accumulators, or that writes a
+ * tile, or holds regions of its own), or at the region's end (before its
+ * yield: the loop's back edge, the end of an if's branch).  wgmma groups
+ * complete in the order they were committed, so `pending` (the products
+ * committed after the newest one waited for, which may stay in flight) is
+ * what wgmma.wait_group is given. */
+typedef struct FaWgmmaWait {
+  const IrOp *before;       /* or NULL: at the end of `region` */
+  const IrRegion *region;
+  int pending;
+  struct FaProductPlan **products; /* the products complete after it (their accumulators fenced) */
+  int nproducts;
+} FaWgmmaWait;
 
 typedef struct FaProductPlan {
   const IrOp *dot;
@@ -318,6 +335,8 @@ typedef struct FaProductPlan {
   bool a_k_inner, b_k_inner;/* the tile runs along K (K-major) */
   bool a_flip, b_flip;      /* the operand is the transpose of the tile's value */
   FaProductWait wait;
+  FaWgmmaWait *wait_at;     /* FA_WAIT_LATE */
+  const char *why_at_once;  /* FA_WAIT_AT_ONCE under a pipeline with late waits: why this one is not */
   const IrOp *fused_add;    /* r = addend + dot(...) computed as one product accumulating onto addend */
   int addend;               /* the add's operand that is not the product */
   const FaLayout *la, *lb;  /* FMA: the operands' register layouts */
@@ -433,6 +452,8 @@ struct FaCudaPlan {
   int npipelines;
   FaProductPlan **products; /* in program order */
   int nproducts;
+  FaWgmmaWait **waits;      /* where late products are waited for, in program order */
+  int nwaits;
   FaReducePlan **reduces;
   int nreduces;
   bool async_proxy_reads;   /* some product reads tiles through the async proxy (wgmma): every

@@ -433,8 +433,26 @@ static void print_product(const FaProductPlan *pp, StrBuf *out) {
     print_operand(out, "A", pp->a_src, pp->a_regs, pp->a_tile, pp->a_k_inner, ldm);
     print_operand(out, "B", pp->b_src, NULL, pp->b_tile, pp->b_k_inner, ldm);
   }
-  if (pp->instr == FA_INSTR_WGMMA)
-    fa_sb_puts(out, pp->wait == FA_WAIT_AT_ONCE ? ", waited at once" : "");
+  if (pp->instr == FA_INSTR_WGMMA && pp->wait == FA_WAIT_AT_ONCE) {
+    fa_sb_puts(out, ", waited at once");
+    if (pp->why_at_once)
+      fa_sb_printf(out, " (%s)", pp->why_at_once);
+  } else if (pp->instr == FA_INSTR_WGMMA && pp->wait_at) {
+    const FaWgmmaWait *w = pp->wait_at;
+    fa_sb_puts(out, ", committed and waited for ");
+    if (w->before) {
+      fa_sb_puts(out, "before ");
+      put_loc(out, w->before->loc);
+    } else {
+      fa_sb_puts(out, "at the end of its block");
+      if (w->region->parent_op) {
+        fa_sb_puts(out, " (");
+        put_loc(out, w->region->parent_op->loc);
+        fa_sb_putc(out, ')');
+      }
+    }
+    fa_sb_printf(out, " (wait_group %d)", w->pending);
+  }
   if (pp->fused_add) {
     fa_sb_puts(out, ", accumulating onto ");
     put_value(out, pp->fused_add->operands[pp->addend]);

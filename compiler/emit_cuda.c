@@ -56,6 +56,8 @@ typedef struct Emitter {
   ValNames *vn;             /* by value id */
   const char **pipe_counter;/* by pipeline id: the ring's iteration counter */
   const IrValue **by_id;    /* every value of the device function, by id */
+  const char **late_acc;    /* by product index: the accumulator array of a product waited for late */
+  const char **late_af;     /* ... and the array of its A fragments, if they come from registers */
   PtrVec names;             /* identifiers in use */
   StrBuf body;
   int indent;
@@ -756,7 +758,8 @@ static void emit_tma_copies(Emitter *em, const FaAccessPlan *ap, const char *bp,
   const FaTmaPlan *t = ap->tma;
   const FaTensorMapPlan *m = t->map;
   const char *outer = t->outer >= 0 ? poly_expr(em, &t->outer_coord) : NULL;
-  line(em, "{  // %s: %d cop%s of %zu bytes (tensor map %d)", names_of(em, ap->op->results[0])->name, t->panels,
+  const IrValue *x = ap->op->results[0];
+  line(em, "{  // %s: %d cop%s of %zu bytes (tensor map %d)", x->name ? x->name : "the tile", t->panels,
        t->panels == 1 ? "y" : "ies", t->panel_bytes, m->id);
   em->indent++;
   line(em, "const auto &fa_bp = %s;", bp);
@@ -965,6 +968,8 @@ static void wgmma_signature(Emitter *em, const FaProductPlan *w, const char *nam
     fa_sb_puts(h, "unsigned a_tile, ");
   else
     fa_sb_printf(h, "const %s (&a)[%d], ", a_f32 ? "float" : ctype(w->in), w->mt * w->kt * 8);
+  if (!a_tile && w->wait == FA_WAIT_LATE) /* the fragments the tensor cores read until the wait */
+    fa_sb_printf(h, "unsigned (&afs)[%d][%d][4], ", w->mt, w->kt);
   fa_sb_puts(h, "unsigned b_tile, int warp) {\n");
 }
 
@@ -972,7 +977,11 @@ static void wgmma_signature(Emitter *em, const FaProductPlan *w, const char *nam
  * packed before the fence (wgmma reads them asynchronously). */
 static void wgmma_a_fragments(Emitter *em, const FaProductPlan *w) {
   StrBuf *h = &em->helpers;
-  fa_sb_printf(h, "    unsigned af[%d][4];\n#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt, w->kt);
+  if (w->wait == FA_WAIT_LATE) /* kept by the caller until the wait */
+    fa_sb_printf(h, "    unsigned (&af)[%d][4] = afs[mt];\n#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n",
+                 w->kt, w->kt);
+  else
+    fa_sb_printf(h, "    unsigned af[%d][4];\n#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt, w->kt);
   fa_sb_printf(h, "      const int ia = (mt * %d + kt) * 8;\n#pragma unroll\n      for (int i = 0; i < 4; ++i)\n",
                w->kt);
   if (w->a_src == FA_OPND_REGISTERS_F32)
@@ -1032,12 +1041,18 @@ static void wgmma_instruction(Emitter *em, const FaProductPlan *w) {
 
 /* Writes the device function for one product (into em->helpers) and
  * returns its name: per row block mt, the fence and the k16 steps; one
- * commit and wait for the whole product. */
+ * commit for the whole product, and the wait unless the plan waits for it
+ * later (FA_WAIT_LATE: at its FaWgmmaWait, emit_wgmma_waits). */
 static const char *emit_wgmma_helper(Emitter *em, const FaProductPlan *w) {
   const char *name = aprintf(em, "fa_wgmma_%d", em->nhelpers++);
   StrBuf *h = &em->helpers;
   wgmma_signature(em, w, name);
   fa_sb_printf(h, "  const int g = warp >> 2;  // warpgroup\n  (void)g;\n");
+  /* the accumulators materialised before the first instruction: else the
+     C++ compiler sinks their initialisation between the row blocks'
+     instructions, and ptxas serialises them (C7517) */
+  if (em->plan->pipeline != FA_PIPELINE_CP_ASYNC)
+    fa_sb_puts(h, "  fa::fence_regs(c);\n");
   fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
   if (w->a_src != FA_OPND_TILE)
     wgmma_a_fragments(em, w);
@@ -1046,21 +1061,68 @@ static const char *emit_wgmma_helper(Emitter *em, const FaProductPlan *w) {
   wgmma_descriptors(em, w);
   wgmma_instruction(em, w);
   fa_sb_puts(h, "    }\n  }\n");
-  fa_sb_puts(h, "  fa::wgmma_commit();\n  fa::wgmma_wait<0>();\n}\n\n");
+  if (w->wait == FA_WAIT_LATE)
+    fa_sb_puts(h, "  fa::wgmma_commit();  // waited for later (the plan's wgmma.wait_group)\n}\n\n");
+  else
+    fa_sb_puts(h, "  fa::wgmma_commit();\n  fa::wgmma_wait<0>();\n}\n\n");
   return name;
+}
+
+static int product_index(const Emitter *em, const FaProductPlan *pp) {
+  for (int i = 0; i < em->plan->nproducts; i++)
+    if (em->plan->products[i] == pp)
+      return i;
+  return -1;
+}
+
+/* wgmma.wait_group at a wait point of the plan, then fences on the
+ * registers the tensor cores owned until then (the accumulators, A's
+ * fragments), so that the C++ compiler reads them only after the wait. */
+static void emit_wgmma_waits(Emitter *em, const IrOp *before, const IrRegion *end_of) {
+  for (int i = 0; i < em->plan->nwaits; i++) {
+    const FaWgmmaWait *w = em->plan->waits[i];
+    if (before ? w->before != before : (w->before || w->region != end_of))
+      continue;
+    line(em, "fa::wgmma_wait<%d>();  // %d product%s complete%s", w->pending, w->nproducts,
+         w->nproducts == 1 ? "" : "s", w->pending ? aprintf(em, ", %d still in flight", w->pending) : "");
+    for (int j = 0; j < w->nproducts; j++) {
+      int idx = product_index(em, w->products[j]);
+      if (idx < 0 || !em->late_acc[idx]) {
+        fail(em, w->products[j]->dot->loc, "internal compiler error: a wait for a product not issued yet");
+        return;
+      }
+      line(em, "fa::fence_regs(%s);", em->late_acc[idx]);
+      if (em->late_af[idx])
+        line(em, "fa::fence_regs(%s);", em->late_af[idx]);
+    }
+  }
 }
 
 static void emit_wgmma(Emitter *em, const FaProductPlan *pp, const char *c) {
   const FaDotPlan *dp = pp->dot->aux;
   const char *fn = emit_wgmma_helper(em, pp);
   const char *b_tile = tile_address(em, pp->b_tile);
+  const char *afs = "";
+  int idx = product_index(em, pp);
+  if (pp->wait == FA_WAIT_LATE && idx >= 0) {
+    em->late_acc[idx] = c;
+    if (pp->a_src != FA_OPND_TILE) {
+      const char *name = fresh_tmp(em, "af");
+      line(em, "unsigned %s[%d][%d][4];  // A's fragments, read by the tensor cores until the wait", name, pp->mt, pp->kt);
+      em->late_af[idx] = name;
+      afs = aprintf(em, "%s, ", name);
+    }
+  }
   if (pp->a_src == FA_OPND_REGISTERS_F32)
-    line(em, "%s(%s, %s, %s, fa_warp);  // A = %s.to(%s)", fn, c, array_in(em, pp->a_regs, dp->a), b_tile,
+    line(em, "%s(%s, %s, %s%s, fa_warp);  // A = %s.to(%s)", fn, c, array_in(em, pp->a_regs, dp->a), afs, b_tile,
          names_of(em, pp->a_regs)->name, fa_dtype_name(pp->in));
   else if (pp->a_src == FA_OPND_REGISTERS)
-    line(em, "%s(%s, %s, %s, fa_warp);", fn, c, array_in(em, pp->a_regs, dp->a), b_tile);
+    line(em, "%s(%s, %s, %s%s, fa_warp);", fn, c, array_in(em, pp->a_regs, dp->a), afs, b_tile);
   else
     line(em, "%s(%s, %s, %s, fa_warp);", fn, c, tile_address(em, pp->a_tile), b_tile);
+  if (pp->wait == FA_WAIT_LATE)
+    line(em, "// (committed; waited for %s)",
+         pp->wait_at && pp->wait_at->before ? "before a later op" : "at the end of this block");
   line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", pp->mt, pp->wm / 4, pp->N,
        pp->kt);
 }
@@ -1296,7 +1358,8 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
                                value_ref(em, loop->operands[1]));
   switch (s->kind) {
   case FA_STEP_WAIT_EMPTY:
-    line(em, "if (threadIdx.x == 0 && %s)  // the buffer of iteration +%d is free", exists, s->arg);
+    line(em, "if (%s%s)  // the buffer of iteration +%d is free", s->by == FA_BY_ISSUER ? "threadIdx.x == 0 && " : "",
+         exists, s->arg);
     line(em, "  fa::mbar_wait(%s, %s ^ 1u);", mbar_address(em, pp->empty, slot), parity);
     break;
   case FA_STEP_ISSUE: {
@@ -1489,6 +1552,7 @@ static void emit_if(Emitter *em, const IrOp *op) {
 static void emit_op(Emitter *em, const IrOp *op) {
   if (op->kind == IR_YIELD || op->kind == IR_RETURN)
     return;
+  emit_wgmma_waits(em, op, NULL);
   /* values computed at their uses need no code here */
   if (op->nresults == 1 && is_block(op->results[0]) && is_virtual(em, op->results[0]))
     return;
@@ -1565,6 +1629,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
 static void emit_region(Emitter *em, const IrRegion *r) {
   for (const IrOp *op = r->first; op && em->ok; op = op->next)
     emit_op(em, op);
+  emit_wgmma_waits(em, NULL, r);
 }
 
 /* ---- the kernel ----------------------------------------------------------------------------------------- */
@@ -1672,13 +1737,15 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
   em.vn = calloc((size_t)(plan->nvalues > 0 ? plan->nvalues : 1), sizeof *em.vn);
   em.pipe_counter = calloc((size_t)plan->npipelines + 1, sizeof *em.pipe_counter);
   em.by_id = calloc((size_t)(plan->nvalues > 0 ? plan->nvalues : 1), sizeof *em.by_id);
+  em.late_acc = calloc((size_t)plan->nproducts + 1, sizeof *em.late_acc);
+  em.late_af = calloc((size_t)plan->nproducts + 1, sizeof *em.late_af);
   for (int n = 0; em.by_id && n < plan->nops; n++)
     for (int r = 0; r < plan->order[n]->nresults; r++)
       if (plan->order[n]->results[r]->id < plan->nvalues)
         em.by_id[plan->order[n]->results[r]->id] = plan->order[n]->results[r];
   em.layout_used = calloc((size_t)em.nlayouts + 1, 1);
   em.toff_used = calloc((size_t)em.nlayouts + 1, 1);
-  if (!em.vn || !em.pipe_counter || !em.by_id || !em.layout_used || !em.toff_used) {
+  if (!em.vn || !em.pipe_counter || !em.by_id || !em.late_acc || !em.late_af || !em.layout_used || !em.toff_used) {
     fa_error(&fc->diag, em.fn->loc, "out of memory in the CUDA emitter");
     em.ok = false;
   }
@@ -1742,6 +1809,8 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
   free(em.vn);
   free(em.pipe_counter);
   free(em.by_id);
+  free(em.late_acc);
+  free(em.late_af);
   free(em.layout_used);
   free(em.toff_used);
   if (!ok)

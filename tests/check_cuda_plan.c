@@ -331,10 +331,44 @@ static void assert_tma_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, c
  * pipeline a ring of bulk copies (the views of Q, K (transposed), V and dO
  * are provably their extents'), Q / K / V / dO outside loops one copy each;
  * on sm_80 nothing changes but the reasons. */
+/* Late waits: every late product waited for exactly once, after it in the
+ * program; the code has one wgmma.wait_group per wait point and one in the
+ * helper of each product waited for at once. */
+static void assert_wait_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const char *what) {
+  int at_once = 0;
+  for (int i = 0; i < p->nproducts; i++) {
+    const FaProductPlan *pp = p->products[i];
+    if (pp->instr != FA_INSTR_WGMMA)
+      continue;
+    if (pp->wait == FA_WAIT_AT_ONCE) {
+      at_once++;
+      continue;
+    }
+    ck_assert_int_ge(p->pipeline, FA_PIPELINE_TMA_ASYNC);
+    ck_assert_msg(pp->wait_at != NULL, "%s: a late product without its wait", what);
+    int found = 0;
+    for (int w = 0; w < p->nwaits; w++)
+      for (int j = 0; j < p->waits[w]->nproducts; j++)
+        found += p->waits[w]->products[j] == pp;
+    ck_assert_int_eq(found, 1);
+    const IrOp *issue = pp->fused_add ? pp->fused_add : pp->dot;
+    if (pp->wait_at->before)
+      ck_assert_msg(pp->wait_at->before->parent == issue->parent, "%s: waited for in another region", what);
+  }
+  for (int w = 0; w < p->nwaits; w++)
+    ck_assert(p->waits[w]->pending >= 0 && p->waits[w]->nproducts > 0);
+  int in_code = 0;
+  for (const char *s = ck->source; (s = strstr(s, "fa::wgmma_wait<")); s++)
+    in_code++;
+  ck_assert_msg(in_code == p->nwaits + at_once, "%s: %d waits in the code, %d + %d in the plan", what, in_code,
+                p->nwaits, at_once);
+}
+
 START_TEST(test_attention_tma_plans) {
   static const char *const kernels[] = {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"};
   static const int dims[] = {32, 64, 128, 256};
   int planned = 0;
+  for (int pi = FA_PIPELINE_TMA; pi <= FA_PIPELINE_TMA_ASYNC; pi++)
   for (int ki = 0; ki < 3; ki++)
     for (int di = 0; di < 4; di++)
       for (int causal = 0; causal < 2; causal++)
@@ -344,15 +378,16 @@ START_TEST(test_attention_tma_plans) {
           char defs[128], what[256];
           snprintf(defs, sizeof defs, "d_head=%d is_causal=%s", dims[di], causal ? "True" : "False");
           const char *arch = ai ? "sm_90a" : "sm_80";
-          snprintf(what, sizeof what, "%s %s %s tma", kernels[ki], defs, arch);
+          snprintf(what, sizeof what, "%s %s %s %s", kernels[ki], defs, arch, fa_pipeline_name(pi));
           FaCudaKernel ck;
           FaCudaPlan plan;
-          FaLaunchConfig cfg = {0, 0, FA_PIPELINE_TMA};
+          FaLaunchConfig cfg = {0, 0, pi};
           ck_assert_msg(compile(&c, kernels[ki], defs, cfg, arch, NULL, 0, &ck, &plan) == FA_CUDA_DONE, "%s: %s",
                         what, diag(&c));
           assert_invariants(&plan, &ck, what);
           assert_tma_invariants(&plan, &ck, what);
-          ck_assert_int_eq(plan.pipeline, FA_PIPELINE_TMA);
+          assert_wait_invariants(&plan, &ck, what);
+          ck_assert_int_eq(plan.pipeline, pi);
           ck_assert(plan.npipelines > 0);
           int copies = 0;
           for (int i = 0; i < plan.naccesses; i++)
@@ -371,7 +406,7 @@ START_TEST(test_attention_tma_plans) {
           fa_cuda_plan_free(&plan);
           fa_compiler_free(&c.fc);
         }
-  ck_assert_int_eq(planned, 48);
+  ck_assert_int_eq(planned, 96);
 }
 END_TEST
 

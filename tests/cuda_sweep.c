@@ -46,8 +46,8 @@ typedef struct Job {
   bool ok;
   int spills, stack;         /* bytes, from ptxas */
   size_t shared;
-  unsigned notes;            /* ptxas' performance notes: 1 wgmma serialized (C7512), 2 a wait injected
-                                (C7517), 4 setmaxnreg ignored (C7508) */
+  unsigned notes;            /* ptxas' notes C7500..C7531 (bit n: C75nn), e.g. wgmma serialised
+                                (C7512, C7518), a wait injected (C7517), setmaxnreg ignored (C7508) */
   char line[512];
   char *error;
 } Job;
@@ -91,6 +91,18 @@ static void describe(const Job *j, char *buf, size_t size) {
     n += snprintf(buf + n, size - (size_t)n, " warps=%d stages=%d %s", j->warps, j->stages, j->arch);
   if (j->pipeline && n > 0 && (size_t)n < size)
     snprintf(buf + n, size - (size_t)n, " pipeline=%s", fa_pipeline_name(j->pipeline));
+}
+
+/* The ptxas notes (C7500 .. C7531) in a compile log, as a bit set. */
+static unsigned ptxas_notes(const char *log) {
+  unsigned set = 0;
+  for (const char *p = log; p && (p = strstr(p, "(C75")); p += 4)
+    if (p[4] >= '0' && p[4] <= '9' && p[5] >= '0' && p[5] <= '9') {
+      int n = (p[4] - '0') * 10 + (p[5] - '0');
+      if (n < 32)
+        set |= 1u << n;
+    }
+  return set;
 }
 
 static void run_job(Sweep *s, Job *j) {
@@ -172,11 +184,13 @@ static void run_job(Sweep *s, Job *j) {
     j->spills = (r.spill_stores > 0 ? r.spill_stores : 0) + (r.spill_loads > 0 ? r.spill_loads : 0);
     j->stack = r.stack_frame > 0 ? r.stack_frame : 0;
     j->shared = ck.shared_bytes;
-    j->notes = (out.log && strstr(out.log, "C7512") ? 1u : 0u) | (out.log && strstr(out.log, "C7517") ? 2u : 0u) |
-               (out.log && strstr(out.log, "C7508") ? 4u : 0u);
-    snprintf(j->line, sizeof j->line, "ok   %s: %3d registers, %4d+%-4d bytes spilled, %6zu bytes shared,%s%s%s %.1f s",
-             d, r.registers, r.spill_stores, r.spill_loads, ck.shared_bytes, j->notes & 1 ? " wgmma serialized," : "",
-             j->notes & 2 ? " wait injected," : "", j->notes & 4 ? " setmaxnreg ignored," : "", now() - t0);
+    j->notes = ptxas_notes(out.log);
+    char notes[64] = "";
+    for (int b = 0, n = 0; b < 32; b++)
+      if (j->notes & (1u << b))
+        n += snprintf(notes + n, sizeof notes - (size_t)n, " C75%02d,", b);
+    snprintf(j->line, sizeof j->line, "ok   %s: %3d registers, %4d+%-4d bytes spilled, %6zu bytes shared,%s %.1f s", d,
+             r.registers, r.spill_stores, r.spill_loads, ck.shared_bytes, notes, now() - t0);
     j->ok = true;
   }
   fa_sb_free(&err);

@@ -168,6 +168,13 @@ template <int N> FA_DEV void fence_regs(unsigned (&r)[N]) {
   for (int i = 0; i < N; ++i)
     asm volatile("" : "+r"(r[i])::"memory");
 }
+template <int A, int B, int C> FA_DEV void fence_regs(unsigned (&r)[A][B][C]) {
+#pragma unroll
+  for (int i = 0; i < A; ++i)
+#pragma unroll
+    for (int j = 0; j < B; ++j)
+      fence_regs(r[i][j]);
+}
 
 } // namespace fa
 
