@@ -44,6 +44,8 @@ typedef struct GenShared {
   size_t smem_limit;
   FaBinding *constexprs;        /* the launch's constexpr values (not the axes) */
   int nconstexprs;
+  FaArgFact *facts;             /* what its runtime arguments give the specialisation */
+  int nfacts;
   pthread_mutex_t lock;
   int next;
   struct GenResult *results;    /* one per candidate */
@@ -133,12 +135,13 @@ static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *
   }
   memcpy(b, sh->constexprs, sizeof *b * (size_t)n);
   memcpy(b + n, c->cfg.values, sizeof *b * (size_t)c->cfg.nvalues);
-  /* the pipeline the launches will use (the runtime reads FADSL_PIPELINE too) */
+  /* the pipeline the launches will use: FADSL_PIPELINE where the space does
+     not choose it (the runtime reads it too, runtime/launch.c) */
   FaLaunchConfig config = c->cfg.config;
   const char *pipeline = getenv("FADSL_PIPELINE");
-  if (pipeline && fa_pipeline_parse(pipeline) > 0)
-    config.pipeline = fa_pipeline_parse(pipeline);
-  FaCudaSpec spec = {p, k, b, n + c->cfg.nvalues, config, sh->target, NULL, 0};
+  if (config.pipeline <= 0 && pipeline && *pipeline)
+    fa_config_parse(fa_config_axis("pipeline"), pipeline, &config.pipeline);
+  FaCudaSpec spec = {p, k, b, n + c->cfg.nvalues, config, sh->target, sh->facts, sh->nfacts};
   IrKernel *ir = NULL;
   FaCudaKernel cuda;
   FaCudaStage stage = fa_cuda_compile(&cfc, &spec, &ir, &cuda, NULL);
@@ -235,6 +238,11 @@ static bool generate_all(TuneRun *run, TuneJob *job, const char *text, size_t le
     for (int j = 0; j < job->kernel->nparams; j++)
       if (job->kernel->params[j].kind == PARAM_CONSTEXPR && !strcmp(job->kernel->params[j].name, job->fixed[i].name))
         sh.constexprs[sh.nconstexprs++] = job->fixed[i];
+  sh.nfacts = fa_tune_launch_facts(run, &job->launch, &sh.facts);
+  if (sh.nfacts < 0) {
+    free(sh.results);
+    return false;
+  }
   pthread_mutex_init(&sh.lock, NULL);
   run_threads(generate_worker, &sh, jobs, job->nsurvivors);
   pthread_mutex_destroy(&sh.lock);

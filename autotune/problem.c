@@ -466,6 +466,34 @@ static fadsl_value value_for(const FaParamInfo *p, DType dt, FaConst c, uint64_t
   }
 }
 
+int fa_tune_launch_facts(TuneRun *run, const TuneLaunch *l, FaArgFact **out) {
+  const FaKernelInfo *k = l->kernel;
+  FaArgFact *f = fa_arena_alloc(&run->fc->arena, sizeof *f * (size_t)(k->nparams + 1));
+  if (!f) return -1;
+  int n = 0;
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *p = &k->params[i];
+    const TuneArg *arg = &l->args[i];
+    if (!arg->given) continue;
+    if (p->kind == PARAM_POINTER) {
+      /* what libfadsl sees: the buffer's address (0 until it is made) */
+      uint64_t ptr = arg->buffer >= 0 ? run->bufs[arg->buffer].dptr : 0;
+      FaArgFact pf = fa_arg_fact_of_pointer(p->name, ptr);
+      if (pf.multiple < FA_SPECIALISE_MULTIPLE) f[n++] = pf;
+      continue;
+    }
+    DType dt = param_dtype(k, l->args, i);
+    if (p->kind != PARAM_SCALAR || fa_dtype_is_float(dt)) continue;
+    /* the value as fa_tune_make_args binds it */
+    const FaConst *c = &arg->value;
+    int64_t v = c->kind == CK_FLOAT ? (int64_t)c->f : c->i;
+    if (dt != DT_I64) v = (int32_t)v;
+    if (fa_arg_fact_of_int(p->name, v, &f[n])) n++;
+  }
+  *out = f;
+  return n;
+}
+
 fadsl_args *fa_tune_make_args(TuneRun *run, const TuneLaunch *l, fadsl_kernel *k, const TuneConfig *cfg,
                               StrBuf *err) {
   const FaKernelInfo *ki = l->kernel;
@@ -488,8 +516,11 @@ fadsl_args *fa_tune_make_args(TuneRun *run, const TuneLaunch *l, fadsl_kernel *k
     memset(&none, 0, sizeof none);
     st = fadsl_args_set(a, p->name, value_for(p, param_dtype(ki, l->args, i), c ? *c : none, ptr));
   }
-  if (st == FADSL_SUCCESS && cfg && (cfg->config.warps > 0 || cfg->config.stages > 0))
-    st = fadsl_args_set_config(a, cfg->config.warps, cfg->config.stages);
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes && st == FADSL_SUCCESS && cfg; x++)
+    if (fa_config_get(&cfg->config, &axes[x]) > 0)
+      st = fadsl_args_set_config_axis(a, axes[x].name, fa_config_get(&cfg->config, &axes[x]));
   if (st != FADSL_SUCCESS) {
     fa_sb_printf(err, "%s", fadsl_context_last_error(run->ctx));
     fadsl_args_destroy(a);

@@ -5,9 +5,10 @@
  * uses to pick its default).  A point survives when
  *   - every axis the launch itself binds has that value (the problem fixed it),
  *   - every axis named by --only has one of the listed values, and
- *   - @autotune(prune=...) is true, evaluated with the point's values, warps
- *     and stages (4 and 2 when they are not axes), and the launch's constexpr
- *     and scalar arguments in scope.
+ *   - @autotune(prune=...) is true, evaluated with the point's values, the
+ *     launch-configuration axes (their defaults when they are not axes of the
+ *     space, see config_axes.c), and the launch's constexpr and scalar
+ *     arguments in scope.
  * The default configuration is the first point that satisfies the prune
  * (with the launch's own fixed values) -- what libfadsl launches when the
  * database has nothing. */
@@ -16,8 +17,6 @@
 #include <string.h>
 
 #include "tune.h"
-
-static bool is_config_axis(const char *name) { return !strcmp(name, "warps") || !strcmp(name, "stages"); }
 
 static int param_index(const FaKernelInfo *k, const char *name) {
   for (int i = 0; i < k->nparams; i++)
@@ -44,8 +43,7 @@ char *fa_tune_config_label(Arena *a, const TuneConfig *cfg) {
     fa_sb_printf(&sb, "%s%s=", i ? " " : "", cfg->values[i].name);
     fa_const_print(cfg->values[i].value, &sb);
   }
-  if (cfg->config.warps > 0) fa_sb_printf(&sb, "%swarps=%d", sb.len ? " " : "", cfg->config.warps);
-  if (cfg->config.stages > 0) fa_sb_printf(&sb, "%sstages=%d", sb.len ? " " : "", cfg->config.stages);
+  fa_config_print(&cfg->config, &sb);
   char *s = fa_arena_strdup(a, sb.data ? sb.data : "");
   fa_sb_free(&sb);
   return s;
@@ -68,22 +66,18 @@ static bool eval_prune(TuneRun *run, const TuneJob *job, const FaConst *values, 
   const FaKernelInfo *k = job->kernel;
   *keep = true;
   if (!k->prune) return true;
-  int cap = job->nfixed + k->ntune + 2;
+  int naxes;
+  fa_config_axes(&naxes);
+  int cap = job->nfixed + k->ntune + naxes;
   FaBinding *b = fa_arena_alloc(&run->fc->arena, sizeof *b * (size_t)cap);
   if (!b) return false;
   int n = 0;
   for (int i = 0; i < job->nfixed; i++) b[n++] = job->fixed[i];
-  bool warps = false, stages = false;
   for (int t = 0; t < k->ntune; t++) {
     b[n].name = k->tune[t].name;
     b[n++].value = values[t];
-    warps |= !strcmp(k->tune[t].name, "warps");
-    stages |= !strcmp(k->tune[t].name, "stages");
   }
-  FaConst dflt = {CK_INT, 4, 0, DT_VOID, NULL};
-  if (!warps) b[n++] = (FaBinding){"warps", dflt};
-  dflt.i = 2;
-  if (!stages) b[n++] = (FaBinding){"stages", dflt};
+  n += fa_config_prune_bindings(k, NULL, b + n);
   FaConst r;
   memset(&r, 0, sizeof r);
   if (!fa_eval_const(run->fc, run->prog, k->prune, b, n, &r)) return false;
@@ -161,7 +155,7 @@ bool fa_tune_space_build(TuneRun *run, TuneJob *job, const TuneOptions *opt) {
   const FaConst **given = fa_arena_alloc(a, sizeof *given * (size_t)(nt + 1));
   if (!given) return false;
   for (int t = 0; t < nt; t++) {
-    int i = is_config_axis(axes[t]) ? -1 : param_index(k, axes[t]);
+    int i = fa_config_axis(axes[t]) ? -1 : param_index(k, axes[t]);
     if (i >= 0 && job->launch.args[i].given) given[t] = &job->launch.args[i].value;
   }
 
@@ -199,10 +193,9 @@ bool fa_tune_space_build(TuneRun *run, TuneJob *job, const TuneOptions *opt) {
         for (int o = 0; o < job->only[t]->nvalues; o++) listed |= const_equal(job->only[t]->values[o], v);
         only_ok &= listed;
       }
-      if (!strcmp(axes[t], "warps"))
-        c->cfg.config.warps = (int)v.i;
-      else if (!strcmp(axes[t], "stages"))
-        c->cfg.config.stages = (int)v.i;
+      const FaConfigAxis *cfg_axis = fa_config_axis(axes[t]);
+      if (cfg_axis)
+        fa_config_set(&c->cfg.config, cfg_axis, (int)v.i);
       else {
         c->cfg.values[c->cfg.nvalues].name = axes[t];
         c->cfg.values[c->cfg.nvalues++].value = v;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../compiler/cuda.h"
 #include "fadsl.h"
 #include "sema.h"
 #include "tune_db.h"
@@ -153,6 +154,12 @@ bool fa_tune_problem_launches(const FaProblemInfo *pr, const char *name);
  * leaving out the names in `skip` (the axes being tuned). */
 int fa_tune_launch_bindings(TuneRun *run, const TuneLaunch *l, const char *const *skip, int nskip,
                             FaBinding **out);
+
+/* The facts about the launch's runtime arguments that libfadsl will
+ * specialise on (see FA_SPECIALISE_MULTIPLE in cuda.h), so that the
+ * candidates generated here are the code the launches run (arena of
+ * run->fc; -1 on running out of memory). */
+int fa_tune_launch_facts(TuneRun *run, const TuneLaunch *l, FaArgFact **out);
 
 /* Arguments for libfadsl: every given parameter, plus the config's axes
  * (cfg may be NULL: leave them to the runtime).  NULL after reporting. */

@@ -99,6 +99,29 @@ typedef struct FaArgFact {
   long long multiple;       /* a power of two >= 1 */
 } FaArgFact;
 
+/* How launches specialise on their runtime arguments (Triton's rule): an
+ * integer argument that is a multiple of FA_SPECIALISE_MULTIPLE, and a
+ * pointer aligned to that many bytes, are facts the plan may use (vector
+ * loads, cp.async); other values give no fact about an integer and the
+ * alignment they have (at most 16 bytes) about a pointer.  The facts are
+ * part of the variant's key, so a launch with N = 1000 and one with
+ * N = 1024 run different code, each correct for its values. */
+enum { FA_SPECIALISE_MULTIPLE = 16 };
+
+/* The fact an integer argument's value gives; false when none. */
+bool fa_arg_fact_of_int(const char *name, int64_t value, FaArgFact *out);
+/* The fact a pointer argument's address gives (address 0: not bound yet,
+ * taken as aligned). */
+FaArgFact fa_arg_fact_of_pointer(const char *name, uint64_t address);
+/* Appends the facts, in order: "M%16 N%16 x%4"; nothing for none.  The
+ * runtime passes the facts that say more than a plan assumes without them
+ * (integers with a divisor, pointers aligned to less than 16 bytes) and
+ * keys its variants on this text. */
+void fa_arg_facts_print(const FaArgFact *facts, int n, StrBuf *out);
+/* Parses "NAME%K[,NAME%K...]" (K a power of two) into facts, appending to
+ * *facts (arena); false with a message in *why when malformed. */
+bool fa_arg_facts_parse(Arena *arena, const char *text, FaArgFact **facts, int *n, const char **why);
+
 /* Everything that selects one compiled variant of a kernel. */
 typedef struct FaCudaSpec {
   const FaProgram *program;

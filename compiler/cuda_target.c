@@ -38,20 +38,16 @@ void fa_cuda_target_name(FaCudaTarget t, char *buf, size_t size) {
   snprintf(buf, size, "sm_%d%s", t.sm, t.arch_specific ? "a" : "");
 }
 
-static const char *const pipeline_names[FA_PIPELINE_COUNT] = {
-    [FA_PIPELINE_DEFAULT] = "cp_async", [FA_PIPELINE_CP_ASYNC] = "cp_async", [FA_PIPELINE_TMA] = "tma",
-    [FA_PIPELINE_TMA_ASYNC] = "tma_async", [FA_PIPELINE_TMA_WS] = "tma_ws", [FA_PIPELINE_TMA_WS_PP] = "tma_ws_pp",
-};
-
+/* The pipeline choices are the values of the launch-configuration axis
+ * "pipeline" (config_axes.c). */
 const char *fa_pipeline_name(int kind) {
-  return kind >= 0 && kind < FA_PIPELINE_COUNT ? pipeline_names[kind] : "?";
+  const char *n = fa_config_value_name(fa_config_axis("pipeline"), kind > 0 ? kind : FA_PIPELINE_CP_ASYNC);
+  return n ? n : "?";
 }
 
 int fa_pipeline_parse(const char *name) {
-  for (int k = FA_PIPELINE_CP_ASYNC; name && k < FA_PIPELINE_COUNT; k++)
-    if (!strcmp(name, pipeline_names[k]))
-      return k;
-  return -1;
+  int v;
+  return fa_config_parse(fa_config_axis("pipeline"), name, &v) ? v : -1;
 }
 
 const char *fa_pipeline_names(void) { return "cp_async, tma, tma_async, tma_ws, tma_ws_pp"; }

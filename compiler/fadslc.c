@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "ast.h"
-#include "cuda.h"
 #include "fadslc_cuda.h"
 #include "sema.h"
 
@@ -40,8 +39,9 @@ typedef struct Options {
   const char *arch;       /* --arch ARCH (e.g. sm_90a) */
   Define *defines;        /* -D NAME=VALUE, in order */
   int ndefines;
-  int warps, stages;      /* --warps N, --stages N (0: the default) */
-  int pipeline;           /* --pipeline NAME or FADSL_PIPELINE (FaPipelineKind; 0: the default) */
+  FaLaunchConfig config;  /* --warps N, --stages N, ...: the launch-configuration axes (0: the default) */
+  const char **assume;    /* --assume NAME%K[,...], in order */
+  int nassume;
 } Options;
 
 /* What a mode works on.  Output goes to `out`, a memory buffer. */
@@ -127,7 +127,8 @@ static bool run_ir(Job *job) {
       return false;
     }
   }
-  FaLaunchConfig cfg = {opt->warps > 0 ? opt->warps : 4, opt->stages > 0 ? opt->stages : 2, opt->pipeline};
+  FaLaunchConfig cfg = opt->config;
+  fa_config_fill_defaults(&cfg);
   IrKernel *ir = binds ? fa_specialize(job->fc, p, k, binds, opt->ndefines, cfg) : NULL;
   if (!ir)
     return false;
@@ -152,7 +153,7 @@ static bool run_cuda_stage(Job *job, const char *what) {
       return false;
     }
   }
-  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->warps, opt->stages, opt->pipeline, opt->arch, what};
+  FaCompileRequest req = {opt->kernel, binds, opt->ndefines, opt->config, opt->arch, what, opt->assume, opt->nassume};
   return binds && fa_fadslc_compile(job->fc, job->module, &req, job->out);
 }
 static bool run_plan(Job *job) { return run_cuda_stage(job, "plan"); }
@@ -231,11 +232,25 @@ static void usage(FILE *f) {
           "\n"
           "Options:\n"
           "  --kernel NAME    the kernel to compile (for --emit=ir|plan|cuda|ptx|cubin)\n"
-          "  -D NAME=VALUE    set a constexpr parameter\n"
-          "  --warps N        warps per program (for --emit=ir and later; default 4)\n"
-          "  --stages N       pipelining stages (for --emit=ir and later; default 2)\n"
-          "  --pipeline NAME  how loads feeding products are pipelined on sm_90a: cp_async (the\n"
-          "                   default), tma, tma_async, tma_ws, tma_ws_pp (also FADSL_PIPELINE)\n"
+          "  -D NAME=VALUE    set a constexpr parameter\n");
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int i = 0; i < naxes; i++) {
+    char opt[32];
+    snprintf(opt, sizeof opt, "--%s %s", axes[i].name, axes[i].names ? "NAME" : "N");
+    const char *dflt = fa_config_value_name(&axes[i], axes[i].default_value);
+    if (dflt)
+      fprintf(f, "  %-16s %s (default %s)\n", opt, axes[i].help, dflt);
+    else
+      fprintf(f, "  %-16s %s (default %d)\n", opt, axes[i].help, axes[i].default_value);
+  }
+  fprintf(f, "                   FADSL_PIPELINE=NAME sets --pipeline's default, as for launches\n");
+  fprintf(f,
+          "  --assume N%%16    compile for runtime argument values with this property: an integer\n"
+          "                   parameter a multiple of 16, a pointer aligned to 16 bytes (any power\n"
+          "                   of two; comma-separated or repeated; for --emit=plan|cuda|ptx|cubin).\n"
+          "                   Without it integers have no known divisor and pointers are taken to be\n"
+          "                   16-byte aligned, as launches are specialised (see docs/performance.md)\n"
           "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a)\n"
           "  -o FILE          write the output to FILE instead of standard output\n"
           "  --help           show this help\n"
@@ -282,6 +297,43 @@ static bool valid_name(const char *s, size_t n) {
   return true;
 }
 
+/* --NAME N for a launch-configuration axis (config_axes.c): true when
+ * argv[*i] is one; *status is set on a bad value. */
+static bool config_option(int argc, char **argv, int *i, Options *opt, int *status) {
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes; x++) {
+    char name[40];
+    snprintf(name, sizeof name, "--%s", axes[x].name);
+    const char *value = NULL;
+    bool missing = false;
+    if (!option_value(argc, argv, i, name, &value, &missing))
+      continue;
+    if (axes[x].names) { /* a named value (or its number) */
+      int v;
+      if (missing || !fa_config_parse(&axes[x], value, &v)) {
+        char why[160];
+        snprintf(why, sizeof why, "%s needs %s", name, axes[x].allowed);
+        *status = usage_error("%s", why);
+      } else {
+        fa_config_set(&opt->config, &axes[x], v);
+      }
+      return true;
+    }
+    char *end = NULL;
+    long n = missing ? 0 : strtol(value, &end, 10);
+    if (missing || !end || *end || n < 1 || n > 64) {
+      char why[96];
+      snprintf(why, sizeof why, "%s needs a number from 1 to 64", name);
+      *status = usage_error("%s", why);
+    } else {
+      fa_config_set(&opt->config, &axes[x], (int)n);
+    }
+    return true;
+  }
+  return false;
+}
+
 static bool set_mode(Options *opt, const char *mode, int *status) {
   if (opt->mode && strcmp(opt->mode, mode) != 0) {
     *status = usage_error("choose one of --check, --list, --emit=... (got also '%s')", mode);
@@ -319,19 +371,17 @@ static int parse_args(int argc, char **argv, Options *opt) {
       if (missing)
         return usage_error("%s needs a kernel name", "--kernel");
       opt->kernel = value;
-    } else if (option_value(argc, argv, &i, "--warps", &value, &missing) ||
-               option_value(argc, argv, &i, "--stages", &value, &missing)) {
-      bool warps = strncmp(a, "--warps", 7) == 0;
-      char *end = NULL;
-      long n = missing ? 0 : strtol(value, &end, 10);
-      if (missing || !end || *end || n < 1 || n > 64)
-        return usage_error("%s needs a number from 1 to 64", warps ? "--warps" : "--stages");
-      *(warps ? &opt->warps : &opt->stages) = (int)n;
-    } else if (option_value(argc, argv, &i, "--pipeline", &value, &missing)) {
-      int kind = missing ? -1 : fa_pipeline_parse(value);
-      if (kind < 0)
-        return usage_error("--pipeline needs one of %s", fa_pipeline_names());
-      opt->pipeline = kind;
+    } else if (config_option(argc, argv, &i, opt, &status)) {
+      if (status)
+        return status;
+    } else if (option_value(argc, argv, &i, "--assume", &value, &missing)) {
+      if (missing)
+        return usage_error("%s needs NAME%%K, e.g. N%%16", "--assume");
+      const char **grown = realloc(opt->assume, (size_t)(opt->nassume + 1) * sizeof *grown);
+      if (!grown)
+        return usage_error("%s", "out of memory");
+      opt->assume = grown;
+      opt->assume[opt->nassume++] = value;
     } else if (option_value(argc, argv, &i, "--arch", &value, &missing)) {
       if (missing)
         return usage_error("%s needs an architecture", "--arch");
@@ -429,15 +479,16 @@ done:
 int main(int argc, char **argv) {
   Options opt;
   memset(&opt, 0, sizeof opt);
-  /* the pipeline the runtime would choose, unless --pipeline says otherwise */
+  /* the pipeline launches would take (runtime/launch.c), unless --pipeline says otherwise */
   const char *pipeline = getenv("FADSL_PIPELINE");
-  if (pipeline && *pipeline && (opt.pipeline = fa_pipeline_parse(pipeline)) < 0)
-    return usage_error("FADSL_PIPELINE must be one of %s", fa_pipeline_names());
+  if (pipeline && *pipeline && !fa_config_parse(fa_config_axis("pipeline"), pipeline, &opt.config.pipeline))
+    return usage_error("FADSL_PIPELINE must be %s", fa_config_axis("pipeline")->allowed);
   int status = parse_args(argc, argv, &opt);
   if (status < 0)
     status = run(&opt);
   for (int i = 0; i < opt.ndefines; i++)
     free(opt.defines[i].name);
   free(opt.defines);
+  free(opt.assume);
   return status;
 }

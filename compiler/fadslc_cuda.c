@@ -59,6 +59,32 @@ static bool compile_with_nvrtc(FaCompiler *fc, const FaCudaKernel *ck, const cha
   return ok;
 }
 
+/* --assume: facts about runtime integer and pointer parameters. */
+static bool parse_assumptions(FaCompiler *fc, const FaKernelInfo *k, const FaCompileRequest *req, FaArgFact **facts,
+                              int *nfacts) {
+  for (int i = 0; i < req->nassume; i++) {
+    const char *why = NULL;
+    int before = *nfacts;
+    if (!fa_arg_facts_parse(&fc->arena, req->assume[i], facts, nfacts, &why)) {
+      fa_error(&fc->diag, fa_noloc(), "--assume %s: %s", req->assume[i], why);
+      return false;
+    }
+    for (int f = before; f < *nfacts; f++) {
+      const FaParamInfo *pi = NULL;
+      for (int j = 0; j < k->nparams; j++)
+        if (!strcmp(k->params[j].name, (*facts)[f].name))
+          pi = &k->params[j];
+      bool integer = pi && pi->kind == PARAM_SCALAR && (pi->dtype == DT_VOID || fa_dtype_is_int(pi->dtype));
+      if (!pi || !(integer || pi->kind == PARAM_POINTER)) {
+        fa_error(&fc->diag, fa_noloc(), "--assume %s: '%s' is not a runtime integer or pointer parameter of '%s'",
+                 req->assume[i], (*facts)[f].name, k->name);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileRequest *req, FILE *out) {
   FaProgram *p = fa_program_check(fc, module);
   if (!p)
@@ -79,12 +105,16 @@ bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileReques
              "sm_90a)", arch);
     return false;
   }
-  FaLaunchConfig cfg = {req->warps, req->stages, req->pipeline};
+  FaLaunchConfig cfg = req->config;
   FaBinding *binds = NULL;
   int nb = fa_kernel_bindings_for_compile(fc, p, k, req->defines, req->ndefines, &binds, &cfg);
   if (nb < 0)
     return false;
-  FaCudaSpec spec = {p, k, binds, nb, cfg, target, NULL, 0};
+  FaArgFact *facts = NULL;
+  int nfacts = 0;
+  if (!parse_assumptions(fc, k, req, &facts, &nfacts))
+    return false;
+  FaCudaSpec spec = {p, k, binds, nb, cfg, target, facts, nfacts};
   bool want_plan = !strcmp(req->what, "plan");
   FaCudaPlan plan;
   IrKernel *ir;

@@ -13,10 +13,11 @@ typedef struct FaCompileRequest {
   const char *kernel;         /* --kernel NAME */
   const FaBinding *defines;   /* -D NAME=VALUE, parsed */
   int ndefines;
-  int warps, stages;          /* 0: the kernel's default configuration */
-  int pipeline;               /* FaPipelineKind; 0: the default */
+  FaLaunchConfig config;      /* fields 0: the kernel's default configuration */
   const char *arch;           /* --arch; NULL: sm_80 */
   const char *what;           /* "plan", "cuda", "ptx" or "cubin" */
+  const char *const *assume;  /* --assume NAME%K[,...]: facts about runtime arguments */
+  int nassume;
 } FaCompileRequest;
 
 /* Writes the requested output to `out`.  Returns false after reporting

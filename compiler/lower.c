@@ -2978,18 +2978,14 @@ IrKernel *fa_specialize(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *
   lower_init(&L, fc, p, NULL);
   if (!k || !build_module_scope(&L))
     return NULL;
-  if (config.warps <= 0)
-    config.warps = 4;
-  if (config.stages <= 0)
-    config.stages = 2;
-  if (!fa_is_pow2(config.warps) || config.warps > 32) {
-    lerr(&L, k->fn->loc, "warps must be a power of two from 1 to 32, got %d", config.warps);
-    return NULL;
-  }
-  if (config.stages > 16) {
-    lerr(&L, k->fn->loc, "stages must be from 1 to 16, got %d", config.stages);
-    return NULL;
-  }
+  fa_config_fill_defaults(&config);
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int a = 0; a < naxes; a++)
+    if (!fa_config_allowed(&axes[a], fa_config_get(&config, &axes[a]))) {
+      lerr(&L, k->fn->loc, "%s must be %s, got %d", axes[a].name, axes[a].allowed, fa_config_get(&config, &axes[a]));
+      return NULL;
+    }
   KernelSetup ks;
   if (!setup_kernel(&L, k, binds, nbinds, &ks))
     return NULL;

@@ -48,10 +48,15 @@ static const Node *find_launch(const Node *fn, const char *kernel) {
   return NULL;
 }
 
-static bool is_config_axis(const char *name) { return !strcmp(name, "warps") || !strcmp(name, "stages"); }
+/* Whether an @autotune axis already has a value: a launch-configuration
+ * axis in *config, a constexpr among the first `base` bindings. */
+static bool axis_fixed(const FaTuneAxis *ax, const FaBinding *b, int base, const FaLaunchConfig *config) {
+  const FaConfigAxis *cfg = fa_config_axis(ax->name);
+  return cfg ? fa_config_get(config, cfg) > 0 : find_binding(b, base, ax->name) >= 0;
+}
 
-/* Chooses a value for each @autotune axis not bound yet (warps and stages
- * into *config unless set): the first combination, in the order of the
+/* Chooses a value for each @autotune axis not bound yet (launch-configuration
+ * axes into *config unless set): the first combination, in the order of the
  * declaration (last axis fastest), that the prune expression accepts. */
 static bool autotune_default(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding *b, int *n,
                              int cap, FaLaunchConfig *config) {
@@ -64,43 +69,37 @@ static bool autotune_default(FaCompiler *fc, const FaProgram *p, const FaKernelI
   bool free_axis = false;
   for (int a = 0; a < nt; a++) {
     const FaTuneAxis *ax = &k->tune[a];
-    bool fixed = is_config_axis(ax->name) ? (!strcmp(ax->name, "warps") ? config->warps > 0 : config->stages > 0)
-                                          : find_binding(b, base, ax->name) >= 0;
-    free_axis = free_axis || (!fixed && ax->nvalues > 0);
+    free_axis = free_axis || (!axis_fixed(ax, b, base, config) && ax->nvalues > 0);
   }
   if (!free_axis)
     return true;
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
   for (;;) {
     int m = base;
-    for (int a = 0; a < nt && m + 2 < cap; a++) {
+    for (int a = 0; a < nt && m + naxes < cap; a++) {
       const FaTuneAxis *ax = &k->tune[a];
-      if (ax->nvalues <= 0)
-        continue;
-      bool fixed = is_config_axis(ax->name) ? (!strcmp(ax->name, "warps") ? config->warps > 0 : config->stages > 0)
-                                            : find_binding(b, base, ax->name) >= 0;
-      if (fixed)
+      if (ax->nvalues <= 0 || axis_fixed(ax, b, base, config))
         continue;
       b[m].name = ax->name;
       b[m].value = ax->values[idx[a]];
       m++;
     }
-    /* warps / stages given on the command line take part in the prune too */
-    if (config->warps > 0 && m < cap)
-      b[m++] = (FaBinding){"warps", {CK_INT, config->warps, 0, DT_VOID, NULL}};
-    if (config->stages > 0 && m < cap)
-      b[m++] = (FaBinding){"stages", {CK_INT, config->stages, 0, DT_VOID, NULL}};
+    /* configuration axes given on the command line take part in the prune too */
+    for (int x = 0; x < naxes && m < cap; x++)
+      if (fa_config_get(config, &axes[x]) > 0)
+        b[m++] = (FaBinding){axes[x].name, {CK_INT, fa_config_get(config, &axes[x]), 0, DT_VOID, NULL}};
     FaConst keep = {CK_BOOL, 1, 0, DT_VOID, NULL};
     if (k->prune && !fa_eval_const(fc, p, k->prune, b, m, &keep))
       return false;
     if (keep.i) {
-      /* move warps / stages out of the bindings */
+      /* move the configuration axes out of the bindings */
       int w = base;
       for (int i = base; i < m; i++) {
-        if (is_config_axis(b[i].name)) {
-          if (!strcmp(b[i].name, "warps") && config->warps <= 0)
-            config->warps = (int)b[i].value.i;
-          if (!strcmp(b[i].name, "stages") && config->stages <= 0)
-            config->stages = (int)b[i].value.i;
+        const FaConfigAxis *cfg = fa_config_axis(b[i].name);
+        if (cfg) {
+          if (fa_config_get(config, cfg) <= 0)
+            fa_config_set(config, cfg, (int)b[i].value.i);
           continue;
         }
         b[w++] = b[i];
@@ -204,10 +203,7 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
       n++;
     }
   }
-  if (config->warps <= 0)
-    config->warps = 4;
-  if (config->stages <= 0)
-    config->stages = 2;
+  fa_config_fill_defaults(config);
   *out = b;
   return n;
 }

@@ -456,7 +456,7 @@ static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernel
   bool ok = true;
   if (dec->args.len) {
     serr(C, dec->args.items[0]->loc, "@autotune takes keyword arguments only (NAME=[values], warps=, stages=, "
-                                     "prune=, key=)");
+                                     "prune=, key=)"); /* the launch-configuration axes, see config_axes.c */
     ok = false;
   }
   k->tune = fa_arena_alloc(&C->fc->arena, (size_t)(dec->kwargs.len + 1) * sizeof(FaTuneAxis));
@@ -472,8 +472,10 @@ static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernel
       memset(&nc, 0, sizeof nc);
       for (int j = 0; j < fn->params.len; j++)
         fa_ptrvec_push(&nc.local, (void *)fn->params.items[j]->name);
-      fa_ptrvec_push(&nc.local, (void *)"warps");
-      fa_ptrvec_push(&nc.local, (void *)"stages");
+      int naxes;
+      const FaConfigAxis *axes = fa_config_axes(&naxes);
+      for (int a = 0; a < naxes; a++)
+        fa_ptrvec_push(&nc.local, (void *)axes[a].name);
       check_names(C, &nc, kw->rhs);
       fa_ptrvec_free(&nc.local);
       continue;
@@ -498,7 +500,7 @@ static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernel
     }
     FaTuneAxis *ax = &k->tune[k->ntune];
     ax->name = name;
-    bool cfg = !strcmp(name, "warps") || !strcmp(name, "stages");
+    const FaConfigAxis *cfg = fa_config_axis(name);
     if (!cfg) {
       int j = param_index(fn, name);
       if (j < 0 || !is_constexpr_annot(fn->params.items[j]->annot)) {
@@ -519,10 +521,8 @@ static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernel
     }
     for (int j = 0; cfg && j < ax->nvalues; j++) {
       FaConst v = ax->values[j];
-      bool good = v.kind == CK_INT && (!strcmp(name, "warps") ? fa_is_pow2(v.i) && v.i <= 32 : v.i >= 1 && v.i <= 16);
-      if (!good) {
-        serr(C, kw->rhs->args.items[j]->loc, "%s must be %s", name,
-             !strcmp(name, "warps") ? "a power of two from 1 to 32" : "an integer from 1 to 16");
+      if (v.kind != CK_INT || !fa_config_allowed(cfg, v.i)) {
+        serr(C, kw->rhs->args.items[j]->loc, "%s must be %s", name, cfg->allowed);
         ok = false;
       }
     }
@@ -765,17 +765,14 @@ int fa_kernel_default_bindings(FaCompiler *fc, const FaKernelInfo *k, FaBinding 
   if (!b)
     return -1;
   int n = 0;
-  config->warps = 4;
-  config->stages = 2;
+  memset(config, 0, sizeof *config);
   for (int t = 0; t < k->ntune; t++) {
     const FaTuneAxis *ax = &k->tune[t];
-    if (ax->nvalues < 1)
-      continue;
-    if (!strcmp(ax->name, "warps"))
-      config->warps = (int)ax->values[0].i;
-    else if (!strcmp(ax->name, "stages"))
-      config->stages = (int)ax->values[0].i;
+    const FaConfigAxis *cfg = fa_config_axis(ax->name);
+    if (ax->nvalues >= 1 && cfg)
+      fa_config_set(config, cfg, (int)ax->values[0].i);
   }
+  fa_config_fill_defaults(config);
   for (int i = 0; i < k->nparams; i++) {
     const FaParamInfo *pi = &k->params[i];
     if (pi->kind != PARAM_CONSTEXPR)

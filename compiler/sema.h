@@ -93,12 +93,54 @@ typedef struct FaProgram {
 FaProgram *fa_program_check(FaCompiler *fc, const Node *module);
 FaKernelInfo *fa_program_kernel(const FaProgram *p, const char *name);
 
-/* The launch configuration of a specialisation. */
+/* ---- the launch configuration --------------------------------------------------------
+ * Choices made per launch that are not kernel parameters.  Each axis is one
+ * row of the table in config_axes.c, which says everything the rest of the
+ * system needs: its name (as @autotune, prune expressions, the tuning
+ * database and the tools' --NAME options spell it), default, allowed
+ * values, and the field of FaLaunchConfig that carries it (specialisation
+ * copies the configuration into the IrKernel the CUDA backend plans from;
+ * the runtime's variant key and launch log include every axis).  A new axis
+ * is a field here and a row there. */
 typedef struct FaLaunchConfig {
-  int warps;                /* default 4 */
-  int stages;               /* default 2 */
-  int pipeline;             /* FaPipelineKind (cuda.h); 0: the default, cp_async */
+  int warps;                /* threads per program / 32 */
+  int stages;               /* software pipelining depth */
+  int pipeline;             /* FaPipelineKind (cuda.h): how loads feeding products are pipelined */
 } FaLaunchConfig;
+
+typedef struct FaConfigAxis {
+  const char *name;
+  int default_value;
+  int min, max;             /* allowed values: min..max ... */
+  bool pow2;                /* ... and powers of two only */
+  const char *allowed;      /* the same in words, for messages: "a power of two from 1 to 32" */
+  size_t offset;            /* of its int field in FaLaunchConfig */
+  const char *help;         /* one line for --help */
+  const char *const *names; /* value v's name is names[v - min] (printed and parsed so), or NULL */
+} FaConfigAxis;
+
+/* The table; *n receives its length. */
+const FaConfigAxis *fa_config_axes(int *n);
+/* The axis of that name, or NULL (a kernel parameter, say). */
+const FaConfigAxis *fa_config_axis(const char *name);
+/* The axis's value in c (<= 0: not given). */
+int fa_config_get(const FaLaunchConfig *c, const FaConfigAxis *ax);
+void fa_config_set(FaLaunchConfig *c, const FaConfigAxis *ax, int value);
+bool fa_config_allowed(const FaConfigAxis *ax, int64_t value);
+/* Gives every axis not given (<= 0) its default. */
+void fa_config_fill_defaults(FaLaunchConfig *c);
+/* The axes a prune expression sees that are not axes of the kernel's
+ * @autotune space, as bindings: the value in `given` where set, else the
+ * default.  Writes at most fa_config_axes' count to out; returns how many. */
+int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given, FaBinding *out);
+/* Appends "warps=4 stages=2" (the axes given, space separated; a space first
+ * when out is not empty; named values by their names: "pipeline=tma"). */
+void fa_config_print(const FaLaunchConfig *c, StrBuf *out);
+/* An axis value from text: a number, or one of the axis's names.  False
+ * when it is neither or not allowed. */
+bool fa_config_parse(const FaConfigAxis *ax, const char *text, int *value);
+/* The name of a value of a named axis, or NULL. */
+const char *fa_config_value_name(const FaConfigAxis *ax, int value);
 
 /* Specialises a kernel: `binds` gives a value for constexpr parameters (those
  * with defaults may be left out; extra or unknown names are errors).  Returns

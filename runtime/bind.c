@@ -77,7 +77,7 @@ FADSL_API void fadsl_args_destroy(fadsl_args *a) {
 FADSL_API void fadsl_args_clear(fadsl_args *a) {
   if (!a) return;
   memset(a->args, 0, sizeof *a->args * (size_t)(a->nargs > 0 ? a->nargs : 1));
-  a->warps = a->stages = 0;
+  memset(&a->config, 0, sizeof a->config);
 }
 
 static bool is_constexpr_kind(fadsl_arg_kind k) {
@@ -173,17 +173,34 @@ FADSL_API fadsl_status fadsl_args_set_float(fadsl_args *a, const char *n, double
 FADSL_API fadsl_status fadsl_args_set_bool(fadsl_args *a, const char *n, int v) { return fadsl_args_set(a, n, fadsl_bool(v)); }
 FADSL_API fadsl_status fadsl_args_set_dtype(fadsl_args *a, const char *n, const char *d) { return fadsl_args_set(a, n, fadsl_dtype(d)); }
 
+FADSL_API fadsl_status fadsl_args_set_config_axis(fadsl_args *a, const char *name, int value) {
+  if (!a || !name) return FADSL_ERROR_INVALID_ARGUMENT;
+  const FaConfigAxis *ax = fa_config_axis(name);
+  if (!ax) {
+    StrBuf names;
+    fa_sb_init(&names);
+    int n;
+    const FaConfigAxis *axes = fa_config_axes(&n);
+    for (int i = 0; i < n; i++) fa_sb_printf(&names, "%s%s", i ? ", " : "", axes[i].name);
+    fadsl_status st = fa_rt_fail(args_ctx(a), FADSL_ERROR_INVALID_ARGUMENT,
+                                 "'%s' is not a launch-configuration axis (%s)", name, names.data);
+    fa_sb_free(&names);
+    return st;
+  }
+  if (value != 0 && !fa_config_allowed(ax, value))
+    return fa_rt_fail(args_ctx(a), FADSL_ERROR_INVALID_ARGUMENT, "%s must be 0 (not given) or %s, not %d", name,
+                      ax->allowed, value);
+  fa_config_set(&a->config, ax, value);
+  return FADSL_SUCCESS;
+}
+
 FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stages) {
   if (!a) return FADSL_ERROR_INVALID_ARGUMENT;
-  if (warps < 0 || warps > 32 || (warps & (warps - 1)) != 0)
-    return fa_rt_fail(args_ctx(a), FADSL_ERROR_INVALID_ARGUMENT,
-                      "warps must be 0 (not given) or a power of two up to 32, not %d", warps);
-  if (stages < 0 || stages > 16)
-    return fa_rt_fail(args_ctx(a), FADSL_ERROR_INVALID_ARGUMENT,
-                      "stages must be 0 (not given) or 1..16, not %d", stages);
-  a->warps = warps;
-  a->stages = stages;
-  return FADSL_SUCCESS;
+  FaLaunchConfig keep = a->config;
+  fadsl_status st = fadsl_args_set_config_axis(a, "warps", warps);
+  if (st == FADSL_SUCCESS) st = fadsl_args_set_config_axis(a, "stages", stages);
+  if (st != FADSL_SUCCESS) a->config = keep;
+  return st;
 }
 
 /* Whether a constexpr is an axis of the kernel's @autotune space (then the

@@ -266,6 +266,9 @@ FADSL_API fadsl_status fadsl_args_set_dtype(fadsl_args *a, const char *name, con
  * "nearest", "default", or "explicit+default" when the caller fixed some
  * axes and the defaults filled the rest. */
 FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stages);
+/* The same for one launch-configuration axis by name ("warps", "stages"):
+ * 0 leaves it to the tuning database / default. */
+FADSL_API fadsl_status fadsl_args_set_config_axis(fadsl_args *a, const char *name, int value);
 
 /* ---- launching and compiling ------------------------------------------------ */
 

@@ -22,6 +22,9 @@ typedef struct FaRtPlan {
   int nbinds;
   FaLaunchConfig config;
   const char *source;           /* where the tunable choices came from */
+  FaArgFact *facts;             /* what the runtime arguments' values give (see cuda.h) */
+  int nfacts;
+  char *assume;                 /* the facts as text, "M%16 N%16" (arena) */
   char arch[16];
   int sm;
   bool arch_specific;
@@ -88,16 +91,13 @@ static FaConst key_value(const fadsl_args *a, const char *name) {
 
 static int config_value(const FaConst *c) { return c->kind == CK_INT ? (int)c->i : 0; }
 
-static bool is_config_axis(const char *name) {
-  return !strcmp(name, "warps") || !strcmp(name, "stages");
-}
-
 /* The value the caller gave an axis, or NULL. */
 static const FaConst *explicit_axis_value(const fadsl_args *a, const FaTuneAxis *ax, FaConst *tmp) {
   const FaKernelInfo *k = a->kernel->info;
   memset(tmp, 0, sizeof *tmp);
-  if (!strcmp(ax->name, "warps") || !strcmp(ax->name, "stages")) {
-    int v = !strcmp(ax->name, "warps") ? a->warps : a->stages;
+  const FaConfigAxis *cfg = fa_config_axis(ax->name);
+  if (cfg) {
+    int v = fa_config_get(&a->config, cfg);
     if (v <= 0) return NULL;
     tmp->kind = CK_INT;
     tmp->i = v;
@@ -117,7 +117,9 @@ static bool prune_admits(const fadsl_args *a, const FaConst *values, Arena *aren
   const FaKernelInfo *k = a->kernel->info;
   if (!k->prune) return true;
   int n = 0;
-  FaBinding *binds = fa_arena_alloc(arena, sizeof *binds * (size_t)(k->nparams + k->ntune + 2));
+  int naxes;
+  fa_config_axes(&naxes);
+  FaBinding *binds = fa_arena_alloc(arena, sizeof *binds * (size_t)(k->nparams + k->ntune + naxes));
   if (!binds) return true;
   for (int i = 0; i < k->nparams; i++) {
     bool axis = false;
@@ -127,24 +129,11 @@ static bool prune_admits(const fadsl_args *a, const FaConst *values, Arena *aren
     binds[n].name = k->params[i].name;
     binds[n++].value = c;
   }
-  bool has_warps = false, has_stages = false;
   for (int t = 0; t < k->ntune; t++) {
     binds[n].name = k->tune[t].name;
     binds[n++].value = values[t];
-    has_warps |= !strcmp(k->tune[t].name, "warps");
-    has_stages |= !strcmp(k->tune[t].name, "stages");
   }
-  FaConst dflt = {CK_INT, 0, 0, DT_VOID, NULL};
-  if (!has_warps) {
-    dflt.i = a->warps > 0 ? a->warps : 4;
-    binds[n].name = "warps";
-    binds[n++].value = dflt;
-  }
-  if (!has_stages) {
-    dflt.i = a->stages > 0 ? a->stages : 2;
-    binds[n].name = "stages";
-    binds[n++].value = dflt;
-  }
+  n += fa_config_prune_bindings(k, &a->config, binds + n);
   FaCompiler scratch;
   fa_compiler_init(&scratch, NULL);
   FaConst out;
@@ -190,7 +179,10 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
   FaConst *values = fa_arena_alloc(&plan->arena, sizeof *values * (size_t)(nt + 1));
   bool *open = fa_arena_alloc(&plan->arena, sizeof *open * (size_t)(nt + 1));
   if (!values || !open) return FADSL_ERROR_OUT_OF_MEMORY;
-  bool any_explicit = a->warps > 0 || a->stages > 0, any_open = false;
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  bool any_explicit = false, any_open = false;
+  for (int x = 0; x < naxes; x++) any_explicit |= fa_config_get(&a->config, &axes[x]) > 0;
 
   /* 1. explicit: axes the caller bound */
   for (int t = 0; t < nt; t++) {
@@ -224,8 +216,8 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
     for (int t = 0; t < nt; t++) {
       if (!open[t]) continue;
       const char *name = k->tune[t].name;
-      int cfg = !strcmp(name, "warps") ? choice.config.warps
-                : !strcmp(name, "stages") ? choice.config.stages : 0;
+      const FaConfigAxis *ax = fa_config_axis(name);
+      int cfg = ax ? fa_config_get(&choice.config, ax) : 0;
       if (cfg > 0) {
         values[t].kind = CK_INT;
         values[t].i = cfg;
@@ -245,25 +237,25 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
   for (int t = 0; t < nt; t++) defaulted |= open[t];
   if (defaulted) choose_default(a, values, open, &plan->arena);
 
-  int warps = a->warps, stages = a->stages;
-  if (choice.match != FA_TUNE_NOT_FOUND) {
-    if (warps <= 0) warps = choice.config.warps;
-    if (stages <= 0) stages = choice.config.stages;
-  }
+  /* the configuration: explicit, else the database's, for the axes outside
+     the space; the space's resolved values for those in it; else defaults */
+  plan->config = a->config;
+  for (int x = 0; x < naxes && choice.match != FA_TUNE_NOT_FOUND; x++)
+    if (fa_config_get(&plan->config, &axes[x]) <= 0)
+      fa_config_set(&plan->config, &axes[x], fa_config_get(&choice.config, &axes[x]));
   for (int t = 0; t < nt; t++) {
-    if (!strcmp(k->tune[t].name, "warps")) warps = config_value(&values[t]);
-    if (!strcmp(k->tune[t].name, "stages")) stages = config_value(&values[t]);
+    const FaConfigAxis *ax = fa_config_axis(k->tune[t].name);
+    if (ax) fa_config_set(&plan->config, ax, config_value(&values[t]));
   }
-  plan->config.warps = warps > 0 ? warps : 4;
-  plan->config.stages = stages > 0 ? stages : 2;
-  /* FADSL_PIPELINE chooses how loads feeding products are pipelined on
-     sm_90a (cuda.h); the default is cp_async until the others have run on
-     a GPU */
+  /* FADSL_PIPELINE: the pipeline (how loads feeding products are pipelined
+     on sm_90a, cuda.h) of every launch that does not set it itself, over the
+     database's; the default is cp_async until the others have run on a GPU */
   const char *pipeline = getenv("FADSL_PIPELINE");
-  plan->config.pipeline = FA_PIPELINE_CP_ASYNC;
-  if (pipeline && *pipeline && (plan->config.pipeline = fa_pipeline_parse(pipeline)) < 0)
-    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "FADSL_PIPELINE=%s: not one of %s", pipeline,
-                      fa_pipeline_names());
+  if (pipeline && *pipeline && a->config.pipeline <= 0 &&
+      !fa_config_parse(fa_config_axis("pipeline"), pipeline, &plan->config.pipeline))
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "FADSL_PIPELINE=%s: not %s", pipeline,
+                      fa_config_axis("pipeline")->allowed);
+  fa_config_fill_defaults(&plan->config);
   plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest")
                  : !any_explicit ? "default"
                  : defaulted     ? "explicit+default"
@@ -285,13 +277,42 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
     }
     const FaConst *v = NULL;
     for (int t = 0; t < nt; t++)
-      if (!strcmp(k->tune[t].name, p->name) && !is_config_axis(p->name)) v = &values[t];
+      if (!strcmp(k->tune[t].name, p->name) && !fa_config_axis(p->name)) v = &values[t];
     if (!v && p->has_default && p->default_value.kind != CK_NONE) v = &p->default_value;
     if (!v) continue;   /* fa_rt_args_check_complete has reported real omissions */
     b->value = *v;
     plan->nbinds++;
   }
   return FADSL_SUCCESS;
+}
+
+/* The facts this call's runtime arguments give the specialisation (see
+ * cuda.h): integers that are multiples of 16, pointers aligned to less than
+ * 16 bytes (a pointer not bound yet, in a compile-only call, is taken to be
+ * aligned, as every allocation is; the launch decides on the real one). */
+static fadsl_status compute_facts(const fadsl_args *a, FaRtPlan *plan) {
+  const FaKernelInfo *k = a->kernel->info;
+  plan->facts = fa_arena_alloc(&plan->arena, sizeof *plan->facts * (size_t)(k->nparams + 1));
+  if (!plan->facts) return FADSL_ERROR_OUT_OF_MEMORY;
+  for (int i = 0; i < k->nparams; i++) {
+    const FaParamInfo *p = &k->params[i];
+    const FaRtArg *arg = &a->args[i];
+    if (!arg->bound) continue;
+    FaArgFact f;
+    if (p->kind == PARAM_SCALAR && (arg->value.kind == FADSL_ARG_I32 || arg->value.kind == FADSL_ARG_I64)) {
+      int64_t v = arg->value.kind == FADSL_ARG_I32 ? arg->value.v.i32 : arg->value.v.i64;
+      if (fa_arg_fact_of_int(p->name, v, &f)) plan->facts[plan->nfacts++] = f;
+    } else if (p->kind == PARAM_POINTER && arg->value.kind == FADSL_ARG_PTR) {
+      f = fa_arg_fact_of_pointer(p->name, arg->value.v.ptr);
+      if (f.multiple < FA_SPECIALISE_MULTIPLE) plan->facts[plan->nfacts++] = f;
+    }
+  }
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_arg_facts_print(plan->facts, plan->nfacts, &sb);
+  plan->assume = fa_arena_strdup(&plan->arena, sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  return plan->assume ? FADSL_SUCCESS : FADSL_ERROR_OUT_OF_MEMORY;
 }
 
 /* "BLOCK_Q=64 T=f16" */
@@ -306,16 +327,27 @@ static char *describe_binds(const FaRtPlan *plan) {
   return fa_sb_take(&sb);
 }
 
+/* "warps=4 stages=2": every axis of the configuration. */
+static void config_label(const FaLaunchConfig *c, char *buf, size_t size) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_config_print(c, &sb);
+  snprintf(buf, size, "%s", sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+}
+
 static void plan_key(FaRtPlan *plan, const char *constexprs) {
   FaSha256 h;
   fa_sha256_init(&h);
   fa_cache_key_str(&h, plan->arch);
   fa_cache_key_str(&h, constexprs);
-  int cfg[2] = {plan->config.warps, plan->config.stages};
-  fa_cache_key_field(&h, cfg, sizeof cfg);
-  /* the pipeline only when it is not the default, so that existing keys stay */
-  if (plan->config.pipeline > FA_PIPELINE_CP_ASYNC)
-    fa_cache_key_str(&h, fa_pipeline_name(plan->config.pipeline));
+  fa_cache_key_str(&h, plan->assume);
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes; x++) {
+    int v = fa_config_get(&plan->config, &axes[x]);
+    fa_cache_key_field(&h, &v, sizeof v);
+  }
   fa_sha256_final(&h, plan->key);
 }
 
@@ -326,6 +358,7 @@ void fa_rt_variant_free(fadsl_context *ctx, FaRtVariant *v) {
   if (v->loaded) fa_rt_module_unload(ctx, &v->module);
   free(v->cubin);
   free(v->constexprs);
+  free(v->assume);
   fa_compiler_free(&v->fc);
   free(v);
 }
@@ -341,17 +374,17 @@ static fadsl_status generate(fadsl_kernel *k, const FaRtPlan *plan, FaRtVariant 
   fadsl_program *prog = k->program;
   fadsl_context *ctx = prog->ctx;
   FaCudaSpec spec = {prog->prog, k->info, plan->binds, plan->nbinds, plan->config,
-                     {plan->sm, plan->arch_specific}, NULL, 0};
+                     {plan->sm, plan->arch_specific}, plan->facts, plan->nfacts};
   FaCudaStage stage = fa_cuda_compile(&v->fc, &spec, &v->ir, &v->cuda, NULL);
   if (stage == FA_CUDA_SPECIALISE_FAILED)
     return fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
-                      "kernel '%s' could not be specialised for %s warps=%d stages=%d:\n%s",
-                      k->info->name, v->constexprs, plan->config.warps, plan->config.stages,
+                      "kernel '%s' could not be specialised for %s %s:\n%s",
+                      k->info->name, v->constexprs, v->config_label,
                       v->fc.diag.text.data ? v->fc.diag.text.data : "");
   if (stage != FA_CUDA_DONE)
     return fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
-                      "kernel '%s' (%s warps=%d stages=%d) could not be lowered to CUDA for %s:\n%s",
-                      k->info->name, v->constexprs, plan->config.warps, plan->config.stages,
+                      "kernel '%s' (%s %s) could not be lowered to CUDA for %s:\n%s",
+                      k->info->name, v->constexprs, v->config_label,
                       plan->arch, v->fc.diag.text.data ? v->fc.diag.text.data : "");
   return FADSL_SUCCESS;
 }
@@ -381,8 +414,8 @@ static fadsl_status compile_variant(fadsl_context *ctx, fadsl_kernel *k, FaRtVar
     /* say which kernel the generated code belongs to */
     const char *e = fadsl_context_last_error(ctx);
     char *copy = strdup(e);
-    fa_rt_fail(ctx, st, "kernel '%s' (%s warps=%d stages=%d): %s", k->info->name, v->constexprs,
-               v->warps, v->stages, copy ? copy : e);
+    fa_rt_fail(ctx, st, "kernel '%s' (%s %s): %s", k->info->name, v->constexprs, v->config_label,
+               copy ? copy : e);
     free(copy);
     return st;
   }
@@ -427,9 +460,13 @@ static fadsl_status get_variant(fadsl_kernel *k, FaRtPlan *plan, FaRtVariant **o
   memcpy(v->key, plan->key, sizeof v->key);
   snprintf(v->arch, sizeof v->arch, "%s", plan->arch);
   v->constexprs = constexprs;
-  v->warps = plan->config.warps;
-  v->stages = plan->config.stages;
-  v->pipeline = plan->config.pipeline;
+  v->config = plan->config;
+  config_label(&v->config, v->config_label, sizeof v->config_label);
+  v->assume = strdup(plan->assume);
+  if (!v->assume) {
+    fa_rt_variant_free(ctx, v);
+    return FADSL_ERROR_OUT_OF_MEMORY;
+  }
   /* The front end's data is shared by all specialisations: generate one at
    * a time.  NVRTC, the slow part, runs outside the lock. */
   pthread_mutex_lock(&prog->lock);
@@ -470,8 +507,8 @@ static void fill_info(const fadsl_kernel *k, const FaRtVariant *v, const FaRtPla
   info->entry = v->cuda.entry;
   info->arch = v->arch;
   info->constexprs = v->constexprs;
-  info->warps = v->warps;
-  info->stages = v->stages;
+  info->warps = v->config.warps;
+  info->stages = v->config.stages;
   info->config_source = plan->source;   /* a string constant */
   info->cache = hit_name(hit);
   info->threads = v->cuda.threads;
@@ -514,6 +551,7 @@ static fadsl_status prepare(fadsl_kernel *k, const fadsl_args *a, const char *ar
                       "is sm_90a", arch);
   snprintf(plan->arch, sizeof plan->arch, "%s", arch);
   st = resolve_plan(ctx, a, plan);
+  if (st == FADSL_SUCCESS) st = compute_facts(a, plan);
   if (st != FADSL_SUCCESS) return st;
   return get_variant(k, plan, v, hit);
 }
@@ -882,6 +920,12 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
       case CUDA_ARG_POINTER:
         slots[j] = bound->value.v.ptr;
         params[j] = &slots[j];
+        /* the variant was chosen on this pointer's alignment; a mismatch is a bug here */
+        if (arg->align > 1 && bound->value.v.ptr % (uint64_t)arg->align != 0)
+          st = fa_rt_fail(ctx, FADSL_ERROR_PROGRAM,
+                          "kernel '%s': internal error: argument '%s' is not aligned to the %d bytes its "
+                          "code assumes",
+                          k->info->name, ip->name, arg->align);
         break;
       case CUDA_ARG_SCALAR:
         st = pack_scalar(ctx, k, ip->name, bound, arg->dtype, &slots[j]);
@@ -921,11 +965,10 @@ FADSL_API fadsl_status fadsl_launch(fadsl_kernel *k, const fadsl_args *a, void *
   if (st == FADSL_SUCCESS) {
     if (ctx->log.level >= FA_LOG_INFO)
       fprintf(ctx->log.stream,
-              "fadsl: launch %s [%s] warps=%d stages=%d (%s) arch=%s grid=(%u,%u,%u) "
-              "threads=%d smem=%zu cache=%s pipeline=%s\n",
-              k->info->name, v->constexprs, v->warps, v->stages, plan.source, v->arch, grid[0],
-              grid[1], grid[2], v->cuda.threads, v->cuda.shared_bytes, hit_name(hit),
-              fa_pipeline_name(v->pipeline));
+              "fadsl: launch %s [%s] %s (%s) assume=[%s] arch=%s grid=(%u,%u,%u) "
+              "threads=%d smem=%zu cache=%s\n",
+              k->info->name, v->constexprs, v->config_label, plan.source, v->assume, v->arch, grid[0],
+              grid[1], grid[2], v->cuda.threads, v->cuda.shared_bytes, hit_name(hit));
     fill_info(k, v, &plan, hit, info);
     if (info) memcpy(info->grid, grid, sizeof grid);
   }

@@ -38,7 +38,7 @@ struct fadsl_args {
   fadsl_kernel *kernel;
   FaRtArg *args;                /* one per kernel parameter, in source order */
   int nargs;
-  int warps, stages;            /* explicit config; 0 = not given */
+  FaLaunchConfig config;        /* explicit launch configuration; 0 = not given */
 };
 
 /* One specialisation of a kernel (constexpr values + config) for one arch,
@@ -47,14 +47,15 @@ struct fadsl_args {
  * loaded under the program lock. */
 struct FaRtVariant {
   FaRtVariant *next;
-  unsigned char key[32];        /* hash of arch, constexpr values and config */
+  unsigned char key[32];        /* hash of arch, constexpr values, config and argument facts */
   FaCompiler fc;                /* owns ir and cuda */
   IrKernel *ir;
   FaCudaKernel cuda;
   char arch[16];
   char *constexprs;             /* "BLOCK_Q=64 d_head=64 T=f16" */
-  int warps, stages;
-  int pipeline;                 /* FaPipelineKind the code was generated for */
+  FaLaunchConfig config;
+  char config_label[96];        /* "warps=4 stages=2" */
+  char *assume;                 /* the facts about the arguments it was specialised on: "N%16" */
   unsigned char *cubin;
   size_t cubin_size;
   FaCacheHit hit;               /* how the cubin was obtained */

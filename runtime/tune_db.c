@@ -225,15 +225,16 @@ static bool take_config(const json_t *e, Arena *arena, FaTuneChoice *out) {
   out->values = fa_arena_alloc(arena, sizeof *out->values * (n + 1));
   if (!out->values) return false;
   out->nvalues = 0;
-  out->config.warps = out->config.stages = 0;
+  memset(&out->config, 0, sizeof out->config);
   const char *name;
   const json_t *v;
   json_object_foreach((json_t *)cfg, name, v) {
     FaConst c;
     if (!json_to_const(v, arena, &c)) return false;
-    if (!strcmp(name, "warps") || !strcmp(name, "stages")) {
+    const FaConfigAxis *ax = fa_config_axis(name);
+    if (ax) {
       if (c.kind != CK_INT || c.i <= 0 || c.i > 1024) return false;
-      *(!strcmp(name, "warps") ? &out->config.warps : &out->config.stages) = (int)c.i;
+      fa_config_set(&out->config, ax, (int)c.i);
       continue;
     }
     FaBinding *b = &out->values[out->nvalues++];
@@ -361,8 +362,12 @@ FaTuneMatch fa_tune_lookup_cached(FaTuneCache *cache, const FaTuneQuery *q, Aren
 static json_t *config_json(const FaTuneTiming *t) {
   json_t *cfg = json_object();
   for (int i = 0; i < t->nvalues; i++) json_object_set_new(cfg, t->values[i].name, fa_tune_const_to_json(t->values[i].value));
-  if (t->config.warps > 0) json_object_set_new(cfg, "warps", json_integer(t->config.warps));
-  if (t->config.stages > 0) json_object_set_new(cfg, "stages", json_integer(t->config.stages));
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes; x++) {
+    int v = fa_config_get(&t->config, &axes[x]);
+    if (v > 0) json_object_set_new(cfg, axes[x].name, json_integer(v));
+  }
   return cfg;
 }
 

@@ -170,14 +170,26 @@ END_TEST
 
 START_TEST(test_config_and_introspection) {
   ck_assert_int_eq(fadsl_args_set_config(args, 8, 3), FADSL_SUCCESS);
-  ck_assert_int_eq(args->warps, 8);
-  ck_assert_int_eq(args->stages, 3);
+  ck_assert_int_eq(args->config.warps, 8);
+  ck_assert_int_eq(args->config.stages, 3);
   ck_error(fadsl_args_set_config(args, 3, 2), FADSL_ERROR_INVALID_ARGUMENT, "power of two");
   ck_error(fadsl_args_set_config(args, 64, 2), FADSL_ERROR_INVALID_ARGUMENT, "power of two");
   ck_error(fadsl_args_set_config(args, 4, -1), FADSL_ERROR_INVALID_ARGUMENT, "stages");
+  /* a refused pair leaves the configuration as it was */
+  ck_assert_int_eq(args->config.warps, 8);
+  ck_assert_int_eq(args->config.stages, 3);
+  /* one axis by name, as the table of axes names them */
+  ck_assert_int_eq(fadsl_args_set_config_axis(args, "stages", 4), FADSL_SUCCESS);
+  ck_assert_int_eq(args->config.stages, 4);
+  ck_assert_int_eq(args->config.warps, 8);
+  ck_error(fadsl_args_set_config_axis(args, "stages", 17), FADSL_ERROR_INVALID_ARGUMENT, "from 1 to 16");
+  ck_error(fadsl_args_set_config_axis(args, "BLOCK_Q", 64), FADSL_ERROR_INVALID_ARGUMENT,
+           "not a launch-configuration axis (warps, stages, pipeline)");
   ck_assert_int_eq(fadsl_args_set_config(args, 0, 0), FADSL_SUCCESS);
+  ck_assert_int_eq(args->config.stages, 0);
+  ck_assert_int_eq(fadsl_args_set_config(args, 4, 2), FADSL_SUCCESS);
   fadsl_args_clear(args);
-  ck_assert_int_eq(args->warps, 0);
+  ck_assert_int_eq(args->config.warps, 0);
 
   ck_assert_str_eq(fadsl_kernel_name(&kernel), "k");
   ck_assert_int_eq(fadsl_kernel_param_count(&kernel), 9);

@@ -310,7 +310,7 @@ START_TEST(test_launch_parameters_and_grid) {
                     strstr(line, "libnvrtc"),
                 "%s", line);
   ck_assert_ptr_nonnull(fgets(line, sizeof line, log));
-  ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 (default) arch=sm_90a "
+  ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 pipeline=cp_async (default) assume=[] arch=sm_90a "
                              "grid=(8,3,1) threads=128") &&
                     strstr(line, "cache=miss"),
                 "%s", line);
@@ -575,18 +575,21 @@ START_TEST(test_attention_tma_tensor_maps) {
     ck_assert_int_eq(dt, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
   }
 
-  /* a pointer the copy engine cannot read: refused before the launch */
+  /* a Q only 2-byte aligned: the launch specialises on the pointer's
+     alignment, so its variant reads Q with vector loads and only K and V
+     with the copy engine */
   int launches = fake_int("fake_cuda_launches");
+  maps_before = fake_int("fake_cuda_tensor_maps");
   bind_attention(a, q + 2, kk, v, lse, o, B * KVH, N, G, D);
   fadsl_args_set_int(a, "BLOCK_Q", BQ);
   fadsl_args_set_int(a, "BLOCK_K", BK);
   fadsl_args_set_config(a, 4, 2);
-  ck_assert_int_eq(fadsl_launch(k, a, NULL, NULL), FADSL_ERROR_INVALID_ARGUMENT);
-  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "'t_q' cannot be read by the bulk copy engine") &&
-                    strstr(fadsl_context_last_error(ctx), "16-byte aligned") &&
-                    strstr(fadsl_context_last_error(ctx), "FADSL_PIPELINE=cp_async"),
-                "%s", fadsl_context_last_error(ctx));
-  ck_assert_int_eq(fake_int("fake_cuda_launches"), launches);
+  st = fadsl_launch(k, a, NULL, &info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  ck_assert_int_eq(fake_int("fake_cuda_launches"), launches + 1);
+  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_before + 2);
+  ck_assert(strstr(info.cuda_source, "fa_tmap1") && !strstr(info.cuda_source, "fa_tmap2"));
+  launches = fake_int("fake_cuda_launches");
 
   /* a driver without the entry point (CUDA 11) */
   FaDriverApi *drv = (FaDriverApi *)ctx->drv;
@@ -619,6 +622,102 @@ START_TEST(test_attention_tma_tensor_maps) {
   fadsl_free(ctx, v);
   fadsl_free(ctx, o);
   fadsl_free(ctx, lse);
+}
+END_TEST
+
+/* Launches specialise on their runtime arguments: an integer that is a
+ * multiple of 16 and a pointer's alignment are part of the variant's key,
+ * so n = 1000 and n = 1024 run different code (scalar loads, and 16-byte
+ * vectors along the row of stride n), each compiled once and then found in
+ * memory; n = 2048 shares n = 1024's variant; a pointer aligned to 2 bytes
+ * only gets its own.  The launch line says which facts a variant assumed. */
+static const char *rows_fa =
+    "@kernel(grid=(cdiv(m, 16),))\n"
+    "def rows(x: *f16[m, n], y: *f16[m, n], m: i32, n: i32):\n"
+    "    p = make_block_ptr(x, shape=(m, n), strides=(n, 1), offsets=(program_id(0) * 16, 0),\n"
+    "                       block_shape=(16, 64), order=(1, 0))\n"
+    "    q = make_block_ptr(y, shape=(m, n), strides=(n, 1), offsets=(program_id(0) * 16, 0),\n"
+    "                       block_shape=(16, 64), order=(1, 0))\n"
+    "    store(q, load(p, boundary_check=(0, 1), padding=\"zero\"), boundary_check=(0, 1))\n";
+
+static void launch_rows(fadsl_kernel *k, uint64_t x, uint64_t y, int m, int n, fadsl_kernel_info *info) {
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "x", x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "y", y), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "m", m), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "n", n), FADSL_SUCCESS);
+  fadsl_status st = fadsl_launch(k, a, NULL, info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  fadsl_args_destroy(a);
+}
+
+/* The next launch line of the log. */
+static void next_launch_line(FILE *log, long *pos, char *line, size_t size) {
+  fflush(log);
+  fseek(log, *pos, SEEK_SET);
+  line[0] = '\0';
+  while (fgets(line, (int)size, log) && strncmp(line, "fadsl: launch ", 14) != 0)
+    line[0] = '\0';
+  *pos = ftell(log);
+}
+
+START_TEST(test_launches_specialise_on_arguments) {
+  FILE *log = tmpfile();
+  ctx->log.stream = log;
+  ctx->log.level = FA_LOG_INFO;
+  fadsl_program *prog;
+  ck_assert_int_eq(fadsl_program_load_string(ctx, "rows.fa", rows_fa, &prog), FADSL_SUCCESS);
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "rows", &k), FADSL_SUCCESS);
+  uint64_t x, y;
+  size_t bytes = 2 * 33 * 2048 + 64;
+  ck_assert_int_eq(fadsl_malloc(ctx, bytes, &x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, bytes, &y), FADSL_SUCCESS);
+  ck_assert_uint_eq(x % 16, 0);
+  char line[512];
+  long pos = 0;
+  fadsl_kernel_info info;
+  launch_rows(k, x, y, 33, 1000, &info);
+  ck_assert_str_eq(info.cache, "miss");
+  char *scalar_src = strdup(info.cuda_source);
+  next_launch_line(log, &pos, line, sizeof line);
+  ck_assert_msg(strstr(line, "fadsl: launch rows [] warps=4 stages=2 pipeline=cp_async (default) assume=[] arch="), "%s", line);
+
+  launch_rows(k, x, y, 33, 1024, &info);
+  ck_assert_str_eq(info.cache, "miss");   /* other code: compiled */
+  ck_assert_str_ne(info.cuda_source, scalar_src);
+  next_launch_line(log, &pos, line, sizeof line);
+  ck_assert_msg(strstr(line, "assume=[n%16] arch="), "%s", line);
+
+  /* both variants are kept */
+  launch_rows(k, x, y, 33, 1000, &info);
+  ck_assert_str_eq(info.cache, "memory");
+  ck_assert_str_eq(info.cuda_source, scalar_src);
+  launch_rows(k, x, y, 33, 1024, &info);
+  ck_assert_str_eq(info.cache, "memory");
+  launch_rows(k, x, y, 33, 2048, &info);   /* the same facts as 1024 */
+  ck_assert_str_eq(info.cache, "memory");
+  next_launch_line(log, &pos, line, sizeof line);
+  next_launch_line(log, &pos, line, sizeof line);
+  next_launch_line(log, &pos, line, sizeof line);
+  ck_assert_msg(strstr(line, "assume=[n%16] arch=") && strstr(line, "cache=memory"), "%s", line);
+
+  /* m a multiple of 16 as well: a fact of its own (a new variant) */
+  launch_rows(k, x, y, 32, 1024, &info);
+  next_launch_line(log, &pos, line, sizeof line);
+  ck_assert_msg(strstr(line, "assume=[m%16 n%16] arch="), "%s", line);
+
+  /* a pointer 2 bytes past an aligned one: scalar code again, its own variant */
+  launch_rows(k, x + 2, y, 33, 1024, &info);
+  next_launch_line(log, &pos, line, sizeof line);
+  ck_assert_msg(strstr(line, "assume=[x%2 n%16] arch="), "%s", line);
+  ck_assert_str_ne(info.cache, "memory");
+  free(scalar_src);
+  fadsl_free(ctx, x);
+  fadsl_free(ctx, y);
+  fadsl_program_destroy(prog);
+  fclose(log);
 }
 END_TEST
 
@@ -708,6 +807,7 @@ int main(void) {
   tcase_add_test(tc, test_tuned_launch_follows_the_database);
   tcase_add_test(tc, test_attention_launch);
   tcase_add_test(tc, test_attention_tma_tensor_maps);
+  tcase_add_test(tc, test_launches_specialise_on_arguments);
   tcase_add_test(tc, test_dynamic_shared_attribute);
   tcase_add_test(tc, test_device_helpers);
   suite_add_tcase(s, tc);

@@ -797,6 +797,69 @@ START_TEST(test_attention_forward_shape) {
 }
 END_TEST
 
+/* The launch-configuration axes: one table says names, defaults, allowed
+ * values and fields; the prune sees the axes a space does not list. */
+START_TEST(test_config_axes) {
+  int n;
+  const FaConfigAxis *axes = fa_config_axes(&n);
+  ck_assert_int_ge(n, 2);
+  const FaConfigAxis *w = fa_config_axis("warps"), *st = fa_config_axis("stages");
+  ck_assert_ptr_nonnull(w);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_null(fa_config_axis("BLOCK_Q"));
+  ck_assert_ptr_null(fa_config_axis(NULL));
+  ck_assert(fa_config_allowed(w, 8) && !fa_config_allowed(w, 6) && !fa_config_allowed(w, 64) &&
+            !fa_config_allowed(w, 0));
+  ck_assert(fa_config_allowed(st, 3) && !fa_config_allowed(st, 17) && !fa_config_allowed(st, 0));
+  FaLaunchConfig c = {0, 5, 0};
+  fa_config_fill_defaults(&c);
+  ck_assert_int_eq(c.warps, 4);
+  ck_assert_int_eq(c.stages, 5);
+  fa_config_set(&c, w, 16);
+  ck_assert_int_eq(c.warps, 16);
+  ck_assert_int_eq(fa_config_get(&c, st), 5);
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_sb_puts(&sb, "[BLOCK=64]");
+  fa_config_print(&c, &sb);
+  ck_assert_str_eq(sb.data, "[BLOCK=64] warps=16 stages=5 pipeline=cp_async");
+  fa_sb_free(&sb);
+  /* a named axis: printed and parsed by name (or number) */
+  const FaConfigAxis *pl = fa_config_axis("pipeline");
+  ck_assert_ptr_nonnull(pl);
+  int v = 0;
+  ck_assert(fa_config_parse(pl, "tma_ws", &v) && v == 4);
+  ck_assert(fa_config_parse(pl, "2", &v) && v == 2);
+  ck_assert(!fa_config_parse(pl, "tma_wz", &v) && !fa_config_parse(pl, "6", &v) && !fa_config_parse(pl, "", &v));
+  ck_assert_str_eq(fa_config_value_name(pl, 5), "tma_ws_pp");
+  ck_assert_ptr_null(fa_config_value_name(w, 4));
+  ck_assert(fa_config_parse(w, "8", &v) && v == 8 && !fa_config_parse(w, "7", &v));
+  for (int i = 0; i < n; i++) {
+    ck_assert(fa_config_allowed(&axes[i], axes[i].default_value));
+    ck_assert_ptr_eq(fa_config_axis(axes[i].name), &axes[i]);
+  }
+  /* a kernel whose space lists stages sees warps from the given config (or its default) */
+  Ctx ctx;
+  ctx_init(&ctx);
+  program(&ctx, "@kernel(grid=(1,))\n@autotune(B=[16, 32], stages=[2, 3])\ndef k(x: *f32, B: constexpr):\n    pass\n");
+  FaKernelInfo *k = fa_program_kernel(ctx.prog, "k");
+  ck_assert_ptr_nonnull(k);
+  FaBinding b[8];
+  FaLaunchConfig given = {8, 0, 0};
+  ck_assert_int_eq(fa_config_prune_bindings(k, &given, b), n - 1);
+  ck_assert_str_eq(b[0].name, "warps");
+  ck_assert_int_eq(b[0].value.i, 8);
+  ck_assert_int_eq(fa_config_prune_bindings(k, NULL, b), n - 1);
+  ck_assert_int_eq(b[0].value.i, 4);
+  FaBinding *defs;
+  FaLaunchConfig dflt;
+  ck_assert_int_eq(fa_kernel_default_bindings(&ctx.fc, k, &defs, &dflt), 1);
+  ck_assert_int_eq(dflt.warps, 4);
+  ck_assert_int_eq(dflt.stages, 2);
+  ctx_free(&ctx);
+}
+END_TEST
+
 static Suite *sema_suite(void) {
   Suite *s = suite_create("sema");
   TCase *t = tcase_create("types");
@@ -808,6 +871,7 @@ static Suite *sema_suite(void) {
   tcase_add_test(t, test_const_parse_print);
   tcase_add_test(t, test_const_eval_program);
   tcase_add_test(t, test_const_eval_errors);
+  tcase_add_test(t, test_config_axes);
   suite_add_tcase(s, t);
   t = tcase_create("lower");
   tcase_add_test(t, test_literal_adapts);

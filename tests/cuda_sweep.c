@@ -32,6 +32,7 @@ enum { MAX_BINDS = 16 };
 typedef struct Job {
   const char *file;          /* NULL: attention.fa; else relative to SRCDIR, with */
   const char *defines;       /* its constexprs, "NAME=VALUE ..." (d_head, dtype, causal unused) */
+  const char *assume;        /* facts about its runtime arguments, "M%16,N%16" (fadslc --assume), or NULL */
   const char *kernel;
   int d_head;
   const char *dtype;
@@ -147,7 +148,15 @@ static void run_job(Sweep *s, Job *j) {
   FaCudaKernel ck;
   IrKernel *ir = NULL;
   bool parsed = fa_cuda_target_parse(j->arch, &target);
-  FaCudaSpec spec = {p, k, binds, nb, cfg, target, NULL, 0};
+  FaArgFact *facts = NULL;
+  int nfacts = 0;
+  const char *why = NULL;
+  if (j->assume && !fa_arg_facts_parse(&fc.arena, j->assume, &facts, &nfacts, &why)) {
+    job_fail(j, "bad facts", why);
+    fa_compiler_free(&fc);
+    return;
+  }
+  FaCudaSpec spec = {p, k, binds, nb, cfg, target, facts, nfacts};
   if (nb < 0 || !parsed || fa_cuda_compile(&fc, &spec, &ir, &ck, NULL) != FA_CUDA_DONE) {
     job_fail(j, "could not emit CUDA", fc.diag.text.data);
     fa_compiler_free(&fc);
@@ -445,19 +454,26 @@ int main(int argc, char **argv) {
   /* the kernels written for the Hopper pipelines (tests/gpu/hopper.fa, the
      configurations gpu_codegen runs), every pipeline against cp_async */
   static const struct {
-    const char *kernel, *defines;
+    const char *file, *kernel, *defines, *assume;
     int warps, stages;
   } hopper_cases[] = {
-      {"kmm", "K=200 N=96 T=f16 BM=128 BN=64 BK=64 NAN_PAD=False", 4, 2},
-      {"kmm", "K=200 N=96 T=bf16 BM=64 BN=64 BK=32 NAN_PAD=False", 4, 3},
-      {"kmm", "K=200 N=64 T=f16 BM=64 BN=64 BK=64 NAN_PAD=True", 4, 2},
-      {"heads", "D=64 T=f16 BN=128 BK=64", 4, 2},
-      {"heads", "D=128 T=bf16 BN=64 BK=32", 4, 3},
+      {"tests/gpu/hopper.fa", "kmm", "K=200 N=96 T=f16 BM=128 BN=64 BK=64 NAN_PAD=False", NULL, 4, 2},
+      {"tests/gpu/hopper.fa", "kmm", "K=200 N=96 T=bf16 BM=64 BN=64 BK=32 NAN_PAD=False", NULL, 4, 3},
+      {"tests/gpu/hopper.fa", "kmm", "K=200 N=64 T=f16 BM=64 BN=64 BK=64 NAN_PAD=True", NULL, 4, 2},
+      {"tests/gpu/hopper.fa", "heads", "D=64 T=f16 BN=128 BK=64", NULL, 4, 2},
+      {"tests/gpu/hopper.fa", "heads", "D=128 T=bf16 BN=64 BK=32", NULL, 4, 3},
+      /* the Triton-style matmul at its default configuration, with runtime
+         sizes that are multiples of 16 (what launches at such sizes compile) */
+      {"examples/matmul/matmul.fa", "matmul", "T=f16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8", "M%16,N%16,K%16",
+       8, 3},
+      {"examples/matmul/matmul.fa", "matmul", "T=bf16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8",
+       "M%16,N%16,K%16", 8, 3},
   };
   for (size_t c = 0; c < sizeof hopper_cases / sizeof *hopper_cases; c++)
     for (int pl = FA_PIPELINE_CP_ASYNC; pl < FA_PIPELINE_COUNT && njobs < cap; pl++) {
       Job *j = &jobs[njobs++];
-      j->file = "tests/gpu/hopper.fa";
+      j->file = hopper_cases[c].file;
+      j->assume = hopper_cases[c].assume;
       j->defines = hopper_cases[c].defines;
       j->kernel = hopper_cases[c].kernel;
       j->dtype = "";

@@ -67,6 +67,18 @@ rm -f "$dir/none.fa"
 check 1 - 'error:' --emit=source -o "$dir/none.fa" "$dir/bad.fa"
 if [ -e "$dir/none.fa" ]; then echo "FAIL: -o written despite errors"; failures=$((failures + 1)); fi
 
+# --assume: facts about runtime arguments for the plan and the code
+matmul="$srcdir/examples/matmul/matmul.fa"
+check 2 - '--assume needs NAME%K' --emit=plan --kernel matmul "$matmul" --assume
+check 1 - '--assume K16: expected NAME%K' --emit=plan --kernel matmul "$matmul" --assume K16
+check 1 - 'must be a power of two' --emit=plan --kernel matmul "$matmul" --assume K%12
+check 1 - "'BLOCK_M' is not a runtime integer or pointer parameter of 'matmul'" \
+  --emit=plan --kernel matmul "$matmul" --assume BLOCK_M%16
+check 1 - "'Q' is not a runtime integer" --emit=cuda --kernel matmul "$matmul" --assume M%16,Q%16
+check 0 '^arg K: i32 multiple of 32$' - --emit=plan --kernel matmul "$matmul" --assume K%32
+check 0 '^arg a: \*f16 aligned to 4 bytes$' - --emit=plan --kernel matmul "$matmul" --assume a%4,K%16
+check 0 '^arg b: \*f16 aligned to 16 bytes (assumed)$' - --emit=plan --kernel matmul "$matmul" --assume a%4
+
 # --list over the flagship example
 if "$fadslc" --list "$attention" > "$dir/list" 2> "$dir/err"; then
   cat > "$dir/want" <<'LIST'

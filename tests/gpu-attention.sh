@@ -122,6 +122,11 @@ gpu_case 2,2,2,513,128 bf16 full
 gpu_case 1,2,1,300,700,32 f16 full
 gpu_case 1,1,1,77,256 f16 full
 gpu_case 1,2,2,200,256 bf16 causal
+echo "== sequence lengths that are multiples of 16 (launches specialise on them: wider loads)"
+gpu_case 1,4,2,256,64 f16 causal
+gpu_case 2,2,1,512,128 bf16 full
+gpu_case 1,2,2,384,256,32 f16 full
+gpu_case 1,3,1,64,128 bf16 causal
 echo "== one key: P = 1, the exact dQ and dK are 0 (errors against ||ref_rss||)"
 # the seed of a run on an H200 whose tiny dQ, dK failed a check relative to ||ref|| alone
 gpu_case 1,2,2,1,16 f16 full --seed 1796007389

@@ -33,6 +33,7 @@ typedef struct Case {
 #define CG "tests/gpu/codegen.fa"
 #define HOP "tests/gpu/hopper.fa"
 #define ATT "examples/attention/attention.fa"
+#define MM "examples/matmul/matmul.fa"
 
 static const Case cases[] = {
     /* elementwise: f16/bf16 results are compared to one ulp and a little
@@ -89,6 +90,13 @@ static const Case cases[] = {
     {HOP, "kmm", "K=200 N=64 T=f16 BM=64 BN=64 BK=64 NAN_PAD=True", "M=64", 4, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
     {HOP, "heads", "D=64 T=f16 BN=128 BK=64", "B=2 H=3 N=200", 4, 2, "x=-0.5:0.5 v=-1:1", 2e-3, 2e-3},
     {HOP, "heads", "D=128 T=bf16 BN=64 BK=32", "B=1 H=2 N=77", 4, 3, "x=-0.5:0.5 v=-1:1", 1e-2, 1e-2},
+    /* the Triton-style matmul with runtime sizes: multiples of 16 (launches
+       specialise on them: 16-byte cp.async pipelines) and odd sizes (scalar
+       loads), default and small tiles */
+    {MM, "matmul", "T=f16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8", "M=256 N=384 K=192", 8, 3, NULL, 1e-3, 2e-3},
+    {MM, "matmul", "T=f16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8", "M=100 N=70 K=90", 8, 3, NULL, 1e-3, 2e-3},
+    {MM, "matmul", "T=bf16 BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8", "M=640 N=144 K=48", 4, 2, NULL, 1e-2, 1e-2},
+    {MM, "matmul", "T=bf16 BLOCK_M=64 BLOCK_N=128 BLOCK_K=32 GROUP_M=8", "M=333 N=130 K=17", 4, 4, NULL, 1e-2, 1e-2},
     /* attention on small shapes (the random LSE and D keep the exponents of
        the backward pass in range) */
     {ATT, "attn_fwd", "n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=32", "n_zh=2 q_seq_len=77 kv_seq_len=100 sm_scale=0.125",
@@ -106,6 +114,14 @@ static const Case cases[] = {
     {ATT, "attn_fwd", "n_groups=1 d_head=16 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=64", "n_zh=2 q_seq_len=1 kv_seq_len=65 sm_scale=0.25",
      4, 2, NULL, 2e-3, 2e-3},
     {ATT, "attn_bwd_d", "n_groups=2 d_head=64 T=f16 BLOCK_Q=16", "n_zh=2 q_seq_len=77", 4, 2, NULL, 1e-4, 1e-4},
+    /* lengths that are multiples of 16: the variants launches specialise on them */
+    {ATT, "attn_bwd_d", "n_groups=2 d_head=64 T=f16 BLOCK_Q=16", "n_zh=2 q_seq_len=96", 4, 2, NULL, 1e-4, 1e-4},
+    {ATT, "attn_bwd_dkdv", "n_groups=2 d_head=64 is_causal=True T=f16 BLOCK_Q=32 BLOCK_K=64",
+     "n_zh=2 q_seq_len=128 kv_seq_len=192 sm_scale=0.125", 4, 2, "t_lse=10:12 t_pdp=-0.5:0.5", 5e-3, 5e-3},
+    {ATT, "attn_bwd_dq", "n_groups=1 d_head=64 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=32",
+     "n_zh=2 q_seq_len=160 kv_seq_len=96 sm_scale=0.125", 4, 3, "t_lse=10:12 t_pdp=-0.5:0.5", 2e-2, 2e-2},
+    {ATT, "attn_fwd", "n_groups=2 d_head=128 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=32", "n_zh=1 q_seq_len=256 kv_seq_len=256 sm_scale=0.088",
+     4, 2, NULL, 2e-3, 2e-3},
     {ATT, "attn_bwd_dkdv", "n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=32 BLOCK_K=64",
      "n_zh=2 q_seq_len=77 kv_seq_len=100 sm_scale=0.125", 4, 2, "t_lse=10:12 t_pdp=-0.5:0.5", 5e-3, 5e-3},
     {ATT, "attn_bwd_dkdv", "n_groups=1 d_head=32 is_causal=True T=bf16 BLOCK_Q=64 BLOCK_K=128",

@@ -692,7 +692,8 @@ static int run(Options *o) {
     goto done;
   /* the GPU path specialises on the host only to size and type the buffers */
   int nhost = o->gpu ? fill_tunables(&r, binds, nbinds) : nbinds;
-  FaLaunchConfig cfg = {o->warps ? o->warps : 4, o->stages ? o->stages : 2, 0};
+  FaLaunchConfig cfg = {o->warps, o->stages, 0};
+  fa_config_fill_defaults(&cfg);
   r.kernel = fa_specialize(&r.fc, r.prog, r.kinfo, binds, nhost, cfg);
   if (!r.kernel)
     goto done;

@@ -1,0 +1,104 @@
+/* config_axes.c - the launch-configuration axes (see sema.h): one row each. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sema.h"
+
+/* FaPipelineKind (cuda.h) from 1: each adds one mechanism to the one before */
+static const char *const pipeline_names[] = {"cp_async", "tma", "tma_async", "tma_ws", "tma_ws_pp"};
+
+static const FaConfigAxis axes[] = {
+    {"warps", 4, 1, 32, true, "a power of two from 1 to 32", offsetof(FaLaunchConfig, warps),
+     "warps per program, 32 threads each", NULL},
+    {"stages", 2, 1, 16, false, "an integer from 1 to 16", offsetof(FaLaunchConfig, stages),
+     "software pipelining depth: buffers per loaded tile", NULL},
+    {"pipeline", 1, 1, 5, false, "one of cp_async, tma, tma_async, tma_ws, tma_ws_pp (1 to 5)",
+     offsetof(FaLaunchConfig, pipeline),
+     "how loads feeding products are pipelined on sm_90a: cp_async, tma, tma_async, tma_ws, tma_ws_pp "
+     "(all but cp_async not yet run on a GPU)",
+     pipeline_names},
+};
+
+const FaConfigAxis *fa_config_axes(int *n) {
+  *n = (int)(sizeof axes / sizeof *axes);
+  return axes;
+}
+
+const FaConfigAxis *fa_config_axis(const char *name) {
+  for (size_t i = 0; name && i < sizeof axes / sizeof *axes; i++)
+    if (!strcmp(axes[i].name, name))
+      return &axes[i];
+  return NULL;
+}
+
+int fa_config_get(const FaLaunchConfig *c, const FaConfigAxis *ax) {
+  int v;
+  memcpy(&v, (const char *)c + ax->offset, sizeof v);
+  return v;
+}
+
+void fa_config_set(FaLaunchConfig *c, const FaConfigAxis *ax, int value) {
+  memcpy((char *)c + ax->offset, &value, sizeof value);
+}
+
+bool fa_config_allowed(const FaConfigAxis *ax, int64_t value) {
+  if (value < ax->min || value > ax->max)
+    return false;
+  return !ax->pow2 || (value & (value - 1)) == 0;
+}
+
+void fa_config_fill_defaults(FaLaunchConfig *c) {
+  for (size_t i = 0; i < sizeof axes / sizeof *axes; i++)
+    if (fa_config_get(c, &axes[i]) <= 0)
+      fa_config_set(c, &axes[i], axes[i].default_value);
+}
+
+void fa_config_print(const FaLaunchConfig *c, StrBuf *out) {
+  for (size_t i = 0; i < sizeof axes / sizeof *axes; i++) {
+    int v = fa_config_get(c, &axes[i]);
+    const char *name = fa_config_value_name(&axes[i], v);
+    if (v > 0 && name)
+      fa_sb_printf(out, "%s%s=%s", out->len ? " " : "", axes[i].name, name);
+    else if (v > 0)
+      fa_sb_printf(out, "%s%s=%d", out->len ? " " : "", axes[i].name, v);
+  }
+}
+
+const char *fa_config_value_name(const FaConfigAxis *ax, int value) {
+  if (!ax || !ax->names || value < ax->min || value > ax->max)
+    return NULL;
+  return ax->names[value - ax->min];
+}
+
+bool fa_config_parse(const FaConfigAxis *ax, const char *text, int *value) {
+  if (!ax || !text || !*text)
+    return false;
+  for (int v = ax->min; ax->names && v <= ax->max; v++)
+    if (!strcmp(text, ax->names[v - ax->min])) {
+      *value = v;
+      return true;
+    }
+  char *end = NULL;
+  long n = strtol(text, &end, 10);
+  if (!end || *end || !fa_config_allowed(ax, n))
+    return false;
+  *value = (int)n;
+  return true;
+}
+
+int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given, FaBinding *out) {
+  int n = 0;
+  for (size_t i = 0; i < sizeof axes / sizeof *axes; i++) {
+    bool in_space = false;
+    for (int t = 0; t < k->ntune; t++)
+      in_space |= !strcmp(k->tune[t].name, axes[i].name);
+    if (in_space)
+      continue;
+    int v = given ? fa_config_get(given, &axes[i]) : 0;
+    out[n].name = axes[i].name;
+    out[n++].value = (FaConst){CK_INT, v > 0 ? v : axes[i].default_value, 0, DT_VOID, NULL};
+  }
+  return n;
+}
