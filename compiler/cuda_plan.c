@@ -36,6 +36,7 @@ typedef struct FaOpPlan {
   FaProductPlan *product;
   FaReducePlan *reduce;
   FaPipelinePlan *pipeline;
+  bool producer;            /* warp specialisation: in the producer's slice */
   bool tma_considered;      /* a load into a swizzled tile that is not a bulk copy: why not */
   FaTmaRefusal tma_refusal;
   int tma_dim;
@@ -735,6 +736,37 @@ static void drop_nan_loads(Planner *pl, FaPipelinePlan *pp) {
   pp->nloads = kept;
 }
 
+static bool loop_contains(const IrOp *outer, const IrOp *op) {
+  for (const IrRegion *r = op->parent; r && r->parent_op; r = r->parent_op->parent)
+    if (r->parent_op == outer)
+      return true;
+  return false;
+}
+
+/* An earlier ring whose barriers, use counter and (with a producer warp)
+ * buffers this pipeline's loads can take over: the same stages and tiles of
+ * the same formats in the same order, in a loop that is neither inside nor
+ * around this one (the two loops of the causal forward pass).  Both loops
+ * then count their uses of one ring in program order, as the producer and
+ * the consumers both run them. */
+static const FaPipelinePlan *shareable_ring(Planner *pl, const FaPipelinePlan *pp) {
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    const FaPipelinePlan *q = pl->pipelines.items[i];
+    if (q == pp || q->sync != FA_SYNC_MBARRIER || q->shares || q->stages != pp->stages || q->nloads != pp->nloads ||
+        loop_contains(q->loop, pp->loop) || loop_contains(pp->loop, q->loop))
+      continue;
+    bool same = true;
+    for (int j = 0; j < pp->nloads && same; j++) {
+      const FaTilePlan *a = q->loads[j]->tile, *b = pp->loads[j]->tile;
+      same = a->rows == b->rows && a->pitch == b->pitch && a->format == b->format && a->swizzle == b->swizzle &&
+             a->inner == b->inner;
+    }
+    if (same)
+      return q;
+  }
+  return NULL;
+}
+
 static void plan_tma_pipeline(Planner *pl, FaPipelinePlan *pp) {
   FaCudaPlan *p = pl->p;
   FaTmaPlan *plans = palloc(pl, (size_t)pp->nloads * sizeof *plans);
@@ -756,8 +788,14 @@ static void plan_tma_pipeline(Planner *pl, FaPipelinePlan *pp) {
     for (int i = 0; i < pp->nloads; i++)
       if (!(plans[i].map = intern_tmap(pl, &maps[i])))
         pp->tma_refusal = FA_TMA_LIMIT;
-    pp->full = add_mbarrier(p, FA_MBAR_FULL, pp->stages, 1);
-    pp->empty = add_mbarrier(p, FA_MBAR_EMPTY, pp->stages, p->warps);
+    pp->shares = shareable_ring(pl, pp);
+    if (pp->shares) {
+      pp->full = pp->shares->full;
+      pp->empty = pp->shares->empty;
+    } else {
+      pp->full = add_mbarrier(p, FA_MBAR_FULL, pp->stages, 1);
+      pp->empty = add_mbarrier(p, FA_MBAR_EMPTY, pp->stages, p->warps);
+    }
     if (pp->full < 0 || pp->empty < 0)
       pp->tma_refusal = FA_TMA_LIMIT;
   }
@@ -770,9 +808,10 @@ static void plan_tma_pipeline(Planner *pl, FaPipelinePlan *pp) {
     drop_nan_loads(pl, pp);
     return;
   }
-  p->barriers[pp->full].pipeline = p->barriers[pp->empty].pipeline = pp;
+  if (!pp->shares)
+    p->barriers[pp->full].pipeline = p->barriers[pp->empty].pipeline = pp;
   pp->sync = FA_SYNC_MBARRIER;
-  pp->ring = p->nrings++;
+  pp->ring = pp->shares ? pp->shares->ring : p->nrings++;
   for (int i = 0; i < pp->nloads; i++) {
     FaAccessPlan *ap = pp->loads[i];
     FaTmaPlan *t = palloc(pl, sizeof *t);
@@ -874,6 +913,202 @@ static void plan_tma(Planner *pl) {
     else
       plan_tma_load(pl, op);
   }
+}
+
+
+/* ---- 5c. warp specialisation (pipeline tma_ws and later) ------------------------------------------
+ * When every load a loop issues ahead is a bulk copy (a ring) and what its
+ * copies need -- the loop bounds, the block pointers, the outer coordinates,
+ * the control flow around them -- are scalars computed without block
+ * values, a producer warpgroup after the compute warps runs that slice of
+ * the kernel, one thread of it waiting for free buffers and issuing the
+ * copies of every ring and of the loads outside loops; the compute warps
+ * (consumers) only wait for full buffers and release them.  The slice is
+ * found by following the operands of what the copies need, back to the
+ * parameters. */
+
+typedef struct Slicer {
+  Planner *pl;
+  const char *why;          /* set when the slice would need something the producer cannot compute */
+  const IrOp *why_op;
+} Slicer;
+
+static void slice_value(Slicer *s, const IrValue *v);
+
+static bool producer_op_ok(Slicer *s, const IrOp *op) {
+  switch (op->kind) {
+  case IR_FOR:
+  case IR_IF:
+    return true;
+  case IR_LOAD_BLOCK: {
+    const FaOpPlan *o = op_find(s->pl->p->ops, op);
+    return o && o->access && o->access->method == FA_ACCESS_TMA && !o->access->pipeline;
+  }
+  case IR_CONST:
+  case IR_PROGRAM_ID:
+  case IR_NUM_PROGRAMS:
+  case IR_CAST:
+  case IR_UNARY:
+  case IR_BINARY:
+  case IR_CMP:
+  case IR_SELECT:
+  case IR_PTR_ADD:
+  case IR_LOAD:
+  case IR_MAKE_BLOCK_PTR:
+  case IR_ADVANCE:
+    for (int i = 0; i < op->nresults; i++)
+      if (is_block(op->results[i]))
+        return false;
+    for (int i = 0; i < op->noperands; i++)
+      if (is_block(op->operands[i]))
+        return false;
+    return true;
+  default:
+    return false;
+  }
+}
+
+static void slice_op(Slicer *s, const IrOp *op) {
+  FaOpPlan *o = op_insert(s->pl->p->ops, op);
+  if (o->producer)
+    return;
+  o->producer = true;
+  if (!producer_op_ok(s, op)) {
+    if (!s->why) {
+      s->why = op->kind == IR_LOAD_BLOCK ? "a load the producer would issue is not a bulk copy"
+                                         : "a copy's loop bounds or coordinates depend on block values";
+      s->why_op = op;
+    }
+    return;
+  }
+  int nops = op->kind == IR_FOR ? 3 : op->kind == IR_IF ? 1 : op->noperands;
+  for (int i = 0; i < nops && i < op->noperands; i++)
+    slice_value(s, op->operands[i]);
+  if (op->parent && op->parent->parent_op)
+    slice_op(s, op->parent->parent_op);
+}
+
+static const IrOp *yield_of(const IrRegion *r) {
+  return r->last && r->last->kind == IR_YIELD ? r->last : NULL;
+}
+
+/* Position i (result i, region argument i + 1) of a loop. */
+static void slice_carried(Slicer *s, const IrOp *loop, int i) {
+  const IrRegion *body = loop->regions[0];
+  const IrOp *y = yield_of(body);
+  val(s->pl, loop->results[i])->producer = true;
+  val(s->pl, body->args[1 + i])->producer = true;
+  slice_op(s, loop);
+  if (3 + i < loop->noperands)
+    slice_value(s, loop->operands[3 + i]);
+  if (y && i < y->noperands)
+    slice_value(s, y->operands[i]);
+}
+
+static void slice_value(Slicer *s, const IrValue *v) {
+  if (!v)
+    return;
+  FaValuePlan *vp = val(s->pl, v);
+  if (vp->producer)
+    return;
+  vp->producer = true;
+  if (v->def) {
+    const IrOp *op = v->def;
+    int i = 0;
+    while (i < op->nresults && op->results[i] != v)
+      i++;
+    if (op->kind == IR_FOR) {
+      vp->producer = false;
+      slice_carried(s, op, i);
+    } else if (op->kind == IR_IF) {
+      slice_op(s, op);
+      for (int r = 0; r < op->nregions; r++) {
+        const IrOp *y = yield_of(op->regions[r]);
+        if (y && i < y->noperands)
+          slice_value(s, y->operands[i]);
+      }
+    } else {
+      slice_op(s, op);
+    }
+    return;
+  }
+  if (v->region && v->region->parent_op) {
+    const IrOp *f = v->region->parent_op;
+    int j = 0;
+    while (j < v->region->nargs && v->region->args[j] != v)
+      j++;
+    if (f->kind == IR_FOR && j > 0) {
+      vp->producer = false;
+      slice_carried(s, f, j - 1);
+    } else {
+      slice_op(s, f);
+    }
+  }
+}
+
+static void slice_coordinates(Slicer *s, const FaTmaPlan *t) {
+  for (int i = 0; i < t->outer_coord.nterms; i++)
+    for (int a = 0; a < t->outer_coord.terms[i].natoms; a++) {
+      int atom = t->outer_coord.terms[i].atoms[a];
+      if (atom >= FA_SYM_VALUE)
+        for (int n = 0; n < s->pl->p->nops; n++)
+          for (int r = 0; r < s->pl->p->order[n]->nresults; r++)
+            if (s->pl->p->order[n]->results[r]->id == atom - FA_SYM_VALUE)
+              slice_value(s, s->pl->p->order[n]->results[r]);
+    }
+}
+
+static void plan_warp_specialisation(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (p->pipeline < FA_PIPELINE_TMA_WS)
+    return;
+  const char *why = NULL;
+  int rings = 0;
+  for (int i = 0; i < pl->pipelines.len && !why; i++) {
+    const FaPipelinePlan *pp = pl->pipelines.items[i];
+    if (pp->sync != FA_SYNC_MBARRIER)
+      why = "a pipeline's loads are not all bulk copies";
+    rings++;
+  }
+  if (!why && !rings)
+    why = "no loop issues bulk copies ahead";
+  if (!why && p->warps % 4 != 0)
+    why = "the compute warps are not whole warpgroups";
+  Slicer s = {pl, NULL, NULL};
+  for (int i = 0; !why && i < pl->pipelines.len; i++) {
+    const FaPipelinePlan *pp = pl->pipelines.items[i];
+    slice_op(&s, pp->loop);
+    for (int j = 0; j < pp->nloads; j++) {
+      slice_carried(&s, pp->loop, pp->loads[j]->carried - 1);
+      slice_coordinates(&s, pp->loads[j]->tma);
+    }
+  }
+  for (int n = 0; !why && n < p->nops; n++) {
+    const FaOpPlan *o = op_find(p->ops, p->order[n]);
+    if (o && o->access && o->access->method == FA_ACCESS_TMA && !o->access->pipeline) {
+      slice_op(&s, p->order[n]);
+      slice_coordinates(&s, o->access->tma);
+    }
+  }
+  if (!why)
+    why = s.why;
+  if (why) {
+    p->no_warp_specialisation = why;
+    for (int n = 0; n < p->nops; n++) { /* no producer after all */
+      FaOpPlan *o = op_find(p->ops, p->order[n]);
+      if (o)
+        o->producer = false;
+    }
+    for (int v = 0; v < p->nvalues; v++)
+      p->values[v].producer = false;
+    return;
+  }
+  p->warp_specialised = true;
+}
+
+bool fa_plan_in_producer(const FaCudaPlan *plan, const IrOp *op) {
+  const FaOpPlan *o = op_find(plan->ops, op);
+  return plan->warp_specialised && o && o->producer;
 }
 
 /* ---- 6. additions fused into products ---------------------------------------------------------------
@@ -987,7 +1222,21 @@ static void allocate_tiles(Planner *pl) {
       t->id = n;
       tiles[n++] = t;
       tile_lifetime(pl, t, op);
+      /* with a producer warp, the copy engine may fill a tile whenever its
+         ring lets it: its memory is its own for the whole kernel */
+      if (p->warp_specialised && t->fill == FA_FILL_TMA) {
+        t->live_start = 0;
+        t->live_end = p->nops;
+      }
     }
+  }
+  /* a ring that two loops share: the second loop's tiles are the first's */
+  for (int i = 0; p->warp_specialised && i < n; i++) {
+    FaTilePlan *t = tiles[i];
+    const FaPipelinePlan *q = t->pipeline ? t->pipeline->shares : NULL;
+    for (int j = 0; q && j < t->pipeline->nloads; j++)
+      if (t->pipeline->loads[j]->tile == t)
+        t->alias = q->loads[j]->tile;
   }
   /* first fit, in order of definition (swizzled tiles start at multiples of
      1024 bytes, the period of the 128-byte swizzle) */
@@ -998,10 +1247,16 @@ static void allocate_tiles(Planner *pl) {
   for (int i = 0; i < n; i++) {
     FaTilePlan *t = tiles[i];
     size_t size = t->buf_bytes * (size_t)t->nbufs, off = 0;
+    if (t->alias) {
+      t->offset = t->alias->offset;
+      continue;
+    }
     for (bool moved = true; moved;) {
       moved = false;
       for (int j = 0; j < i; j++) {
         const FaTilePlan *o = tiles[j];
+        if (o->alias)
+          continue;
         size_t osize = o->buf_bytes * (size_t)o->nbufs;
         bool overlap_time = !(o->live_end < t->live_start || t->live_end < o->live_start);
         bool overlap_space = off < o->offset + osize && o->offset < off + size;
@@ -1433,7 +1688,20 @@ static void plan_mbarrier_steps(FaPipelinePlan *pp) {
   push_step_by(pp->tail, &pp->ntail, FA_STEP_RELEASE, 0, FA_BY_WARP);
 }
 
+/* With a producer warp the consumers only wait and release; the producer
+ * waits for each buffer's release and issues, iteration by iteration. */
+static void plan_producer_steps(FaPipelinePlan *pp) {
+  push_step(pp->head, &pp->nhead, FA_STEP_WAIT_FULL, 0, FA_WHY_LANDED);
+  push_step_by(pp->tail, &pp->ntail, FA_STEP_RELEASE, 0, FA_BY_WARP);
+  push_step_by(pp->producer, &pp->nproducer, FA_STEP_WAIT_EMPTY, 0, FA_BY_PRODUCER);
+  push_step_by(pp->producer, &pp->nproducer, FA_STEP_ISSUE, 0, FA_BY_PRODUCER);
+}
+
 static void plan_pipeline_steps(FaCudaPlan *p, FaPipelinePlan *pp) {
+  if (pp->sync == FA_SYNC_MBARRIER && p->warp_specialised) {
+    plan_producer_steps(pp);
+    return;
+  }
   if (pp->sync == FA_SYNC_MBARRIER) {
     plan_mbarrier_steps(pp);
     return;
@@ -1491,18 +1759,46 @@ static void plan_kernel(Planner *pl) {
   p->smem.total = p->smem.tiles + p->smem.barriers + ((p->smem.scratch + 15) & ~(size_t)15) + p->smem.align_pad;
   p->roles[0] = (FaWarpRole){FA_ROLE_COMPUTE, 0, p->warps, 0};
   p->nroles = 1;
+  p->threads = 32 * p->warps;
+  if (p->warp_specialised) {
+    /* one producer warpgroup after the compute warps.  Registers move to the
+       consumers (setmaxnreg) only where the block has more than 256 threads:
+       at 256 or fewer every thread may have 255 already */
+    p->threads += 128;
+    p->min_blocks = 1;
+    int producer = 0, consumer = 0;
+    if (p->threads > 256) {
+      producer = 40;
+      consumer = (65536 - 128 * producer) / (32 * p->warps) / 8 * 8;
+      if (consumer > 240)
+        consumer = 240;
+    }
+    p->roles[0].max_registers = consumer;
+    p->roles[1] = (FaWarpRole){FA_ROLE_PRODUCER, p->warps, 4, producer};
+    p->nroles = 2;
+  }
   unsigned uses = 0;
   for (int i = 0; i < p->ntiles; i++)
     if (p->tiles[i]->fill == FA_FILL_REGISTERS)
       uses |= FA_BARRIER_FOR_TILES;
-  if (p->npipelines)
-    uses |= FA_BARRIER_FOR_PIPELINE;
+  for (int i = 0; i < p->npipelines; i++) {
+    const FaPipelinePlan *pp = p->pipelines[i];
+    for (int k = 0; k < pp->nprologue; k++)
+      if (pp->prologue[k].kind == FA_STEP_BARRIER)
+        uses |= FA_BARRIER_FOR_PIPELINE;
+    for (int k = 0; k < pp->nhead; k++)
+      if (pp->head[k].kind == FA_STEP_BARRIER)
+        uses |= FA_BARRIER_FOR_PIPELINE;
+  }
   if (p->smem.scratch)
     uses |= FA_BARRIER_FOR_SCRATCH;
   if (uses && p->nbarriers < FA_MAX_BARRIERS) {
+    /* with a producer warpgroup the compute warps synchronise among
+       themselves (named barrier 1, fa::sync_compute) */
     FaBarrierPlan *b = &p->barriers[p->nbarriers++];
     memset(b, 0, sizeof *b);
-    b->kind = FA_BARRIER_CTA;
+    b->kind = p->warp_specialised ? FA_BARRIER_NAMED : FA_BARRIER_CTA;
+    b->id = p->warp_specialised ? 1 : 0;
     b->threads = 32 * p->warps;
     b->uses = uses;
   }
@@ -1586,6 +1882,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
     plan_pipelines(&pl, out->fn->body);
   if (pl.ok)
     plan_tma(&pl);
+  if (pl.ok)
+    plan_warp_specialisation(&pl);
   if (pl.ok) {
     plan_fused_adds(&pl, out->fn->body);
     allocate_tiles(&pl);

@@ -93,6 +93,7 @@ typedef struct FaTilePlan {
   size_t offset;            /* bytes from the start of the dynamic shared memory (tiles first) */
   int live_start, live_end; /* lifetime: positions of ops in pre-order; tiles whose lifetimes do
                                not overlap share memory */
+  const struct FaTilePlan *alias; /* the same memory as this earlier tile (a ring two loops share) */
 } FaTilePlan;
 
 /* ---- loads and stores --------------------------------------------------------------------- */
@@ -252,6 +253,7 @@ typedef enum FaStepBy {
   FA_BY_ALL,                /* every thread that computes */
   FA_BY_ISSUER,             /* one thread (thread 0) */
   FA_BY_WARP,               /* one lane of each warp that computes, after the warp's other lanes */
+  FA_BY_PRODUCER,           /* the producer warp's issuing thread (warp specialisation) */
 } FaStepBy;
 
 typedef struct FaPipeStep {
@@ -276,6 +278,11 @@ typedef struct FaPipelinePlan {
   FaPipeStep prologue[FA_PIPE_MAX_STEPS], head[FA_PIPE_MAX_STEPS], tail[FA_PIPE_MAX_STEPS],
       epilogue[FA_PIPE_MAX_STEPS];
   int nprologue, nhead, ntail, nepilogue;
+  /* warp specialisation: what the producer does in each iteration of its
+     copy of the loop (it runs ahead as far as the empty barriers let it) */
+  FaPipeStep producer[FA_PIPE_MAX_STEPS];
+  int nproducer;
+  const struct FaPipelinePlan *shares; /* its ring (barriers, counter, buffers) is this earlier one's */
   /* FA_SYNC_MBARRIER: the barriers (indices into FaCudaPlan.barriers, `stages`
      mbarriers each), the bytes one iteration's copies bring; uses of the
      ring are counted over the whole kernel (one counter per ring), so
@@ -368,6 +375,8 @@ typedef struct FaSmemPlan {
 
 typedef enum FaWarpRoleKind {
   FA_ROLE_COMPUTE,          /* loads, computes and stores */
+  FA_ROLE_PRODUCER,         /* a warpgroup of which one thread runs the producer's slice of the
+                               kernel and issues the bulk copies; the others exit */
 } FaWarpRoleKind;
 
 typedef struct FaWarpRole {
@@ -378,6 +387,8 @@ typedef struct FaWarpRole {
 
 typedef enum FaBarrierKind {
   FA_BARRIER_CTA,           /* __syncthreads (named barrier 0, every thread) */
+  FA_BARRIER_NAMED,         /* bar.sync / bar.arrive `id` over `threads` (warp specialisation: the
+                               compute threads' barrier; ping-pong: each consumer warpgroup's turn) */
   FA_BARRIER_MBARRIER,      /* `slots` mbarriers in shared memory at `offset`, `arrivals` each */
 } FaBarrierKind;
 
@@ -393,6 +404,7 @@ enum {
   FA_BARRIER_FOR_TILES = 1,     /* writing tiles from registers */
   FA_BARRIER_FOR_PIPELINE = 2,  /* pipeline buffers */
   FA_BARRIER_FOR_SCRATCH = 4,   /* library scratch (conversions, reductions across warps, FMA, atomics) */
+  FA_BARRIER_FOR_TURNS = 8,     /* ping-pong: warpgroup `warpgroup`'s turn to issue its products */
 };
 
 typedef struct FaBarrierPlan {
@@ -407,6 +419,7 @@ typedef struct FaBarrierPlan {
   size_t offset;            /* bytes from the start of the dynamic shared memory */
   const struct FaPipelinePlan *pipeline; /* FA_MBAR_FULL / FA_MBAR_EMPTY */
   const struct FaAccessPlan *load;       /* FA_MBAR_LOAD */
+  int warpgroup;            /* FA_BARRIER_FOR_TURNS */
 } FaBarrierPlan;
 
 enum { FA_MAX_BARRIERS = 24, FA_MAX_TENSOR_MAPS = 16 };
@@ -428,6 +441,7 @@ typedef struct FaValuePlan {
   int nconvs;
   FaTilePlan *tile;         /* its shared-memory copy, or NULL */
   FaProductPlan *fused_add_of; /* on an addition's result: the product it computes */
+  bool producer;            /* warp specialisation: the producer computes it too */
 } FaValuePlan;
 
 typedef struct FaOpMap FaOpMap;   /* op -> its plan (cuda_plan.c) */
@@ -466,6 +480,21 @@ struct FaCudaPlan {
   FaTensorMapPlan *tmaps[FA_MAX_TENSOR_MAPS]; /* the kernel's tensor-map arguments, after its parameters */
   int ntmaps;
   int nrings;               /* mbarrier rings (pipelines of FA_SYNC_MBARRIER): kernel-wide use counters */
+  /* warp specialisation (pipeline tma_ws and later): a producer warpgroup
+     after the compute warps runs the producer's slice of the kernel (the
+     scalar ops the bulk copies' loop bounds and coordinates depend on,
+     FaValuePlan.producer / fa_plan_in_producer) and issues every copy */
+  bool warp_specialised;
+  const char *no_warp_specialisation; /* why not, when it was asked for */
+  int threads;              /* per thread block: 32 * warps, + 128 with a producer warpgroup */
+  int min_blocks;           /* __launch_bounds__' second argument (1 with setmaxnreg), or 0 */
+  /* ping-pong (pipeline tma_ws_pp): in the loops of `pingpong_loops`, each
+     of two consumer warpgroups waits for its turn (named barrier) before its
+     first product of an iteration and gives the turn to the other after its
+     last one */
+  const IrOp **pingpong_loops;
+  int npingpong;
+  const char *no_pingpong;  /* why not, when it was asked for */
   FaSchedulePlan schedule;
   const IrOp **order;       /* every op of the device function, in pre-order */
   int nops;
@@ -494,6 +523,8 @@ static inline const FaValuePlan *fa_plan_value(const FaCudaPlan *plan, const IrV
 const FaLayout *fa_plan_operand_layout(const FaCudaPlan *plan, const IrOp *op, int i);
 /* Whether an op's code is emitted (it has effects or a live result). */
 bool fa_plan_op_live(const FaCudaPlan *plan, const IrOp *op);
+/* Warp specialisation: whether the producer runs op (its slice). */
+bool fa_plan_in_producer(const FaCudaPlan *plan, const IrOp *op);
 /* Whether operand i of op is read from a tile rather than from registers. */
 bool fa_plan_reads_tile(const IrOp *op, int i);
 

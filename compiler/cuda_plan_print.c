@@ -134,13 +134,20 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
   print_args(p, out);
   for (int i = 0; i < p->nroles; i++) {
     const FaWarpRole *r = &p->roles[i];
-    fa_sb_printf(out, "role %s: warps %d-%d (%d threads), registers %s", r->kind == FA_ROLE_COMPUTE ? "compute" : "?",
+    fa_sb_printf(out, "role %s: warps %d-%d (%d threads), registers %s",
+                 r->kind == FA_ROLE_COMPUTE ? "compute" : r->kind == FA_ROLE_PRODUCER ? "producer" : "?",
                  r->first_warp, r->first_warp + r->nwarps - 1, 32 * r->nwarps,
                  r->max_registers ? "" : "as the compiler allocates");
     if (r->max_registers)
       fa_sb_printf(out, "%d (setmaxnreg)", r->max_registers);
     fa_sb_putc(out, '\n');
   }
+  if (p->warp_specialised)
+    fa_sb_printf(out, "warp specialisation: one thread of warp %d runs the producer's slice and issues every bulk "
+                 "copy; %d threads per block, __launch_bounds__(%d, %d)\n",
+                 p->warps, p->threads, p->threads, p->min_blocks);
+  else if (p->no_warp_specialisation)
+    fa_sb_printf(out, "warp specialisation: none (%s)\n", p->no_warp_specialisation);
   fa_sb_printf(out, "schedule: %s\n",
                p->schedule.kind == FA_SCHEDULE_GRID ? "one thread block per program of the grid" : "?");
   if (!p->nbarriers)
@@ -151,8 +158,8 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
       print_mbarrier(b, out);
       continue;
     }
-    fa_sb_printf(out, "barrier %d: %s, %d threads, for", b->id, b->kind == FA_BARRIER_CTA ? "__syncthreads" : "?",
-                 b->threads);
+    fa_sb_printf(out, "barrier %d: %s, %d threads, for", b->id,
+                 b->kind == FA_BARRIER_CTA ? "__syncthreads" : b->kind == FA_BARRIER_NAMED ? "named" : "?", b->threads);
     const char *sep = " ";
     if (b->uses & FA_BARRIER_FOR_TILES) {
       fa_sb_printf(out, "%stile writes", sep);
@@ -162,8 +169,12 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
       fa_sb_printf(out, "%spipeline buffers", sep);
       sep = ", ";
     }
-    if (b->uses & FA_BARRIER_FOR_SCRATCH)
+    if (b->uses & FA_BARRIER_FOR_SCRATCH) {
       fa_sb_printf(out, "%sscratch", sep);
+      sep = ", ";
+    }
+    if (b->uses & FA_BARRIER_FOR_TURNS)
+      fa_sb_printf(out, "%sconsumer warpgroup %d's turn to issue its products", sep, b->warpgroup);
     fa_sb_putc(out, '\n');
   }
   fa_sb_printf(out, "smem: %zu bytes = tiles %zu + ", p->smem.total, p->smem.tiles);
@@ -204,7 +215,12 @@ static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
   } else {
     fa_sb_printf(out, "written from registers, %d per store", t->store_vec);
   }
-  fa_sb_printf(out, ", live %d..%d\n", t->live_start, t->live_end);
+  fa_sb_printf(out, ", live %d..%d", t->live_start, t->live_end);
+  if (t->alias) {
+    fa_sb_puts(out, ", the memory of tile ");
+    put_value(out, t->alias->value);
+  }
+  fa_sb_putc(out, '\n');
 }
 
 static void print_steps(StrBuf *out, const FaPipeStep *s, int n) {
@@ -214,6 +230,8 @@ static void print_steps(StrBuf *out, const FaPipeStep *s, int n) {
     fa_sb_puts(out, i ? ", " : " ");
     if (s[i].by == FA_BY_ISSUER)
       fa_sb_puts(out, "issuer ");
+    else if (s[i].by == FA_BY_PRODUCER)
+      fa_sb_puts(out, "producer ");
     else if (s[i].by == FA_BY_WARP)
       fa_sb_puts(out, "each warp ");
     switch (s[i].kind) {
@@ -233,9 +251,13 @@ static void print_steps(StrBuf *out, const FaPipeStep *s, int n) {
 static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
   fa_sb_puts(out, "pipeline ");
   put_loc(out, pp->loop->loc);
-  fa_sb_printf(out, ": %d stages (%d iteration%s ahead), ", pp->stages, pp->ahead, pp->ahead == 1 ? "" : "s");
+  if (pp->nproducer)
+    fa_sb_printf(out, ": %d stages (the producer up to %d iterations ahead), ", pp->stages, pp->stages);
+  else
+    fa_sb_printf(out, ": %d stages (%d iteration%s ahead), ", pp->stages, pp->ahead, pp->ahead == 1 ? "" : "s");
   if (pp->sync == FA_SYNC_MBARRIER)
-    fa_sb_printf(out, "TMA on mbarrier ring %d (%zu bytes per iteration)", pp->ring, pp->tx_bytes);
+    fa_sb_printf(out, "TMA on mbarrier ring %d%s (%zu bytes per iteration)", pp->ring,
+                 pp->shares ? " (shared with an earlier loop)" : "", pp->tx_bytes);
   else
     fa_sb_puts(out, "cp.async groups");
   fa_sb_puts(out, ", loads");
@@ -249,11 +271,12 @@ static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
     fa_sb_printf(out, " %s", fa_tma_refusal_text(pp->tma_refusal));
   }
   fa_sb_putc(out, '\n');
-  const char *part[4] = {"before the loop:", "each iteration:", "end of each iteration:", "after the loop:"};
-  const FaPipeStep *steps[4] = {pp->prologue, pp->head, pp->tail, pp->epilogue};
-  int n[4] = {pp->nprologue, pp->nhead, pp->ntail, pp->nepilogue};
-  for (int i = 0; i < 4; i++) {
-    if (i == 2 && pp->sync != FA_SYNC_MBARRIER)
+  const char *part[5] = {"before the loop:", "each iteration:", "end of each iteration:", "after the loop:",
+                         "the producer, each iteration:"};
+  const FaPipeStep *steps[5] = {pp->prologue, pp->head, pp->tail, pp->epilogue, pp->producer};
+  int n[5] = {pp->nprologue, pp->nhead, pp->ntail, pp->nepilogue, pp->nproducer};
+  for (int i = 0; i < 5; i++) {
+    if ((i == 2 && pp->sync != FA_SYNC_MBARRIER) || (i == 4 && !pp->nproducer))
       continue;
     fa_sb_puts(out, "pipeline ");
     put_loc(out, pp->loop->loc);

@@ -56,6 +56,7 @@ typedef struct Emitter {
   ValNames *vn;             /* by value id */
   const char **pipe_counter;/* by pipeline id: the ring's iteration counter */
   const IrValue **by_id;    /* every value of the device function, by id */
+  bool producer_mode;       /* writing the producer warp's slice (warp specialisation) */
   const char **late_acc;    /* by product index: the accumulator array of a product waited for late */
   const char **late_af;     /* ... and the array of its A fragments, if they come from registers */
   PtrVec names;             /* identifiers in use */
@@ -394,8 +395,8 @@ static const char *tile_address(Emitter *em, const FaTilePlan *t) {
 
 /* The barrier among the threads that compute. */
 static const char *barrier_stmt(Emitter *em) {
-  (void)em;
-  return "__syncthreads();";
+  /* with a producer warpgroup, only the compute warps (named barrier 1) */
+  return em->plan->warp_specialised ? "fa::sync_compute();" : "__syncthreads();";
 }
 
 static void emit_stage(Emitter *em, const IrValue *x) {
@@ -672,6 +673,23 @@ static void emit_store(Emitter *em, const IrOp *op) {
     line(em, "  *%s = %s;", p, v);
 }
 
+/* With a producer warp, the consumers compute block pointers that only the
+ * producer's copies read (the code is one for both): say they are unused. */
+static void note_producer_use(Emitter *em, const IrValue *bp) {
+  if (!em->plan->warp_specialised || em->producer_mode)
+    return;
+  for (int n = 0; n < em->plan->nops; n++) {
+    const IrOp *use = em->plan->order[n];
+    if (use->kind != IR_LOAD_BLOCK || use->operands[0] != bp)
+      continue;
+    const FaAccessPlan *ap = fa_plan_access(em->plan, use);
+    if (ap && ap->method == FA_ACCESS_TMA && !ap->pipeline) {
+      line(em, "(void)%s;  // read by the producer warp", names_of(em, bp)->name);
+      return;
+    }
+  }
+}
+
 static void emit_make_block_ptr(Emitter *em, const IrOp *op) {
   const IrValue *r = op->results[0];
   int rank = r->type.rank;
@@ -689,6 +707,7 @@ static void emit_make_block_ptr(Emitter *em, const IrOp *op) {
   fa_sb_puts(&sb, "}");
   line(em, "const %s %s = {%s};", elem_ctype(em, r->type), names_of(em, r)->name, sb.data ? sb.data : "");
   fa_sb_free(&sb);
+  note_producer_use(em, r);
 }
 
 static void emit_advance(Emitter *em, const IrOp *op) {
@@ -700,6 +719,7 @@ static void emit_advance(Emitter *em, const IrOp *op) {
   line(em, "const %s %s = fa::advance(%s, {%s});", elem_ctype(em, r->type), names_of(em, r)->name,
        value_ref(em, op->operands[0]), sb.data ? sb.data : "");
   fa_sb_free(&sb);
+  note_producer_use(em, r);
 }
 
 static const char *pad_value(Emitter *em, DType dt, IrPadding pad) {
@@ -789,6 +809,17 @@ static void emit_tma_copies(Emitter *em, const FaAccessPlan *ap, const char *bp,
 static void emit_tma_once(Emitter *em, const FaAccessPlan *ap) {
   const FaTmaPlan *t = ap->tma;
   const char *bar = mbar_address(em, t->barrier, NULL);
+  if (em->plan->warp_specialised && !em->producer_mode) {
+    line(em, "// %s: loaded into shared memory by the producer warp (waited for before its first reader)",
+         names_of(em, ap->op->results[0])->name);
+    return;
+  }
+  if (em->producer_mode) {
+    line(em, "fa::mbar_arrive_expect_tx(%s, %zuu);  // %s", bar, t->bytes,
+         ap->op->results[0]->name ? ap->op->results[0]->name : "a tile");
+    emit_tma_copies(em, ap, value_ref(em, ap->op->operands[0]), "0", bar);
+    return;
+  }
   line(em, "// %s: loaded into shared memory by the copy engine (waited for before its first reader)",
        names_of(em, ap->op->results[0])->name);
   line(em, "%s  // the tile's memory may have held other tiles", barrier_stmt(em));
@@ -802,7 +833,7 @@ static void emit_tma_once(Emitter *em, const FaAccessPlan *ap) {
 
 /* The waits, before op, for the loads outside loops whose first reader it is. */
 static void emit_tma_waits(Emitter *em, const IrOp *op) {
-  for (int i = 0; i < em->plan->naccesses; i++) {
+  for (int i = 0; em->producer_mode == false && i < em->plan->naccesses; i++) {
     const FaAccessPlan *ap = em->plan->accesses[i];
     if (ap->method == FA_ACCESS_TMA && !ap->pipeline && ap->tma->wait_before == op)
       line(em, "fa::mbar_wait(%s, 0);  // %s has landed", mbar_address(em, ap->tma->barrier, NULL),
@@ -1079,7 +1110,7 @@ static int product_index(const Emitter *em, const FaProductPlan *pp) {
  * registers the tensor cores owned until then (the accumulators, A's
  * fragments), so that the C++ compiler reads them only after the wait. */
 static void emit_wgmma_waits(Emitter *em, const IrOp *before, const IrRegion *end_of) {
-  for (int i = 0; i < em->plan->nwaits; i++) {
+  for (int i = 0; !em->producer_mode && i < em->plan->nwaits; i++) {
     const FaWgmmaWait *w = em->plan->waits[i];
     if (before ? w->before != before : (w->before || w->region != end_of))
       continue;
@@ -1356,14 +1387,25 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
   const char *iv = before ? value_ref(em, loop->operands[0]) : names_of(em, loop->regions[0]->args[0])->name;
   const char *exists = aprintf(em, "%s + %d * %s < %s", iv, s->arg, value_ref(em, loop->operands[2]),
                                value_ref(em, loop->operands[1]));
+  if (s->by == FA_BY_PRODUCER) /* the producer's own iteration: it exists */
+    exists = "true";
   switch (s->kind) {
   case FA_STEP_WAIT_EMPTY:
+    if (s->by == FA_BY_PRODUCER) {
+      line(em, "fa::mbar_wait(%s, %s ^ 1u);  // this iteration's buffer is free", mbar_address(em, pp->empty, slot),
+           parity);
+      break;
+    }
     line(em, "if (%s%s)  // the buffer of iteration +%d is free", s->by == FA_BY_ISSUER ? "threadIdx.x == 0 && " : "",
          exists, s->arg);
     line(em, "  fa::mbar_wait(%s, %s ^ 1u);", mbar_address(em, pp->empty, slot), parity);
     break;
   case FA_STEP_ISSUE: {
-    line(em, "if (threadIdx.x == 0 && %s) {  // the copies of iteration +%d", exists, s->arg);
+    if (s->by == FA_BY_PRODUCER)
+      line(em, "{  // this iteration's copies");
+    else
+      line(em, "if (%s%s) {  // the copies of iteration +%d", s->by == FA_BY_ISSUER ? "threadIdx.x == 0 && " : "",
+           exists, s->arg);
     em->indent++;
     const char *full = mbar_address(em, pp->full, slot);
     line(em, "fa::mbar_arrive_expect_tx(%s, %zuu);", full, pp->tx_bytes);
@@ -1454,9 +1496,14 @@ static void emit_for(Emitter *em, const IrOp *op) {
     /* the ring's use counter runs over the whole kernel (declared at its top) */
     counter = aprintf(em, "fa_ring%d", pp->ring);
     em->pipe_counter[pp->id] = counter;
-    line(em, "// software pipeline: the copy engine loads the tiles of the next %d iteration%s while this one "
-             "computes (mbarrier ring %d)",
-         pp->ahead, pp->ahead == 1 ? "" : "s", pp->ring);
+    if (em->plan->warp_specialised)
+      line(em, "// software pipeline: the producer warp has the copy engine load the tiles of up to %d iterations "
+               "ahead (mbarrier ring %d)",
+           pp->stages, pp->ring);
+    else
+      line(em, "// software pipeline: the copy engine loads the tiles of the next %d iteration%s while this one "
+               "computes (mbarrier ring %d)",
+           pp->ahead, pp->ahead == 1 ? "" : "s", pp->ring);
     emit_pipe_steps(em, pp, pp->prologue, pp->nprologue, PIPE_BEFORE);
   } else if (pp) {
     counter = fresh_tmp(em, "it");
@@ -1632,6 +1679,158 @@ static void emit_region(Emitter *em, const IrRegion *r) {
   emit_wgmma_waits(em, NULL, r);
 }
 
+
+/* ---- the producer warp (warp specialisation) ----------------------------------------------------
+ * One thread of the producer warpgroup runs the producer's slice of the
+ * kernel (fa_plan_in_producer): the scalars, block pointers and control flow
+ * the bulk copies need, and in each ring loop, each iteration, waits until
+ * the ring's next buffer is released and issues the copies into it; a
+ * load outside loops is issued where it stands.  Its loops carry only the
+ * values of the slice. */
+
+static void emit_producer_region(Emitter *em, const IrRegion *r);
+
+static void emit_producer_for(Emitter *em, const IrOp *op) {
+  IrRegion *body = op->regions[0];
+  int n = op->nresults;
+  for (int i = 0; i < n; i++) {
+    IrValue *arg = body->args[1 + i];
+    if (!vplan(em, arg)->producer)
+      continue;
+    const char *name = fresh_name(em, arg->name ? arg->name : op->results[i]->name);
+    names_of(em, arg)->name = name;
+    names_of(em, op->results[i])->name = name;
+    declare_var(em, arg, name);
+    assign_var(em, name, arg, op, 3 + i);
+  }
+  IrValue *iv = body->args[0];
+  const char *ivn = fresh_name(em, iv->name ? iv->name : "iv");
+  names_of(em, iv)->name = ivn;
+  const FaPipelinePlan *pp = fa_plan_pipeline(em->plan, op);
+  if (pp && pp->sync == FA_SYNC_MBARRIER)
+    em->pipe_counter[pp->id] = aprintf(em, "fa_ring%d", pp->ring);
+  else
+    pp = NULL;
+  source_comment(em, op->loc);
+  line(em, "for (%s %s = %s; %s < %s; %s += %s) {", ctype(iv->type.dtype), ivn, value_ref(em, op->operands[0]), ivn,
+       value_ref(em, op->operands[1]), ivn, value_ref(em, op->operands[2]));
+  em->indent++;
+  if (pp)
+    emit_pipe_steps(em, pp, pp->producer, pp->nproducer, PIPE_HEAD);
+  emit_producer_region(em, body);
+  const IrOp *y = body->last;
+  if (y && y->kind == IR_YIELD && y->noperands == n) {
+    /* through temporaries: an update may read another carried value */
+    const char **tmp = fa_arena_alloc(&em->fc->arena, (size_t)(n + 1) * sizeof *tmp);
+    if (!tmp) {
+      em->ok = false;
+      return;
+    }
+    for (int i = 0; i < n; i++) {
+      IrValue *arg = body->args[1 + i];
+      tmp[i] = NULL;
+      if (!vplan(em, arg)->producer || y->operands[i] == arg)
+        continue;
+      tmp[i] = fresh_tmp(em, "next");
+      declare_var(em, arg, tmp[i]);
+      assign_var(em, tmp[i], arg, y, i);
+    }
+    for (int i = 0; i < n; i++)
+      if (tmp[i])
+        line(em, "%s = %s;", names_of(em, body->args[1 + i])->name, tmp[i]);
+  }
+  if (pp)
+    line(em, "++%s;", em->pipe_counter[pp->id]);
+  em->indent--;
+  line(em, "}");
+}
+
+static void emit_producer_if(Emitter *em, const IrOp *op) {
+  for (int i = 0; i < op->nresults; i++) {
+    if (!vplan(em, op->results[i])->producer)
+      continue;
+    const char *name = fresh_name(em, op->results[i]->name);
+    names_of(em, op->results[i])->name = name;
+    declare_var(em, op->results[i], name);
+  }
+  source_comment(em, op->loc);
+  line(em, "if (%s) {", value_ref(em, op->operands[0]));
+  for (int r = 0; r < op->nregions; r++) {
+    if (r == 1)
+      line(em, "} else {");
+    em->indent++;
+    emit_producer_region(em, op->regions[r]);
+    const IrOp *y = op->regions[r]->last;
+    if (y && y->kind == IR_YIELD)
+      for (int i = 0; i < y->noperands && i < op->nresults; i++)
+        if (vplan(em, op->results[i])->producer)
+          assign_var(em, names_of(em, op->results[i])->name, op->results[i], y, i);
+    em->indent--;
+  }
+  line(em, "}");
+}
+
+static void emit_producer_region(Emitter *em, const IrRegion *r) {
+  for (const IrOp *op = r->first; op && em->ok; op = op->next) {
+    if (!fa_plan_in_producer(em->plan, op) || op->kind == IR_YIELD || op->kind == IR_RETURN)
+      continue;
+    switch (op->kind) {
+    case IR_FOR: emit_producer_for(em, op); break;
+    case IR_IF: emit_producer_if(em, op); break;
+    case IR_LOAD_BLOCK: {
+      const FaAccessPlan *ap = fa_plan_access(em->plan, op);
+      source_comment(em, op->loc);
+      if (ap && ap->method == FA_ACCESS_TMA)
+        emit_tma_once(em, ap);
+      break;
+    }
+    default: emit_op(em, op); break;
+    }
+  }
+}
+
+/* The kernel's body split into its two roles, one branch each of a single
+ * if/else (what setmaxnreg needs): the producer warpgroup (whose other
+ * threads leave at once) and the compute warpgroups. */
+static void emit_roles(Emitter *em) {
+  const FaCudaPlan *p = em->plan;
+  int saved_names = em->names.len;
+  line(em, "if (fa_warp >= %d) {  // the producer warpgroup", p->warps);
+  em->indent++;
+  if (p->roles[1].max_registers)
+    line(em, "fa::setmaxnreg_dec<%d>();  // its registers go to the consumers", p->roles[1].max_registers);
+  line(em, "if (fa_warp == %d && fa_lane == 0) {  // one thread issues every bulk copy", p->warps);
+  em->indent++;
+  for (int i = 0; i < p->nrings; i++)
+    line(em, "int fa_ring%d = 0;  // uses of mbarrier ring %d so far", i, i);
+  em->producer_mode = true;
+  emit_producer_region(em, em->fn->body);
+  em->producer_mode = false;
+  em->indent--;
+  line(em, "}");
+  em->indent--;
+  line(em, "} else {  // the compute warpgroups (consumers)");
+  em->indent++;
+  /* the consumers name the values afresh */
+  for (int i = 0; i < p->nvalues; i++)
+    if (em->by_id[i]) {
+      em->vn[i].name = NULL;
+      em->vn[i].convs = NULL;
+    }
+  for (int i = 0; i < em->fn->nparams; i++) /* params keep their names */
+    (void)i;
+  em->names.len = saved_names;
+  em->last_line = 0;
+  em->last_src = NULL;
+  if (p->roles[0].max_registers)
+    line(em, "fa::setmaxnreg_inc<%d>();", p->roles[0].max_registers);
+  for (int i = 0; i < p->nrings; i++)
+    line(em, "int fa_ring%d = 0;  // uses of mbarrier ring %d so far", i, i);
+  emit_region(em, em->fn->body);
+  em->indent--;
+  line(em, "}");
+}
+
 /* ---- the kernel ----------------------------------------------------------------------------------------- */
 
 static void emit_mbarrier_init(Emitter *em, StrBuf *out);
@@ -1647,6 +1846,8 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   fa_sb_puts(out, ".\n");
   fa_sb_puts(out, "// Generated by fadsl " PACKAGE_VERSION " from the kernel's specialised tile IR.\n");
   fa_sb_printf(out, "// Dynamic shared memory: %zu bytes.\n", kout->shared_bytes);
+  if (em->plan->warp_specialised) /* the library's barriers among the compute warps only */
+    fa_sb_printf(out, "#define FA_COMPUTE_THREADS %d\n", 32 * em->plan->warps);
   fa_sb_puts(out, "#include \"fadsl_device.cuh\"\n\n");
   bool any = false;
   for (int i = 0; i < em->layouts->layouts.len; i++) {
@@ -1667,7 +1868,11 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
     fa_sb_putc(out, '\n');
   if (em->helpers.data)
     fa_sb_puts(out, em->helpers.data);
-  fa_sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", kout->threads, kout->entry);
+  if (em->plan->min_blocks)
+    fa_sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", kout->threads, em->plan->min_blocks,
+                 kout->entry);
+  else
+    fa_sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", kout->threads, kout->entry);
   for (int i = 0; i < em->fn->nparams; i++) {
     const IrValue *v = em->fn->params[i].value;
     fa_sb_printf(out, "%s%s%s%s", i ? ", " : "", elem_ctype(em, v->type), v->type.dtype == DT_PTR ? "" : " ",
@@ -1715,7 +1920,7 @@ static void emit_mbarrier_init(Emitter *em, StrBuf *out) {
   for (int i = 0; i < p->ntmaps; i++)
     fa_sb_printf(out, "    fa::tma_prefetch_map(fa_tmap%d);\n", i);
   fa_sb_puts(out, "  }\n  fa::mbar_init_fence();\n  __syncthreads();\n");
-  for (int i = 0; i < p->nrings; i++)
+  for (int i = 0; !p->warp_specialised && i < p->nrings; i++) /* each role counts its own */
     fa_sb_printf(out, "  int fa_ring%d = 0;  // uses of mbarrier ring %d so far\n", i, i);
 }
 
@@ -1754,12 +1959,14 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
     const IrValue *v = em.fn->params[i].value;
     names_of(&em, v)->name = fresh_name(&em, em.fn->params[i].name ? em.fn->params[i].name : v->name);
   }
-  if (em.ok)
+  if (em.ok && plan->warp_specialised)
+    emit_roles(&em);
+  else if (em.ok)
     emit_region(&em, em.fn->body);
   bool ok = em.ok && fc->diag.errors == errors_before;
   if (ok) {
     out->entry = fresh_name(&em, em.fn->name ? em.fn->name : "kernel");
-    out->threads = 32 * plan->warps;
+    out->threads = plan->threads;
     out->shared_bytes = plan->smem.total;
     out->nargs = em.fn->nparams + plan->ntmaps;
     out->args = fa_arena_alloc(&fc->arena, (size_t)(out->nargs > 0 ? out->nargs : 1) * sizeof *out->args);

@@ -92,7 +92,8 @@ static void assert_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const
                     p->smem.tiles + p->smem.barriers + ((p->smem.scratch + 15) & ~(size_t)15) + p->smem.align_pad,
                 "%s: smem total", what);
   ck_assert_msg(ck->shared_bytes == p->smem.total, "%s: the kernel asks for what the plan says", what);
-  ck_assert_int_eq(ck->threads, 32 * p->warps);
+  ck_assert_int_eq(ck->threads, p->threads);
+  ck_assert_int_eq(p->threads, 32 * p->warps + (p->warp_specialised ? 128 : 0));
   /* tiles */
   for (int i = 0; i < p->ntiles; i++) {
     const FaTilePlan *t = p->tiles[i];
@@ -117,6 +118,8 @@ static void assert_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const
       const FaTilePlan *o = p->tiles[j];
       bool time = !(o->live_end < t->live_start || t->live_end < o->live_start);
       bool space = t->offset < o->offset + tile_size(o) && o->offset < t->offset + tile_size(t);
+      if (t->alias == o || o->alias == t || (t->alias && t->alias == o->alias))
+        continue; /* one ring of two loops: the same memory on purpose */
       ck_assert_msg(!(time && space), "%s: tiles %d and %d overlap while both are live", what, j, i);
     }
   }
@@ -163,8 +166,53 @@ static void assert_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const
   for (const char *s = ck->source; (s = strstr(s, "// (per warp: ")); s++)
     mma_code++;
   ck_assert_msg(wg == wg_code && mma == mma_code, "%s: plan %d/%d, code %d/%d", what, wg, mma, wg_code, mma_code);
-  ck_assert_int_eq(p->nroles, 1);
+  ck_assert_int_eq(p->nroles, p->warp_specialised ? 2 : 1);
   ck_assert_int_eq(p->roles[0].nwarps, p->warps);
+}
+
+/* Warp specialisation: a producer warpgroup right after the compute warps,
+ * registers moved only above 256 threads and within the register file; no
+ * CTA-wide barrier (the producer never reaches one); every ring filled by
+ * the producer, the consumers only waiting and releasing; the producer's
+ * slice scalars, block pointers, control flow and the loads it issues. */
+static void assert_ws_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const char *what) {
+  if (!p->warp_specialised) {
+    ck_assert_ptr_null(strstr(ck->source, "setmaxnreg"));
+    return;
+  }
+  ck_assert_int_eq(p->roles[1].kind, FA_ROLE_PRODUCER);
+  ck_assert_int_eq(p->roles[1].first_warp, p->warps);
+  ck_assert_int_eq(p->roles[1].nwarps, 4);
+  ck_assert_int_eq(p->min_blocks, 1);
+  int pr = p->roles[1].max_registers, cr = p->roles[0].max_registers;
+  if (p->threads <= 256) {
+    ck_assert(pr == 0 && cr == 0);
+  } else {
+    ck_assert_msg(pr >= 24 && cr <= 240 && cr % 8 == 0 && 128 * pr + 32 * p->warps * cr <= 65536, "%s: %d / %d", what,
+                  pr, cr);
+    ck_assert_ptr_nonnull(strstr(ck->source, "setmaxnreg_inc"));
+  }
+  for (int i = 0; i < p->nbarriers; i++)
+    ck_assert_msg(p->barriers[i].kind != FA_BARRIER_CTA, "%s: a CTA barrier with a producer warp", what);
+  ck_assert_ptr_nonnull(strstr(ck->source, "#define FA_COMPUTE_THREADS"));
+  for (int i = 0; i < p->npipelines; i++) {
+    const FaPipelinePlan *pp = p->pipelines[i];
+    ck_assert_int_eq(pp->sync, FA_SYNC_MBARRIER);
+    ck_assert_int_eq(pp->nprologue, 0);
+    ck_assert_int_eq(pp->nproducer, 2);
+    ck_assert(fa_plan_in_producer(p, pp->loop));
+  }
+  for (int n = 0; n < p->nops; n++) {
+    const IrOp *op = p->order[n];
+    if (!fa_plan_in_producer(p, op))
+      continue;
+    bool scalar = true;
+    for (int r = 0; r < op->nresults; r++)
+      scalar &= op->results[r]->type.rank == 0 || op->results[r]->type.dtype == DT_BLOCKPTR;
+    ck_assert_msg(scalar || op->kind == IR_FOR || op->kind == IR_IF ||
+                      (op->kind == IR_LOAD_BLOCK && fa_plan_access(p, op)->method == FA_ACCESS_TMA),
+                  "%s: the producer computes a block value", what);
+  }
 }
 
 START_TEST(test_attention_invariants) {
@@ -368,7 +416,7 @@ START_TEST(test_attention_tma_plans) {
   static const char *const kernels[] = {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"};
   static const int dims[] = {32, 64, 128, 256};
   int planned = 0;
-  for (int pi = FA_PIPELINE_TMA; pi <= FA_PIPELINE_TMA_ASYNC; pi++)
+  for (int pi = FA_PIPELINE_TMA; pi <= FA_PIPELINE_TMA_WS; pi++)
   for (int ki = 0; ki < 3; ki++)
     for (int di = 0; di < 4; di++)
       for (int causal = 0; causal < 2; causal++)
@@ -387,7 +435,9 @@ START_TEST(test_attention_tma_plans) {
           assert_invariants(&plan, &ck, what);
           assert_tma_invariants(&plan, &ck, what);
           assert_wait_invariants(&plan, &ck, what);
+          assert_ws_invariants(&plan, &ck, what);
           ck_assert_int_eq(plan.pipeline, pi);
+          ck_assert_int_eq(plan.warp_specialised, pi >= FA_PIPELINE_TMA_WS && ai == 1);
           ck_assert(plan.npipelines > 0);
           int copies = 0;
           for (int i = 0; i < plan.naccesses; i++)
@@ -406,7 +456,38 @@ START_TEST(test_attention_tma_plans) {
           fa_cuda_plan_free(&plan);
           fa_compiler_free(&c.fc);
         }
-  ck_assert_int_eq(planned, 96);
+  ck_assert_int_eq(planned, 144);
+}
+END_TEST
+
+/* Two consumer warpgroups and the producer (384 threads): registers move
+ * between them. */
+START_TEST(test_ws_eight_warps) {
+  static const struct {
+    const char *file, *kernel, *defs;
+  } cases[] = {
+      {"examples/attention/attention.fa", "attn_fwd", "d_head=64 is_causal=False BLOCK_Q=128 BLOCK_K=64"},
+      {"examples/attention/attention.fa", "attn_fwd", "d_head=128 is_causal=True BLOCK_Q=128 BLOCK_K=64"},
+      {"examples/attention/attention.fa", "attn_bwd_dq", "d_head=64 is_causal=True BLOCK_Q=128 BLOCK_K=128"},
+  };
+  for (int i = 0; i < (int)(sizeof cases / sizeof *cases); i++) {
+    Ctx c;
+    load_file(&c, cases[i].file);
+    FaCudaKernel ck;
+    FaCudaPlan plan;
+    FaLaunchConfig cfg = {8, 2, FA_PIPELINE_TMA_WS};
+    ck_assert_msg(compile(&c, cases[i].kernel, cases[i].defs, cfg, "sm_90a", NULL, 0, &ck, &plan) == FA_CUDA_DONE,
+                  "%s: %s", cases[i].kernel, diag(&c));
+    assert_invariants(&plan, &ck, cases[i].kernel);
+    assert_tma_invariants(&plan, &ck, cases[i].kernel);
+    assert_ws_invariants(&plan, &ck, cases[i].kernel);
+    ck_assert(plan.warp_specialised);
+    ck_assert_int_eq(plan.threads, 384);
+    ck_assert_int_eq(plan.roles[0].max_registers, 232);
+    ck_assert_int_eq(plan.roles[1].max_registers, 40);
+    fa_cuda_plan_free(&plan);
+    fa_compiler_free(&c.fc);
+  }
 }
 END_TEST
 
@@ -584,6 +665,7 @@ static Suite *plan_suite(void) {
   tcase_add_test(t, test_attention_tma_plans);
   tcase_add_test(t, test_tma_matmul_facts);
   tcase_add_test(t, test_tma_views);
+  tcase_add_test(t, test_ws_eight_warps);
   tcase_add_test(t, test_entry_point_stages);
   suite_add_tcase(s, t);
   return s;
