@@ -1417,6 +1417,16 @@ static void add_wait(Planner *pl, const IrOp *before, const IrRegion *region, Wa
   fa_ptrvec_push(&pl->waits, w);
 }
 
+/* The product an op issues (the dot, or the addition a dot is fused into). */
+static FaProductPlan *committed_by_any(Planner *pl, const IrOp *op) {
+  FaProductPlan *pp = NULL;
+  if (op->kind == IR_DOT) {
+    pp = (FaProductPlan *)fa_plan_product(pl->p, op);
+    return pp && !pp->fused_add ? pp : NULL;
+  }
+  return op->nresults == 1 ? val(pl, op->results[0])->fused_add_of : NULL;
+}
+
 /* The async product an op commits (the dot, or the addition a dot is fused into). */
 static FaProductPlan *committed_by(Planner *pl, const IrOp *op) {
   FaProductPlan *pp = NULL;
@@ -1499,6 +1509,88 @@ static void plan_product_waits(Planner *pl) {
       pp->wait = FA_WAIT_LATE;
   }
   plan_waits_in(pl, p->fn->body);
+}
+
+
+/* ---- 8c. ping-pong of two consumer warpgroups (pipeline tma_ws_pp) -------------------------------
+ * With a producer warp and two consumer warpgroups on separate rows, the
+ * products of a ring loop are issued in turns: a warpgroup waits for its
+ * turn (named barrier 2 + g) before each product it issues and gives the
+ * turn to the other (3 - g) right after, so that the tensor cores run one
+ * warpgroup's product while the other computes between its own (the
+ * softmax).  Warpgroup 0 holds the first turn.  A loop whose body
+ * synchronises all compute warps (conversions or reductions through shared
+ * memory, tile writes, FMA products) does not take turns: a warpgroup
+ * waiting for its turn while the other waits at that barrier would
+ * deadlock. */
+
+static const char *syncs_compute_warps(Planner *pl, const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    if (!fa_plan_op_live(pl->p, op))
+      continue;
+    for (int i = 0; i < op->nresults; i++) {
+      const FaValuePlan *vp = val(pl, op->results[i]);
+      for (int c = 0; c < vp->nconvs; c++)
+        if (!vp->convs[c].in_registers)
+          return "a layout conversion through shared memory";
+      if (vp->tile && vp->tile->fill == FA_FILL_REGISTERS)
+        return "a tile written from registers";
+    }
+    const FaReducePlan *rp = fa_plan_reduce(pl->p, op);
+    if (rp && (rp->warp_mask || rp->to_result.scratch))
+      return "a reduction across warps";
+    const FaProductPlan *pp = fa_plan_product(pl->p, op);
+    if (pp && pp->instr == FA_INSTR_FMA)
+      return "a product on the CUDA cores";
+    const FaAccessPlan *ap = fa_plan_access(pl->p, op);
+    if (ap && ap->scratch)
+      return "an atomic whose result is read";
+    for (int g = 0; g < op->nregions; g++) {
+      const char *why = syncs_compute_warps(pl, op->regions[g]);
+      if (why)
+        return why;
+    }
+  }
+  return NULL;
+}
+
+static void plan_pingpong(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (p->pipeline < FA_PIPELINE_TMA_WS_PP)
+    return;
+  if (!p->warp_specialised) {
+    p->no_pingpong = "no producer warp";
+    return;
+  }
+  if (p->warps != 8) {
+    p->no_pingpong = "it needs two consumer warpgroups (8 warps)";
+    return;
+  }
+  const IrOp **loops = palloc(pl, (size_t)(pl->pipelines.len + 1) * sizeof *loops);
+  if (!loops)
+    return;
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    const FaPipelinePlan *pp = pl->pipelines.items[i];
+    const char *why = syncs_compute_warps(pl, pp->loop->regions[0]);
+    int turns = 0;
+    for (const IrOp *op = pp->loop->regions[0]->first; op && !why; op = op->next) {
+      FaProductPlan *prod = committed_by_any(pl, op);
+      if (prod && prod->instr == FA_INSTR_WGMMA)
+        turns++;
+    }
+    if (why || !turns) {
+      if (!p->no_pingpong)
+        p->no_pingpong = why ? why : "a ring loop issues no warpgroup products";
+      continue;
+    }
+    for (const IrOp *op = pp->loop->regions[0]->first; op; op = op->next) {
+      FaProductPlan *prod = committed_by_any(pl, op);
+      if (prod && prod->instr == FA_INSTR_WGMMA)
+        prod->takes_turn = true;
+    }
+    loops[p->npingpong++] = pp->loop;
+  }
+  p->pingpong_loops = loops;
 }
 
 /* ---- 9. loads and stores ---------------------------------------------------------------------------- */
@@ -1768,7 +1860,7 @@ static void plan_kernel(Planner *pl) {
     p->min_blocks = 1;
     int producer = 0, consumer = 0;
     if (p->threads > 256) {
-      producer = 40;
+      producer = 24;
       consumer = (65536 - 128 * producer) / (32 * p->warps) / 8 * 8;
       if (consumer > 240)
         consumer = 240;
@@ -1801,6 +1893,15 @@ static void plan_kernel(Planner *pl) {
     b->id = p->warp_specialised ? 1 : 0;
     b->threads = 32 * p->warps;
     b->uses = uses;
+  }
+  for (int g = 0; p->npingpong && g < 2 && p->nbarriers < FA_MAX_BARRIERS; g++) {
+    FaBarrierPlan *b = &p->barriers[p->nbarriers++];
+    memset(b, 0, sizeof *b);
+    b->kind = FA_BARRIER_NAMED;
+    b->id = 2 + g;
+    b->threads = 256;
+    b->uses = FA_BARRIER_FOR_TURNS;
+    b->warpgroup = g;
   }
   p->schedule.kind = FA_SCHEDULE_GRID;
 }
@@ -1892,6 +1993,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
     plan_ops(&pl);
   if (pl.ok)
     plan_product_waits(&pl);
+  if (pl.ok)
+    plan_pingpong(&pl);
   out->pipelines = (FaPipelinePlan **)freeze(&pl, &pl.pipelines, &out->npipelines);
   out->products = (FaProductPlan **)freeze(&pl, &pl.products, &out->nproducts);
   out->accesses = (FaAccessPlan **)freeze(&pl, &pl.accesses, &out->naccesses);

@@ -343,6 +343,7 @@ typedef struct FaProductPlan {
   bool a_flip, b_flip;      /* the operand is the transpose of the tile's value */
   FaProductWait wait;
   FaWgmmaWait *wait_at;     /* FA_WAIT_LATE */
+  bool takes_turn;          /* ping-pong: issued in its consumer warpgroup's turn (named barriers) */
   const char *why_at_once;  /* FA_WAIT_AT_ONCE under a pipeline with late waits: why this one is not */
   const IrOp *fused_add;    /* r = addend + dot(...) computed as one product accumulating onto addend */
   int addend;               /* the add's operand that is not the product */

@@ -148,6 +148,16 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
                  p->warps, p->threads, p->threads, p->min_blocks);
   else if (p->no_warp_specialisation)
     fa_sb_printf(out, "warp specialisation: none (%s)\n", p->no_warp_specialisation);
+  if (p->npingpong) {
+    fa_sb_puts(out, "ping-pong: consumer warpgroups 0 and 1 take turns on each product of the loops at");
+    for (int i = 0; i < p->npingpong; i++) {
+      fa_sb_puts(out, i ? ", " : " ");
+      put_loc(out, p->pingpong_loops[i]->loc);
+    }
+    fa_sb_puts(out, " (named barriers 2 and 3; warpgroup 0 first)\n");
+  } else if (p->no_pingpong) {
+    fa_sb_printf(out, "ping-pong: none (%s)\n", p->no_pingpong);
+  }
   fa_sb_printf(out, "schedule: %s\n",
                p->schedule.kind == FA_SCHEDULE_GRID ? "one thread block per program of the grid" : "?");
   if (!p->nbarriers)
@@ -476,6 +486,8 @@ static void print_product(const FaProductPlan *pp, StrBuf *out) {
     }
     fa_sb_printf(out, " (wait_group %d)", w->pending);
   }
+  if (pp->takes_turn)
+    fa_sb_puts(out, ", issued in its warpgroup's turn");
   if (pp->fused_add) {
     fa_sb_puts(out, ", accumulating onto ");
     put_value(out, pp->fused_add->operands[pp->addend]);

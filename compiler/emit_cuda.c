@@ -1218,11 +1218,15 @@ static void emit_dot_into(Emitter *em, const FaProductPlan *pp, const IrValue *r
     line(em, "  %s[fa_e] = %s;", c, cast_expr(em, acc_dt, op->operands[2]->type.dtype, operand(em, op, 2)));
   else
     line(em, "  %s[fa_e] = %s;", c, zero_of(em, acc_dt));
+  if (pp->takes_turn)
+    line(em, "fa::wait_turn(fa_warp >> 2);  // this warpgroup's turn to issue a product");
   switch (pp->instr) {
   case FA_INSTR_WGMMA: emit_wgmma(em, pp, c); break;
   case FA_INSTR_MMA_SYNC: emit_mma_sync(em, pp, c); break;
   case FA_INSTR_FMA: emit_fma(em, pp, c); break;
   }
+  if (pp->takes_turn)
+    line(em, "fa::pass_turn(fa_warp >> 2);  // the other warpgroup's turn");
   if (!direct) {
     declare_block(em, r, layout_name(em, lc));
     line(em, "#pragma unroll");
@@ -1824,6 +1828,8 @@ static void emit_roles(Emitter *em) {
   em->last_src = NULL;
   if (p->roles[0].max_registers)
     line(em, "fa::setmaxnreg_inc<%d>();", p->roles[0].max_registers);
+  if (p->npingpong)
+    line(em, "if ((fa_warp >> 2) == 0) fa::named_arrive<2, 256>();  // warpgroup 0 issues first");
   for (int i = 0; i < p->nrings; i++)
     line(em, "int fa_ring%d = 0;  // uses of mbarrier ring %d so far", i, i);
   emit_region(em, em->fn->body);

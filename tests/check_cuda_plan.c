@@ -202,6 +202,28 @@ static void assert_ws_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, co
     ck_assert_int_eq(pp->nproducer, 2);
     ck_assert(fa_plan_in_producer(p, pp->loop));
   }
+  /* ping-pong: two consumer warpgroups, every warpgroup product of those
+     loops issued in turns, one wait and one pass per product in the code */
+  int turns = 0;
+  for (int i = 0; i < p->nproducts; i++)
+    turns += p->products[i]->takes_turn;
+  if (p->npingpong) {
+    ck_assert_int_eq(p->warps, 8);
+    ck_assert(turns > 0);
+    int named = 0;
+    for (int i = 0; i < p->nbarriers; i++)
+      named += p->barriers[i].kind == FA_BARRIER_NAMED && (p->barriers[i].uses & FA_BARRIER_FOR_TURNS);
+    ck_assert_int_eq(named, 2);
+  } else {
+    ck_assert_int_eq(turns, 0);
+  }
+  int waits = 0, passes = 0;
+  for (const char *c = ck->source; (c = strstr(c, "fa::wait_turn(")); c++)
+    waits++;
+  for (const char *c = ck->source; (c = strstr(c, "fa::pass_turn(")); c++)
+    passes++;
+  ck_assert_msg(waits == turns && passes == turns, "%s: %d products in turns, %d waits, %d passes", what, turns, waits,
+                passes);
   for (int n = 0; n < p->nops; n++) {
     const IrOp *op = p->order[n];
     if (!fa_plan_in_producer(p, op))
@@ -416,7 +438,7 @@ START_TEST(test_attention_tma_plans) {
   static const char *const kernels[] = {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"};
   static const int dims[] = {32, 64, 128, 256};
   int planned = 0;
-  for (int pi = FA_PIPELINE_TMA; pi <= FA_PIPELINE_TMA_WS; pi++)
+  for (int pi = FA_PIPELINE_TMA; pi <= FA_PIPELINE_TMA_WS_PP; pi++)
   for (int ki = 0; ki < 3; ki++)
     for (int di = 0; di < 4; di++)
       for (int causal = 0; causal < 2; causal++)
@@ -438,6 +460,7 @@ START_TEST(test_attention_tma_plans) {
           assert_ws_invariants(&plan, &ck, what);
           ck_assert_int_eq(plan.pipeline, pi);
           ck_assert_int_eq(plan.warp_specialised, pi >= FA_PIPELINE_TMA_WS && ai == 1);
+          ck_assert_int_eq(plan.npingpong, 0); /* 4 warps: one consumer warpgroup */
           ck_assert(plan.npipelines > 0);
           int copies = 0;
           for (int i = 0; i < plan.naccesses; i++)
@@ -456,7 +479,7 @@ START_TEST(test_attention_tma_plans) {
           fa_cuda_plan_free(&plan);
           fa_compiler_free(&c.fc);
         }
-  ck_assert_int_eq(planned, 144);
+  ck_assert_int_eq(planned, 192);
 }
 END_TEST
 
@@ -475,16 +498,17 @@ START_TEST(test_ws_eight_warps) {
     load_file(&c, cases[i].file);
     FaCudaKernel ck;
     FaCudaPlan plan;
-    FaLaunchConfig cfg = {8, 2, FA_PIPELINE_TMA_WS};
+    FaLaunchConfig cfg = {8, 2, FA_PIPELINE_TMA_WS_PP};
     ck_assert_msg(compile(&c, cases[i].kernel, cases[i].defs, cfg, "sm_90a", NULL, 0, &ck, &plan) == FA_CUDA_DONE,
                   "%s: %s", cases[i].kernel, diag(&c));
+    ck_assert_int_eq(plan.npingpong, plan.npipelines);
     assert_invariants(&plan, &ck, cases[i].kernel);
     assert_tma_invariants(&plan, &ck, cases[i].kernel);
     assert_ws_invariants(&plan, &ck, cases[i].kernel);
     ck_assert(plan.warp_specialised);
     ck_assert_int_eq(plan.threads, 384);
-    ck_assert_int_eq(plan.roles[0].max_registers, 232);
-    ck_assert_int_eq(plan.roles[1].max_registers, 40);
+    ck_assert_int_eq(plan.roles[0].max_registers, 240);
+    ck_assert_int_eq(plan.roles[1].max_registers, 24);
     fa_cuda_plan_free(&plan);
     fa_compiler_free(&c.fc);
   }

@@ -477,6 +477,13 @@ int main(int argc, char **argv) {
        8, 3},
       {"examples/matmul/matmul.fa", "matmul", "T=bf16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8",
        "M%16,N%16,K%16", 8, 3},
+      /* two consumer warpgroups (8 warps): setmaxnreg, and ping-pong with tma_ws_pp */
+      {"examples/attention/attention.fa", "attn_fwd", "d_head=64 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64", NULL, 8,
+       2},
+      {"examples/attention/attention.fa", "attn_fwd", "d_head=128 is_causal=False T=bf16 BLOCK_Q=128 BLOCK_K=64", NULL,
+       8, 2},
+      {"examples/attention/attention.fa", "attn_bwd_dq", "d_head=64 is_causal=False T=f16 BLOCK_Q=128 BLOCK_K=128", NULL,
+       8, 2},
   };
   for (size_t c = 0; c < sizeof hopper_cases / sizeof *hopper_cases; c++)
     for (int pl = FA_PIPELINE_CP_ASYNC; pl < FA_PIPELINE_COUNT && njobs < cap; pl++) {

@@ -137,11 +137,27 @@ FA_DEV bool elect_one() {
 /* Named barriers 1..15 over a subset of the block's warps (0 is
  * __syncthreads'): `threads` (a multiple of 32) must arrive; sync also
  * waits for them, arrive does not. */
-FA_DEV void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+template <int ID, int THREADS> FA_DEV void named_sync() {
+  asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
 }
-FA_DEV void named_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+template <int ID, int THREADS> FA_DEV void named_arrive() {
+  asm volatile("bar.arrive %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
+}
+
+/* Ping-pong of two consumer warpgroups (warps 0-3 and 4-7): warpgroup g
+ * waits for its turn on barrier 2 + g and gives the turn to the other on
+ * 3 - g; immediate barrier ids let ptxas count the barriers a block uses. */
+FA_DEV void wait_turn(int g) {
+  if (g == 0)
+    named_sync<2, 256>();
+  else
+    named_sync<3, 256>();
+}
+FA_DEV void pass_turn(int g) {
+  if (g == 0)
+    named_arrive<3, 256>();
+  else
+    named_arrive<2, 256>();
 }
 
 #endif /* sm_90 */
