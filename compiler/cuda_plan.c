@@ -1593,6 +1593,108 @@ static void plan_pingpong(Planner *pl) {
   p->pingpong_loops = loops;
 }
 
+
+/* ---- 8d. the next iteration's first product issued ahead (pipeline tma_ws_pp) -----------------------
+ * In a ring loop with a producer warp, the loop's first product (S = Q K^T
+ * in attention) is issued for iteration it + 1 at the head of iteration it,
+ * into a second accumulator, and waited for at the back edge, where it
+ * becomes the current one; iteration it's own was issued by the previous
+ * iteration (the first before the loop).  So the tensor cores compute the
+ * next block's S while the warps do this block's softmax: FlashAttention-3's
+ * intra-warpgroup overlap, found from the IR.  It needs the product's
+ * operands to come from outside the loop or from the ring (nothing the
+ * iteration computes), its result to be used in the loop body only and
+ * read from registers (a warpgroup product waited for late). */
+
+static bool outside_or_ring(Planner *pl, const IrValue *x, const FaPipelinePlan *pp) {
+  if (defined_outside(x, pp->loop))
+    return true;
+  const FaOpPlan *o = x->def ? op_find(pl->p->ops, x->def) : NULL;
+  return o && o->access && o->access->pipeline == pp;
+}
+
+/* The registers a compute thread holds for the loop's products: each
+ * accumulator M x N spread over the compute threads, each register A
+ * operand (two 16-bit elements a register).  Rotation keeps one more
+ * accumulator live across the whole body.  In the sweep (tests/cuda_sweep.c,
+ * ptxas of CUDA 12) rotated loops estimated at 144-184 registers (with the
+ * second accumulator) compiled without spills and those at 192 and more
+ * spilled (64 bytes and up) where the unrotated ones did not, so rotation
+ * is refused above 184 of the 240 registers a consumer gets
+ * (FA_ROTATION_REGISTERS). */
+
+static int loop_acc_registers(Planner *pl, const FaPipelinePlan *pp, int threads) {
+  long regs = 0;
+  for (int i = 0; i < pl->products.len; i++) {
+    const FaProductPlan *prod = pl->products.items[i];
+    if (!within(prod->dot->parent, pp->loop))
+      continue;
+    regs += (long)prod->M * prod->N;
+    if (prod->a_src != FA_OPND_TILE)
+      regs += (long)prod->M * prod->K / 2;
+  }
+  return threads > 0 ? (int)(regs / threads) : 0;
+}
+
+static void plan_rotation(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (p->pipeline < FA_PIPELINE_TMA_WS_PP || !p->warp_specialised)
+    return;
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    FaProductPlan *first = NULL;
+    for (const IrOp *op = pp->loop->regions[0]->first; op && !first; op = op->next)
+      if (fa_plan_op_live(p, op))
+        first = committed_by_any(pl, op);
+    if (!first || first->instr != FA_INSTR_WGMMA || first->wait != FA_WAIT_LATE || first->fused_add ||
+        first->dot->noperands != 2 || first->a_src != FA_OPND_TILE)
+      continue;
+    bool flip;
+    if (!outside_or_ring(pl, tile_source(pl, first->dot->operands[0], &flip), pp) ||
+        !outside_or_ring(pl, tile_source(pl, first->dot->operands[1], &flip), pp))
+      continue;
+    /* its result stays in the body */
+    const IrValue *r = first->dot->results[0];
+    bool inside = true;
+    for (int n = 0; n < p->nops && inside; n++) {
+      const IrOp *use = p->order[n];
+      for (int k = 0; k < use->noperands; k++)
+        if (use->operands[k] == r && !within(use->parent, pp->loop))
+          inside = false;
+    }
+    const IrOp *y = pp->loop->regions[0]->last;
+    for (int k = 0; y && k < y->noperands; k++)
+      inside &= y->operands[k] != r;
+    if (!inside)
+      continue;
+    pp->acc_registers = loop_acc_registers(pl, pp, p->warps * 32) + first->M * first->N / (p->warps * 32);
+    if (pp->acc_registers > FA_ROTATION_REGISTERS) {
+      pp->no_rotation = "a second accumulator would not fit the registers";
+      continue;
+    }
+    /* its own wait goes: the back edge waits for the next one */
+    FaWgmmaWait *w = first->wait_at;
+    if (w) {
+      int keep = 0;
+      for (int k = 0; k < w->nproducts; k++)
+        if (w->products[k] != first)
+          w->products[keep++] = w->products[k];
+      w->nproducts = keep;
+    }
+    first->wait_at = NULL;
+    first->rotated = true;
+    pp->rotated = first;
+  }
+  /* waits left with no product */
+  int keep = 0;
+  for (int i = 0; i < pl->waits.len; i++) {
+    FaWgmmaWait *w = pl->waits.items[i];
+    if (w->nproducts)
+      pl->waits.items[keep++] = w;
+  }
+  pl->waits.len = keep;
+}
+
 /* ---- 9. loads and stores ---------------------------------------------------------------------------- */
 
 static void plan_access(Planner *pl, const IrOp *op) {
@@ -1995,6 +2097,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
     plan_product_waits(&pl);
   if (pl.ok)
     plan_pingpong(&pl);
+  if (pl.ok)
+    plan_rotation(&pl);
   out->pipelines = (FaPipelinePlan **)freeze(&pl, &pl.pipelines, &out->npipelines);
   out->products = (FaProductPlan **)freeze(&pl, &pl.products, &out->nproducts);
   out->accesses = (FaAccessPlan **)freeze(&pl, &pl.accesses, &out->naccesses);

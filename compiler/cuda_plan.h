@@ -283,6 +283,14 @@ typedef struct FaPipelinePlan {
   FaPipeStep producer[FA_PIPE_MAX_STEPS];
   int nproducer;
   const struct FaPipelinePlan *shares; /* its ring (barriers, counter, buffers) is this earlier one's */
+  /* pipeline tma_ws_pp: the loop's first product (S = Q K^T), issued for
+     iteration it + 1 at the head of iteration it, so that it runs while the
+     rest of iteration it (the softmax) does; the first one before the loop */
+  struct FaProductPlan *rotated;
+  const char *no_rotation;  /* why not, when tma_ws_pp asked for it and the loop has a first product */
+  int acc_registers;        /* estimated registers per compute thread that the loop's products hold
+                               (accumulators, register A operands) with the rotation's second
+                               accumulator (FA_ROTATION_REGISTERS at most) */
   /* FA_SYNC_MBARRIER: the barriers (indices into FaCudaPlan.barriers, `stages`
      mbarriers each), the bytes one iteration's copies bring; uses of the
      ring are counted over the whole kernel (one counter per ring), so
@@ -293,6 +301,10 @@ typedef struct FaPipelinePlan {
   FaTmaRefusal tma_refusal; /* why the loads stay cp.async (FA_TMA_OK: they do not) */
   const FaAccessPlan *refused; /* the load that decided it */
 } FaPipelinePlan;
+
+/* The most registers a compute thread may hold for a loop's products
+   (estimated as FaPipelinePlan.acc_registers) for the rotation (tma_ws_pp) */
+#define FA_ROTATION_REGISTERS 184
 
 /* ---- products ------------------------------------------------------------------------------- */
 
@@ -344,6 +356,8 @@ typedef struct FaProductPlan {
   FaProductWait wait;
   FaWgmmaWait *wait_at;     /* FA_WAIT_LATE */
   bool takes_turn;          /* ping-pong: issued in its consumer warpgroup's turn (named barriers) */
+  bool rotated;             /* the first product of a ring loop, issued one iteration ahead (see
+                               FaPipelinePlan.rotated) */
   const char *why_at_once;  /* FA_WAIT_AT_ONCE under a pipeline with late waits: why this one is not */
   const IrOp *fused_add;    /* r = addend + dot(...) computed as one product accumulating onto addend */
   int addend;               /* the add's operand that is not the product */

@@ -275,6 +275,15 @@ static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
     fa_sb_puts(out, i ? ", " : " ");
     put_value(out, pp->loads[i]->op->results[0]);
   }
+  if (pp->rotated) {
+    fa_sb_puts(out, "; the next iteration's ");
+    put_value(out, pp->rotated->dot->results[0]);
+    fa_sb_puts(out, " issued at the head of each iteration (the first before the loop)");
+  } else if (pp->no_rotation) {
+    fa_sb_printf(out, "; products not issued ahead: %s (about %d registers a thread for the products with it, "
+                      "above %d)",
+                 pp->no_rotation, pp->acc_registers, FA_ROTATION_REGISTERS);
+  }
   if (pp->sync != FA_SYNC_MBARRIER && pp->tma_refusal != FA_TMA_OK && pp->refused) {
     fa_sb_puts(out, "; not TMA: load ");
     put_value(out, pp->refused->op->results[0]);
@@ -470,6 +479,8 @@ static void print_product(const FaProductPlan *pp, StrBuf *out) {
     fa_sb_puts(out, ", waited at once");
     if (pp->why_at_once)
       fa_sb_printf(out, " (%s)", pp->why_at_once);
+  } else if (pp->instr == FA_INSTR_WGMMA && pp->rotated) {
+    fa_sb_puts(out, ", issued one iteration ahead and waited for at the back edge of the iteration before its own");
   } else if (pp->instr == FA_INSTR_WGMMA && pp->wait_at) {
     const FaWgmmaWait *w = pp->wait_at;
     fa_sb_puts(out, ", committed and waited for ");

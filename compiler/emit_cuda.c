@@ -57,6 +57,8 @@ typedef struct Emitter {
   const char **pipe_counter;/* by pipeline id: the ring's iteration counter */
   const IrValue **by_id;    /* every value of the device function, by id */
   bool producer_mode;       /* writing the producer warp's slice (warp specialisation) */
+  int ring_ahead;           /* tiles of rings are read for this many uses ahead (a rotated product) */
+  const char **helper_names;/* by product index: its wgmma helper, once written */
   const char **late_acc;    /* by product index: the accumulator array of a product waited for late */
   const char **late_af;     /* ... and the array of its A fragments, if they come from registers */
   PtrVec names;             /* identifiers in use */
@@ -387,6 +389,9 @@ static const char *tile_format(Emitter *em, const FaTilePlan *t) {
 
 /* The shared-memory address of a tile (the current buffer of a pipeline). */
 static const char *tile_address(Emitter *em, const FaTilePlan *t) {
+  if (t->nbufs > 1 && em->ring_ahead)
+    return aprintf(em, "fa::smem_addr(fa_smem + %zu + ((%s + %d) %% %d) * %zu)", t->offset,
+                   em->pipe_counter[t->pipeline->id], em->ring_ahead, t->nbufs, t->buf_bytes);
   if (t->nbufs > 1)
     return aprintf(em, "fa::smem_addr(fa_smem + %zu + (%s %% %d) * %zu)", t->offset,
                    em->pipe_counter[t->pipeline->id], t->nbufs, t->buf_bytes);
@@ -853,9 +858,15 @@ static void emit_load_block(Emitter *em, const IrOp *op) {
          names_of(em, r)->name, ap->pipeline->ahead);
     return;
   }
+  if (ap->method == FA_ACCESS_TMA && ap->pipeline && em->plan->warp_specialised) {
+    line(em, "// %s: loaded into shared memory by the copy engine, issued by the producer warp up to %d "
+             "iteration%s ahead",
+         names_of(em, r)->name, ap->pipeline->stages, ap->pipeline->stages == 1 ? "" : "s");
+    return;
+  }
   if (ap->method == FA_ACCESS_TMA && ap->pipeline) {
-    line(em, "// %s: loaded into shared memory by the copy engine, %d iterations ahead (see the loop's head)",
-         names_of(em, r)->name, ap->pipeline->ahead);
+    line(em, "// %s: loaded into shared memory by the copy engine, %d iteration%s ahead (see the loop's head)",
+         names_of(em, r)->name, ap->pipeline->ahead, ap->pipeline->ahead == 1 ? "" : "s");
     return;
   }
   if (ap->method == FA_ACCESS_TMA) {
@@ -1131,10 +1142,12 @@ static void emit_wgmma_waits(Emitter *em, const IrOp *before, const IrRegion *en
 
 static void emit_wgmma(Emitter *em, const FaProductPlan *pp, const char *c) {
   const FaDotPlan *dp = pp->dot->aux;
-  const char *fn = emit_wgmma_helper(em, pp);
+  int idx = product_index(em, pp);
+  const char *fn = idx >= 0 && em->helper_names[idx] ? em->helper_names[idx] : emit_wgmma_helper(em, pp);
+  if (idx >= 0)
+    em->helper_names[idx] = fn;
   const char *b_tile = tile_address(em, pp->b_tile);
   const char *afs = "";
-  int idx = product_index(em, pp);
   if (pp->wait == FA_WAIT_LATE && idx >= 0) {
     em->late_acc[idx] = c;
     if (pp->a_src != FA_OPND_TILE) {
@@ -1200,15 +1213,15 @@ static void emit_fma(Emitter *em, const FaProductPlan *pp, const char *c) {
 
 /* r = dot(...) (+ the accumulator operand), or, for a fused add, r = the
  * add's other operand + dot(...). */
-static void emit_dot_into(Emitter *em, const FaProductPlan *pp, const IrValue *r) {
+static void emit_dot_into(Emitter *em, const FaProductPlan *pp, const IrValue *r, bool declare) {
   const IrOp *op = pp->dot, *add = r == op->results[0] ? NULL : pp->fused_add;
   const FaLayout *lc = ((const FaDotPlan *)op->aux)->acc;
   DType out = r->type.dtype, acc_dt = pp->acc;
   bool direct = acc_dt == out;
   const char *c = direct ? names_of(em, r)->name : fresh_tmp(em, "acc");
-  if (direct)
+  if (direct && declare)
     declare_block(em, r, layout_name(em, lc));
-  else
+  else if (!direct)
     line(em, "%s %s[%d];", ctype(acc_dt), c, nregs(lc));
   line(em, "#pragma unroll");
   line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(lc));
@@ -1245,7 +1258,12 @@ static void emit_dot(Emitter *em, const IrOp *op) {
     line(em, "// (computed by the addition below, accumulating onto its other operand)");
     return;
   }
-  emit_dot_into(em, pp, op->results[0]);
+  if (pp->rotated) {
+    line(em, "// %s: issued by the previous iteration (or before the loop), complete at its back edge",
+         names_of(em, op->results[0])->name);
+    return;
+  }
+  emit_dot_into(em, pp, op->results[0], true);
 }
 
 /* broadcast, expand_dims, reshape, trans of stored values. */
@@ -1476,6 +1494,69 @@ static void emit_pipe_steps(Emitter *em, const FaPipelinePlan *pp, const FaPipeS
   }
 }
 
+
+/* ---- the next iteration's first product, issued ahead (FaPipelinePlan.rotated) -------------------
+ * Before the loop the first iteration's product is issued and waited for
+ * into the current accumulator; at the head of each iteration the next
+ * iteration's into the next one, from the ring's next buffer (waited on
+ * full[] first); at the back edge it is waited for and becomes current. */
+
+static void emit_rotated_product(Emitter *em, const FaPipelinePlan *pp, const char *into, int ahead) {
+  const FaProductPlan *rp = pp->rotated;
+  const IrValue *r = rp->dot->results[0];
+  const char *counter = em->pipe_counter[pp->id];
+  const char *use = ahead ? aprintf(em, "%s + %d", counter, ahead) : counter;
+  line(em, "fa::mbar_wait(%s, fa::ring_parity<%d>(%s));  // the tiles of iteration +%d have landed",
+       mbar_address(em, pp->full, aprintf(em, "fa::ring_slot<%d>(%s)", pp->stages, use)), pp->stages, use, ahead);
+  const char *saved = names_of(em, r)->name;
+  names_of(em, r)->name = into;
+  em->ring_ahead = ahead;
+  emit_dot_into(em, rp, r, false);
+  em->ring_ahead = 0;
+  names_of(em, r)->name = saved;
+}
+
+static const char *emit_rotated_first(Emitter *em, const FaPipelinePlan *pp, const char **next) {
+  const FaProductPlan *rp = pp->rotated;
+  const IrValue *r = rp->dot->results[0];
+  const FaLayout *lc = ((const FaDotPlan *)rp->dot->aux)->acc;
+  const char *cur = fresh_name(em, r->name ? r->name : "s");
+  *next = fresh_name(em, aprintf(em, "%s_next", cur));
+  names_of(em, r)->name = cur;
+  const IrOp *loop = pp->loop;
+  line(em, "// %s: each iteration's is issued by the one before, the first here", cur);
+  line(em, "%s %s[%d], %s[%d];  // %s", ctype(rp->acc), cur, nregs(lc), *next, nregs(lc), layout_name(em, lc));
+  line(em, "if (%s < %s) {", value_ref(em, loop->operands[0]), value_ref(em, loop->operands[1]));
+  em->indent++;
+  emit_rotated_product(em, pp, cur, 0);
+  line(em, "fa::wgmma_wait<0>();");
+  line(em, "fa::fence_regs(%s);", cur);
+  em->indent--;
+  line(em, "}");
+  return cur;
+}
+
+static void emit_rotated_next(Emitter *em, const FaPipelinePlan *pp, const char *next, const char *iv,
+                              const char *step, const char *ub) {
+  line(em, "if (%s + %s < %s) {  // the next iteration's %s, running under this one", iv, step, ub,
+       names_of(em, pp->rotated->dot->results[0])->name);
+  em->indent++;
+  emit_rotated_product(em, pp, next, 1);
+  em->indent--;
+  line(em, "}");
+}
+
+static void emit_rotated_back_edge(Emitter *em, const FaPipelinePlan *pp, const char *cur, const char *next,
+                                   const char *iv, const char *step, const char *ub) {
+  line(em, "fa::wgmma_wait<0>();  // the next iteration's %s too", cur);
+  line(em, "fa::fence_regs(%s);", next);
+  line(em, "if (%s + %s < %s) {", iv, step, ub);
+  line(em, "#pragma unroll");
+  line(em, "  for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(((const FaDotPlan *)pp->rotated->dot->aux)->acc));
+  line(em, "    %s[fa_e] = %s[fa_e];", cur, next);
+  line(em, "}");
+}
+
 static void emit_for(Emitter *em, const IrOp *op) {
   IrRegion *body = op->regions[0];
   int n = op->nresults;
@@ -1516,13 +1597,20 @@ static void emit_for(Emitter *em, const IrOp *op) {
     line(em, "int %s = 0;", counter);
     emit_pipe_steps(em, pp, pp->prologue, pp->nprologue, PIPE_BEFORE);
   }
+  const char *cur = NULL, *next = NULL;
+  if (pp && pp->rotated && !em->producer_mode)
+    cur = emit_rotated_first(em, pp, &next);
   line(em, "for (%s %s = %s; %s < %s; %s += %s) {", ctype(iv->type.dtype), ivn, lb, ivn, ub, ivn, step);
   em->indent++;
   if (pp)
     emit_pipe_steps(em, pp, pp->head, pp->nhead, PIPE_HEAD);
+  if (cur)
+    emit_rotated_next(em, pp, next, ivn, step, ub);
   for (int i = 0; i < n; i++)
     emit_conversions(em, body->args[1 + i]);
   emit_region(em, body);
+  if (cur)
+    emit_rotated_back_edge(em, pp, cur, next, ivn, step, ub);
   /* the yield: through temporaries when an update reads another carried value */
   const IrOp *y = body->last;
   if (y && y->kind == IR_YIELD && y->noperands == n) {
@@ -1612,7 +1700,8 @@ static void emit_op(Emitter *em, const IrOp *op) {
   emit_tma_waits(em, op);
   source_comment(em, op->loc);
   const IrValue *r = op->nresults > 0 ? op->results[0] : NULL;
-  if (r && op->kind != IR_FOR && op->kind != IR_IF) {
+  const FaProductPlan *dotp = op->kind == IR_DOT ? fa_plan_product(em->plan, op) : NULL;
+  if (r && op->kind != IR_FOR && op->kind != IR_IF && !(dotp && dotp->rotated)) {
     for (int i = 0; i < op->nresults; i++)
       names_of(em, op->results[i])->name = fresh_name(em, op->results[i]->name);
   }
@@ -1644,7 +1733,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
   case IR_BINARY:
     if (vplan(em, r)->fused_add_of) {
       source_comment(em, vplan(em, r)->fused_add_of->dot->loc);
-      emit_dot_into(em, vplan(em, r)->fused_add_of, r);
+      emit_dot_into(em, vplan(em, r)->fused_add_of, r, true);
       break;
     }
     emit_elementwise(em, r, binary_expr(em, op, operand(em, op, 0), operand(em, op, 1)));
@@ -1950,13 +2039,15 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
   em.by_id = calloc((size_t)(plan->nvalues > 0 ? plan->nvalues : 1), sizeof *em.by_id);
   em.late_acc = calloc((size_t)plan->nproducts + 1, sizeof *em.late_acc);
   em.late_af = calloc((size_t)plan->nproducts + 1, sizeof *em.late_af);
+  em.helper_names = calloc((size_t)plan->nproducts + 1, sizeof *em.helper_names);
   for (int n = 0; em.by_id && n < plan->nops; n++)
     for (int r = 0; r < plan->order[n]->nresults; r++)
       if (plan->order[n]->results[r]->id < plan->nvalues)
         em.by_id[plan->order[n]->results[r]->id] = plan->order[n]->results[r];
   em.layout_used = calloc((size_t)em.nlayouts + 1, 1);
   em.toff_used = calloc((size_t)em.nlayouts + 1, 1);
-  if (!em.vn || !em.pipe_counter || !em.by_id || !em.late_acc || !em.late_af || !em.layout_used || !em.toff_used) {
+  if (!em.vn || !em.pipe_counter || !em.by_id || !em.late_acc || !em.late_af || !em.helper_names || !em.layout_used ||
+      !em.toff_used) {
     fa_error(&fc->diag, em.fn->loc, "out of memory in the CUDA emitter");
     em.ok = false;
   }
@@ -2024,6 +2115,7 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
   free(em.by_id);
   free(em.late_acc);
   free(em.late_af);
+  free(em.helper_names);
   free(em.layout_used);
   free(em.toff_used);
   if (!ok)

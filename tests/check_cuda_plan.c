@@ -157,7 +157,8 @@ static void assert_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const
   /* the code carries one comment per tensor-core product */
   int wg = 0, mma = 0;
   for (int i = 0; i < p->nproducts; i++) {
-    wg += p->products[i]->instr == FA_INSTR_WGMMA;
+    /* a product issued one iteration ahead is written twice: before the loop and in it */
+    wg += (p->products[i]->instr == FA_INSTR_WGMMA) * (p->products[i]->rotated ? 2 : 1);
     mma += p->products[i]->instr == FA_INSTR_MMA_SYNC;
   }
   int wg_code = 0, mma_code = 0;
@@ -204,9 +205,11 @@ static void assert_ws_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, co
   }
   /* ping-pong: two consumer warpgroups, every warpgroup product of those
      loops issued in turns, one wait and one pass per product in the code */
-  int turns = 0;
-  for (int i = 0; i < p->nproducts; i++)
+  int turns = 0, in_turns = 0;
+  for (int i = 0; i < p->nproducts; i++) {
     turns += p->products[i]->takes_turn;
+    in_turns += p->products[i]->takes_turn * (p->products[i]->rotated ? 2 : 1); /* written twice */
+  }
   if (p->npingpong) {
     ck_assert_int_eq(p->warps, 8);
     ck_assert(turns > 0);
@@ -222,8 +225,8 @@ static void assert_ws_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, co
     waits++;
   for (const char *c = ck->source; (c = strstr(c, "fa::pass_turn(")); c++)
     passes++;
-  ck_assert_msg(waits == turns && passes == turns, "%s: %d products in turns, %d waits, %d passes", what, turns, waits,
-                passes);
+  ck_assert_msg(waits == in_turns && passes == in_turns, "%s: %d products in turns, %d waits, %d passes", what,
+                in_turns, waits, passes);
   for (int n = 0; n < p->nops; n++) {
     const IrOp *op = p->order[n];
     if (!fa_plan_in_producer(p, op))
@@ -415,6 +418,10 @@ static void assert_wait_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, 
       continue;
     }
     ck_assert_int_ge(p->pipeline, FA_PIPELINE_TMA_ASYNC);
+    if (pp->rotated) { /* waited for before its loop and at each back edge, by the printer */
+      ck_assert_ptr_null(pp->wait_at);
+      continue;
+    }
     ck_assert_msg(pp->wait_at != NULL, "%s: a late product without its wait", what);
     int found = 0;
     for (int w = 0; w < p->nwaits; w++)
@@ -427,11 +434,28 @@ static void assert_wait_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, 
   }
   for (int w = 0; w < p->nwaits; w++)
     ck_assert(p->waits[w]->pending >= 0 && p->waits[w]->nproducts > 0);
-  int in_code = 0;
+  int in_code = 0, rotated = 0;
   for (const char *s = ck->source; (s = strstr(s, "fa::wgmma_wait<")); s++)
     in_code++;
-  ck_assert_msg(in_code == p->nwaits + at_once, "%s: %d waits in the code, %d + %d in the plan", what, in_code,
-                p->nwaits, at_once);
+  for (int i = 0; i < p->npipelines; i++)
+    rotated += p->pipelines[i]->rotated != NULL;
+  ck_assert_msg(in_code == p->nwaits + at_once + 2 * rotated, "%s: %d waits in the code, %d + %d + 2 * %d in the plan",
+                what, in_code, p->nwaits, at_once, rotated);
+  int refused = 0;
+  for (int i = 0; i < p->npipelines; i++) {
+    const FaPipelinePlan *pp = p->pipelines[i];
+    if (pp->rotated)
+      ck_assert_msg(pp->acc_registers <= FA_ROTATION_REGISTERS, "%s: rotated at %d registers", what,
+                    pp->acc_registers);
+    if (pp->no_rotation) {
+      ck_assert_msg(!pp->rotated && pp->acc_registers > FA_ROTATION_REGISTERS, "%s: refused at %d registers",
+                    what, pp->acc_registers);
+      refused++;
+    }
+  }
+  if (p->pipeline >= FA_PIPELINE_TMA_WS_PP && p->warp_specialised)
+    ck_assert_msg(rotated > 0 || refused > 0 || strstr(what, "mm"), "%s: no loop issues its first product ahead",
+                  what);
 }
 
 START_TEST(test_attention_tma_plans) {

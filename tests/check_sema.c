@@ -857,6 +857,18 @@ START_TEST(test_config_axes) {
   ck_assert_int_eq(dflt.warps, 4);
   ck_assert_int_eq(dflt.stages, 2);
   ctx_free(&ctx);
+  /* a named axis in @autotune: its values by name */
+  ctx_init(&ctx);
+  program(&ctx, "@kernel(grid=(1,))\n@autotune(B=[16], pipeline=[\"cp_async\", \"tma_ws_pp\"])\n"
+                "def k(x: *f32, B: constexpr):\n    pass\n");
+  k = fa_program_kernel(ctx.prog, "k");
+  ck_assert_ptr_nonnull(k);
+  ck_assert_int_eq(k->ntune, 2);
+  ck_assert_str_eq(k->tune[1].name, "pipeline");
+  ck_assert_int_eq(k->tune[1].nvalues, 2);
+  ck_assert(k->tune[1].values[0].kind == CK_INT && k->tune[1].values[0].i == 1);
+  ck_assert(k->tune[1].values[1].kind == CK_INT && k->tune[1].values[1].i == 5);
+  ctx_free(&ctx);
 }
 END_TEST
 
