@@ -135,12 +135,11 @@ static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *
   }
   memcpy(b, sh->constexprs, sizeof *b * (size_t)n);
   memcpy(b + n, c->cfg.values, sizeof *b * (size_t)c->cfg.nvalues);
-  /* the pipeline the launches will use: FADSL_PIPELINE where the space does
-     not choose it (the runtime reads it too, runtime/launch.c) */
+  /* the pipeline and schedule the launches will use: FADSL_PIPELINE and
+     FADSL_SCHEDULE where the space does not choose them (the runtime reads
+     them too, runtime/launch.c) */
   FaLaunchConfig config = c->cfg.config;
-  const char *pipeline = getenv("FADSL_PIPELINE");
-  if (config.pipeline <= 0 && pipeline && *pipeline)
-    fa_config_parse(fa_config_axis("pipeline"), pipeline, &config.pipeline);
+  fa_config_from_env(&config, &config, NULL, NULL, 0);
   FaCudaSpec spec = {p, k, b, n + c->cfg.nvalues, config, sh->target, sh->facts, sh->nfacts};
   IrKernel *ir = NULL;
   FaCudaKernel cuda;

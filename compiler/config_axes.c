@@ -8,6 +8,8 @@
 
 /* FaPipelineKind (cuda.h) from 1: each adds one mechanism to the one before */
 static const char *const pipeline_names[] = {"cp_async", "tma", "tma_async", "tma_ws", "tma_ws_pp"};
+/* FaScheduleKind (cuda.h) from 1 */
+static const char *const schedule_names[] = {"grid", "persistent"};
 
 static const FaConfigAxis axes[] = {
     {"warps", 4, 1, 32, true, "a power of two from 1 to 32", offsetof(FaLaunchConfig, warps),
@@ -19,6 +21,10 @@ static const FaConfigAxis axes[] = {
      "how loads feeding products are pipelined on sm_90a: cp_async, tma, tma_async, tma_ws, tma_ws_pp "
      "(all but cp_async not yet run on a GPU)",
      pipeline_names},
+    {"schedule", 1, 1, 2, false, "one of grid, persistent (1 to 2)", offsetof(FaLaunchConfig, schedule),
+     "how programs map onto thread blocks: grid (one each) or persistent (one per resident block, "
+     "each looping over programs; not yet run on a GPU)",
+     schedule_names},
 };
 
 const FaConfigAxis *fa_config_axes(int *n) {
@@ -70,6 +76,32 @@ const char *fa_config_value_name(const FaConfigAxis *ax, int value) {
   if (!ax || !ax->names || value < ax->min || value > ax->max)
     return NULL;
   return ax->names[value - ax->min];
+}
+
+bool fa_config_from_env(const FaLaunchConfig *given, FaLaunchConfig *out, const FaConfigAxis **bad, char *var,
+                        size_t var_size) {
+  for (size_t i = 0; i < sizeof axes / sizeof *axes; i++) {
+    if (!axes[i].names || fa_config_get(given, &axes[i]) > 0)
+      continue;
+    char name[48];
+    int n = snprintf(name, sizeof name, "FADSL_%s", axes[i].name);
+    for (int c = 6; c < n && name[c]; c++)
+      if (name[c] >= 'a' && name[c] <= 'z')
+        name[c] = (char)(name[c] - 'a' + 'A');
+    const char *text = getenv(name);
+    if (!text || !*text)
+      continue;
+    int v;
+    if (!fa_config_parse(&axes[i], text, &v)) {
+      if (bad)
+        *bad = &axes[i];
+      if (var && var_size)
+        snprintf(var, var_size, "%s", name);
+      return false;
+    }
+    fa_config_set(out, &axes[i], v);
+  }
+  return true;
 }
 
 bool fa_config_parse(const FaConfigAxis *ax, const char *text, int *value) {

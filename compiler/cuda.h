@@ -49,12 +49,24 @@ int fa_pipeline_parse(const char *name);
 /* The names, comma separated, for messages. */
 const char *fa_pipeline_names(void);
 
+/* How programs map onto thread blocks (the launch-configuration axis
+ * "schedule"); cuda_plan.h's FaSchedulePlan says what the plan made of it. */
+typedef enum FaScheduleKind {
+  FA_SCHEDULE_DEFAULT = 0,  /* not given: FA_SCHEDULE_GRID */
+  FA_SCHEDULE_GRID,         /* one thread block per program, the grid @kernel(grid=...) gives */
+  FA_SCHEDULE_PERSISTENT,   /* as many thread blocks as the GPU holds at once, each looping over
+                               programs (tiles) in the plan's order; not yet run on a GPU */
+  FA_SCHEDULE_COUNT
+} FaScheduleKind;
+
 /* How one kernel argument is passed to cuLaunchKernel. */
 typedef enum FaCudaArgKind {
   CUDA_ARG_POINTER,         /* device pointer, 8 bytes: IrFunction param `param` */
   CUDA_ARG_SCALAR,          /* scalar of dtype `dtype`: IrFunction param `param` */
   CUDA_ARG_TENSOR_MAP,      /* CUtensorMap (128 bytes, __grid_constant__) built by the
                                runtime for pointer param `param` (TMA) */
+  CUDA_ARG_GRID,            /* persistent kernels: dimension `param` (0, 1, 2) of the grid of
+                               programs @kernel(grid=...) gives, an unsigned 32-bit integer */
 } FaCudaArgKind;
 
 typedef struct FaCudaArg {
@@ -82,6 +94,9 @@ typedef struct FaCudaKernel {
   size_t shared_bytes;      /* dynamic shared memory to request at launch */
   FaCudaArg *args;          /* the kernel's parameters, in order */
   int nargs;
+  bool persistent;          /* launched on as many thread blocks as fit the GPU at once (at most
+                               one per program), each looping over the programs; the grid of
+                               programs is passed in the CUDA_ARG_GRID arguments */
 } FaCudaKernel;
 
 /* Emits one specialised kernel (plans it with no facts about its arguments

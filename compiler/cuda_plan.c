@@ -15,8 +15,9 @@
  *   7. tile offsets (tiles with disjoint lifetimes share memory);
  *   8. products: instruction and operand sources;
  *   9. loads and stores: method and vector width;
- *  10. reductions; the synchronisation steps of each pipeline; the shared
- *      memory budget; warp roles, barriers and the schedule.
+ *  10. reductions; the synchronisation steps of each pipeline;
+ *  11. the schedule (persistent or not, the tile order); the shared memory
+ *      budget; warp roles and barriers.
  */
 #include "config.h"
 
@@ -1636,6 +1637,8 @@ static int loop_acc_registers(Planner *pl, const FaPipelinePlan *pp, int threads
   return threads > 0 ? (int)(regs / threads) : 0;
 }
 
+static long long loop_trips(Planner *pl, const IrOp *loop);
+
 static void plan_rotation(Planner *pl) {
   FaCudaPlan *p = pl->p;
   if (p->pipeline < FA_PIPELINE_TMA_WS_PP || !p->warp_specialised)
@@ -1672,6 +1675,37 @@ static void plan_rotation(Planner *pl) {
       pp->no_rotation = "a second accumulator would not fit the registers";
       continue;
     }
+    pp->rotated = first;
+  }
+  /* In a persistent kernel (the loop over programs around the body) two
+     rotated loops spilled where one did not (attention's causal forward
+     pass at d_head 128, 8 warps, in the sweep): there only the loop with
+     the most iterations at sample sizes (cuda_plan.c's evaluator: integer
+     arguments 4096, program ids 8) is rotated */
+  if (p->k->schedule == FA_SCHEDULE_PERSISTENT) {
+    FaPipelinePlan *keep = NULL;
+    long long most = -1;
+    for (int i = 0; i < pl->pipelines.len; i++) {
+      FaPipelinePlan *pp = pl->pipelines.items[i];
+      long long n = pp->rotated ? loop_trips(pl, pp->loop) : -1;
+      if (pp->rotated && (n > most || !keep)) {
+        most = n;
+        keep = pp;
+      }
+    }
+    for (int i = 0; i < pl->pipelines.len; i++) {
+      FaPipelinePlan *pp = pl->pipelines.items[i];
+      if (pp->rotated && pp != keep) {
+        pp->rotated = NULL;
+        pp->no_rotation = "a persistent kernel issues ahead in one loop only, the one with the most iterations";
+      }
+    }
+  }
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    FaProductPlan *first = pp->rotated;
+    if (!first)
+      continue;
     /* its own wait goes: the back edge waits for the next one */
     FaWgmmaWait *w = first->wait_at;
     if (w) {
@@ -1683,7 +1717,6 @@ static void plan_rotation(Planner *pl) {
     }
     first->wait_at = NULL;
     first->rotated = true;
-    pp->rotated = first;
   }
   /* waits left with no product */
   int keep = 0;
@@ -1920,6 +1953,242 @@ static void note(size_t *max, size_t bytes) {
     *max = bytes;
 }
 
+/* ---- 11. the schedule: persistent kernels and their tile order -------------------------------------
+ * With schedule persistent the kernel is launched on as many thread blocks
+ * as the GPU holds at once, each looping over programs (tiles) in an order
+ * the plan chooses.  Programs differ in work when the trip counts of their
+ * loops depend on a program id (causal attention: a query block's key loop
+ * ends at its diagonal); the plan finds that by evaluating the loops'
+ * bounds, a slice of integer scalar ops, at sample values (integer
+ * arguments 4096, the program id at 1 and 2, the other ids 0) and orders
+ * the programs longest first along that axis, so that the short ones fill
+ * in at the end (longest processing time first); else the hardware's order,
+ * program_id(0) fastest, which keeps programs sharing operands together. */
+
+typedef struct Evaluator {
+  const FaCudaPlan *p;
+  int axis;                 /* the program id varied (-1: all of them) */
+  long long at;             /* its value */
+  long long *memo;          /* by value id */
+  unsigned char *state;     /* 0 unknown, 1 known, 2 not computable */
+} Evaluator;
+
+static bool eval_int(Evaluator *ev, const IrValue *v, long long *out);
+
+static bool eval_op(Evaluator *ev, const IrOp *op, const IrValue *v, long long *out) {
+  long long a = 0, b = 0, c = 0;
+  switch (op->kind) {
+  case IR_CONST: *out = op->ival; return true;
+  case IR_PROGRAM_ID: *out = op->axis == ev->axis || ev->axis < 0 ? ev->at : 0; return true;
+  case IR_NUM_PROGRAMS: *out = 64; return true;
+  case IR_CAST:
+    if (!eval_int(ev, op->operands[0], &a))
+      return false;
+    switch (v->type.dtype) {
+    case DT_I1: *out = a != 0; break;
+    case DT_I8: *out = (int8_t)a; break;
+    case DT_I16: *out = (int16_t)a; break;
+    case DT_I32: *out = (int32_t)a; break;
+    case DT_U32: *out = (uint32_t)a; break;
+    default: *out = a; break;
+    }
+    return true;
+  case IR_UNARY:
+    if (!eval_int(ev, op->operands[0], &a))
+      return false;
+    switch (op->sub) {
+    case UN_NEG: *out = -a; return true;
+    case UN_NOT: *out = !a; return true;
+    case UN_INVERT: *out = ~a; return true;
+    case UN_ABS: *out = a < 0 ? -a : a; return true;
+    default: return false;
+    }
+  case IR_BINARY:
+    if (!eval_int(ev, op->operands[0], &a) || !eval_int(ev, op->operands[1], &b))
+      return false;
+    switch (op->sub) {
+    case BIN_ADD: *out = a + b; return true;
+    case BIN_SUB: *out = a - b; return true;
+    case BIN_MUL: *out = a * b; return true;
+    case BIN_DIV: if (!b) return false; *out = a / b; return true;
+    case BIN_MOD: if (!b) return false; *out = a % b; return true;
+    case BIN_MAX: *out = a > b ? a : b; return true;
+    case BIN_MIN: *out = a < b ? a : b; return true;
+    case BIN_AND: *out = a & b; return true;
+    case BIN_OR: *out = a | b; return true;
+    case BIN_XOR: *out = a ^ b; return true;
+    case BIN_SHL: if (b < 0 || b > 62) return false; *out = a << b; return true;
+    case BIN_SHR: if (b < 0 || b > 62) return false; *out = a >> b; return true;
+    default: return false;
+    }
+  case IR_CMP:
+    if (!eval_int(ev, op->operands[0], &a) || !eval_int(ev, op->operands[1], &b))
+      return false;
+    switch (op->sub) {
+    case CMP_LT: *out = a < b; return true;
+    case CMP_LE: *out = a <= b; return true;
+    case CMP_GT: *out = a > b; return true;
+    case CMP_GE: *out = a >= b; return true;
+    case CMP_EQ: *out = a == b; return true;
+    default: *out = a != b; return true;
+    }
+  case IR_SELECT:
+    if (!eval_int(ev, op->operands[0], &c))
+      return false;
+    return eval_int(ev, op->operands[c ? 1 : 2], out);
+  case IR_IF: {
+    if (!eval_int(ev, op->operands[0], &c))
+      return false;
+    const IrRegion *r = op->regions[c ? 0 : 1];
+    const IrOp *y = r ? r->last : NULL;
+    for (int i = 0; i < op->nresults; i++)
+      if (op->results[i] == v)
+        return y && y->kind == IR_YIELD && i < y->noperands && eval_int(ev, y->operands[i], out);
+    return false;
+  }
+  default: return false;
+  }
+}
+
+static bool eval_int(Evaluator *ev, const IrValue *v, long long *out) {
+  if (v->type.rank != 0 || !fa_dtype_is_int(v->type.dtype) || v->id < 0 || v->id >= ev->p->nvalues)
+    return false;
+  if (ev->state[v->id] == 1) {
+    *out = ev->memo[v->id];
+    return true;
+  }
+  if (ev->state[v->id] == 2)
+    return false;
+  ev->state[v->id] = 2; /* until known (and against cycles) */
+  bool ok;
+  if (!v->def)
+    ok = !v->region && (*out = 4096, true); /* an integer argument; region arguments vary */
+  else
+    ok = eval_op(ev, v->def, v, out);
+  if (ok) {
+    ev->state[v->id] = 1;
+    ev->memo[v->id] = *out;
+  }
+  return ok;
+}
+
+/* The iterations of the loops in r, a loop's count multiplied by the
+ * iterations of the loops in its body (where their bounds do not depend on
+ * the loop's own values: else by 1), or -1 when some bound is not
+ * computable. */
+static long long region_work(Evaluator *ev, const IrRegion *r) {
+  long long total = 0;
+  for (const IrOp *op = r->first; op; op = op->next) {
+    if (op->kind == IR_FOR) {
+      long long lb, ub, step;
+      if (!eval_int(ev, op->operands[0], &lb) || !eval_int(ev, op->operands[1], &ub) ||
+          !eval_int(ev, op->operands[2], &step) || step <= 0)
+        return -1;
+      long long inner = region_work(ev, op->regions[0]);
+      if (ub > lb)
+        total += (ub - lb + step - 1) / step * (inner > 0 ? inner : 1);
+    } else if (op->kind == IR_IF) {
+      long long c;
+      for (int k = 0; k < op->nregions; k++) {
+        if (eval_int(ev, op->operands[0], &c) && (c != 0) != (k == 0))
+          continue; /* the branch not taken */
+        long long w = region_work(ev, op->regions[k]);
+        if (w < 0)
+          return -1;
+        total += w;
+      }
+    }
+  }
+  return total;
+}
+
+static bool evaluator(Planner *pl, Evaluator *ev, int axis, long long at) {
+  FaCudaPlan *p = pl->p;
+  size_t n = (size_t)(p->nvalues > 0 ? p->nvalues : 1);
+  *ev = (Evaluator){p, axis, at, palloc(pl, n * sizeof(long long)), palloc(pl, n)};
+  if (!ev->memo || !ev->state)
+    return false;
+  memset(ev->state, 0, n);
+  return true;
+}
+
+static long long work_at(Planner *pl, int axis, long long at) {
+  Evaluator ev;
+  return evaluator(pl, &ev, axis, at) ? region_work(&ev, pl->p->fn->body) : -1;
+}
+
+/* One loop's iterations at sample sizes (every program id 8), or -1. */
+static long long loop_trips(Planner *pl, const IrOp *loop) {
+  Evaluator ev;
+  long long lb, ub, step;
+  if (!evaluator(pl, &ev, -1, 8) || !eval_int(&ev, loop->operands[0], &lb) || !eval_int(&ev, loop->operands[1], &ub) ||
+      !eval_int(&ev, loop->operands[2], &step) || step <= 0)
+    return -1;
+  return ub > lb ? (ub - lb + step - 1) / step : 0;
+}
+
+static void plan_schedule(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  FaSchedulePlan *s = &p->schedule;
+  s->kind = FA_SCHEDULE_GRID;
+  s->tile_barrier = -1;
+  s->axis = -1;
+  if (p->k->schedule != FA_SCHEDULE_PERSISTENT)
+    return;
+  /* a load outside loops waits for the phase of its mbarrier that is the
+     count of programs run: it must run in every program */
+  for (int i = 0; i < p->naccesses; i++)
+    if (p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline &&
+        p->accesses[i]->op->parent != p->fn->body) {
+      s->no_persistent = "a bulk copy outside loops is inside a condition (its mbarrier's phases would not count "
+                         "the programs)";
+      return;
+    }
+  s->kind = FA_SCHEDULE_PERSISTENT;
+  /* the tile order */
+  bool used[3] = {false, false, false};
+  for (int n = 0; n < p->nops; n++)
+    if (p->order[n]->kind == IR_PROGRAM_ID && p->order[n]->axis >= 0 && p->order[n]->axis < 3)
+      used[p->order[n]->axis] = true;
+  long long best = 0;
+  s->linear_why = "no loop's trip count depends on a program id";
+  for (int a = 0; a < 3; a++) {
+    if (!used[a])
+      continue;
+    long long w1 = work_at(pl, a, 1), w2 = work_at(pl, a, 2);
+    if (w1 < 0 || w2 < 0) {
+      s->linear_why = "the loops' bounds are not computable from integer arguments and program ids";
+      continue;
+    }
+    long long d = w2 > w1 ? w2 - w1 : w1 - w2;
+    if (d > best) {
+      best = d;
+      s->order = FA_ORDER_LONGEST_FIRST;
+      s->axis = a;
+      s->descending = w2 > w1;
+      s->group = FA_SCHEDULE_GROUP;
+      s->work[0] = w1;
+      s->work[1] = w2;
+      s->linear_why = NULL;
+    }
+  }
+  /* with a producer warp that loads tiles outside loops (Q), the compute
+     threads say when they are done with a tile's, before the producer
+     loads the next tile's into the same buffers */
+  bool once = false;
+  for (int i = 0; i < p->naccesses; i++)
+    once |= p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline;
+  if (p->warp_specialised && once) {
+    s->tile_barrier = add_mbarrier(p, FA_MBAR_TILE, 1, 32 * p->warps);
+    if (s->tile_barrier < 0) {
+      s->kind = FA_SCHEDULE_GRID;
+      s->no_persistent = "too many barriers";
+    }
+  }
+}
+
+/* ---- the kernel as a whole ---------------------------------------------------------------------------- */
+
 /* Library scratch sits above the tiles; every user finds it free on entry
  * and leaves it free, so the kernel needs the largest single need. */
 static size_t scratch_bytes(const FaCudaPlan *p) {
@@ -1942,6 +2211,7 @@ static void plan_kernel(Planner *pl) {
   FaCudaPlan *p = pl->p;
   for (int i = 0; i < p->npipelines; i++)
     plan_pipeline_steps(p, p->pipelines[i]);
+  plan_schedule(pl);
   /* mbarriers: 8 bytes each, right after the tiles */
   for (int i = 0; i < p->nbarriers; i++)
     if (p->barriers[i].kind == FA_BARRIER_MBARRIER) {
@@ -1986,6 +2256,8 @@ static void plan_kernel(Planner *pl) {
   }
   if (p->smem.scratch)
     uses |= FA_BARRIER_FOR_SCRATCH;
+  if (p->schedule.kind == FA_SCHEDULE_PERSISTENT)
+    uses |= FA_BARRIER_FOR_TILE_END;
   if (uses && p->nbarriers < FA_MAX_BARRIERS) {
     /* with a producer warpgroup the compute warps synchronise among
        themselves (named barrier 1, fa::sync_compute) */
@@ -2005,7 +2277,6 @@ static void plan_kernel(Planner *pl) {
     b->uses = FA_BARRIER_FOR_TURNS;
     b->warpgroup = g;
   }
-  p->schedule.kind = FA_SCHEDULE_GRID;
 }
 
 /* ---- driver ------------------------------------------------------------------------------------------ */

@@ -412,6 +412,8 @@ typedef enum FaMbarrierUse {
   FA_MBAR_FULL,             /* a ring's buffers have landed (armed with the bytes by the issuer) */
   FA_MBAR_EMPTY,            /* a ring's buffers are read (each compute warp arrives) */
   FA_MBAR_LOAD,             /* one bulk copy outside loops has landed */
+  FA_MBAR_TILE,             /* persistent, with a producer warp: the compute threads are done with
+                               a tile's loads outside loops */
 } FaMbarrierUse;
 
 /* What a barrier is used for (bits of FaBarrierPlan.uses). */
@@ -420,6 +422,7 @@ enum {
   FA_BARRIER_FOR_PIPELINE = 2,  /* pipeline buffers */
   FA_BARRIER_FOR_SCRATCH = 4,   /* library scratch (conversions, reductions across warps, FMA, atomics) */
   FA_BARRIER_FOR_TURNS = 8,     /* ping-pong: warpgroup `warpgroup`'s turn to issue its products */
+  FA_BARRIER_FOR_TILE_END = 16, /* persistent: the end of a program, its shared memory free for the next */
 };
 
 typedef struct FaBarrierPlan {
@@ -439,13 +442,36 @@ typedef struct FaBarrierPlan {
 
 enum { FA_MAX_BARRIERS = 24, FA_MAX_TENSOR_MAPS = 16 };
 
-typedef enum FaScheduleKind {
-  FA_SCHEDULE_GRID,         /* one thread block per program, the grid as @kernel(grid=...) gives it */
-} FaScheduleKind;
+/* Persistent kernels: the order in which a thread block's loop visits the
+ * programs (tiles).  Thread block b runs programs b, b + G, b + 2G, ... of
+ * the order (G thread blocks), so the programs running at one time are
+ * neighbours in it. */
+typedef enum FaTileOrder {
+  FA_ORDER_LINEAR,          /* program_id(0) fastest, then (1), then (2), as the hardware dispatches a
+                               grid: neighbouring programs share their operands (a head's K and V)
+                               in L2 */
+  FA_ORDER_LONGEST_FIRST,   /* the programs whose loops run longest first: along program_id(axis)
+                               (descending or ascending, as the loops' trip counts grow), in groups
+                               of `group` programs along the other axes (which share operands in
+                               L2), each group's programs along `axis` in turn */
+} FaTileOrder;
 
 typedef struct FaSchedulePlan {
-  FaScheduleKind kind;
+  FaScheduleKind kind;      /* what the kernel does: FA_SCHEDULE_GRID or FA_SCHEDULE_PERSISTENT */
+  const char *no_persistent;/* why not, when it was asked for */
+  FaTileOrder order;
+  int axis;                 /* FA_ORDER_LONGEST_FIRST: the program_id axis the work depends on */
+  bool descending;          /* larger program ids along it run longer */
+  int group;                /* FA_ORDER_LONGEST_FIRST: programs along the other axes per group */
+  long long work[2];        /* the evidence: the loops' iterations at program_id(axis) = 1 and 2 (the
+                               others 0, integer arguments 4096) */
+  const char *linear_why;   /* FA_ORDER_LINEAR: why the work was not found to depend on a program id */
+  int tile_barrier;         /* with a producer warp and loads outside loops: the mbarrier (index into
+                               barriers) the compute threads arrive on when a tile is done, which the
+                               producer waits on before loading the next tile's; -1 if none */
 } FaSchedulePlan;
+
+enum { FA_SCHEDULE_GROUP = 8 };
 
 /* Per value (by IrValue.id). */
 typedef struct FaValuePlan {

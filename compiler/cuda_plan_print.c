@@ -93,8 +93,30 @@ static void print_args(const FaCudaPlan *p, StrBuf *out) {
   }
 }
 
+static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
+  const FaSchedulePlan *s = &p->schedule;
+  if (s->kind != FA_SCHEDULE_PERSISTENT) {
+    fa_sb_puts(out, "schedule: one thread block per program of the grid");
+    if (s->no_persistent)
+      fa_sb_printf(out, " (not persistent: %s)", s->no_persistent);
+    fa_sb_putc(out, '\n');
+    return;
+  }
+  fa_sb_puts(out, "schedule: persistent: as many thread blocks as the GPU holds at once, each looping over "
+                  "programs (the grid of programs in three more arguments); tile order ");
+  static const char xyz[] = "012";
+  if (s->order == FA_ORDER_LONGEST_FIRST)
+    fa_sb_printf(out,
+                 "longest first: program_id(%c) %s (the loops run %lld iterations at program_id(%c) = 1, %lld at 2), "
+                 "in groups of %d programs along the other axes\n",
+                 xyz[s->axis], s->descending ? "descending" : "ascending", s->work[0], xyz[s->axis], s->work[1],
+                 s->group);
+  else
+    fa_sb_printf(out, "linear, program_id(0) fastest (%s)\n", s->linear_why ? s->linear_why : "");
+}
+
 static void print_mbarrier(const FaBarrierPlan *b, StrBuf *out) {
-  static const char *const what[] = {"full", "empty", "load"};
+  static const char *const what[] = {"full", "empty", "load", "tile"};
   fa_sb_printf(out, "barrier mbarrier %s: %d x %d arrival%s at smem %zu", what[b->mbar], b->slots, b->arrivals,
                b->arrivals == 1 ? "" : "s", b->offset);
   if (b->pipeline) {
@@ -105,6 +127,8 @@ static void print_mbarrier(const FaBarrierPlan *b, StrBuf *out) {
     fa_sb_puts(out, " (load ");
     put_value(out, b->load->op->results[0]);
     fa_sb_putc(out, ')');
+  } else if (b->mbar == FA_MBAR_TILE) {
+    fa_sb_puts(out, " (the compute threads are done with a tile's loads outside loops)");
   }
   fa_sb_putc(out, '\n');
 }
@@ -158,8 +182,7 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
   } else if (p->no_pingpong) {
     fa_sb_printf(out, "ping-pong: none (%s)\n", p->no_pingpong);
   }
-  fa_sb_printf(out, "schedule: %s\n",
-               p->schedule.kind == FA_SCHEDULE_GRID ? "one thread block per program of the grid" : "?");
+  print_schedule(p, out);
   if (!p->nbarriers)
     fa_sb_puts(out, "barrier: none\n");
   for (int i = 0; i < p->nbarriers; i++) {
@@ -181,6 +204,10 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
     }
     if (b->uses & FA_BARRIER_FOR_SCRATCH) {
       fa_sb_printf(out, "%sscratch", sep);
+      sep = ", ";
+    }
+    if (b->uses & FA_BARRIER_FOR_TILE_END) {
+      fa_sb_printf(out, "%sthe end of each program (persistent)", sep);
       sep = ", ";
     }
     if (b->uses & FA_BARRIER_FOR_TURNS)
@@ -279,10 +306,12 @@ static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
     fa_sb_puts(out, "; the next iteration's ");
     put_value(out, pp->rotated->dot->results[0]);
     fa_sb_puts(out, " issued at the head of each iteration (the first before the loop)");
-  } else if (pp->no_rotation) {
+  } else if (pp->no_rotation && pp->acc_registers > FA_ROTATION_REGISTERS) {
     fa_sb_printf(out, "; products not issued ahead: %s (about %d registers a thread for the products with it, "
                       "above %d)",
                  pp->no_rotation, pp->acc_registers, FA_ROTATION_REGISTERS);
+  } else if (pp->no_rotation) {
+    fa_sb_printf(out, "; products not issued ahead: %s", pp->no_rotation);
   }
   if (pp->sync != FA_SYNC_MBARRIER && pp->tma_refusal != FA_TMA_OK && pp->refused) {
     fa_sb_puts(out, "; not TMA: load ");

@@ -66,6 +66,9 @@ typedef struct Emitter {
   int indent;
   bool *layout_used;        /* by layout id: the type alias is needed */
   bool *toff_used;          /* by layout id: the thread offset variable is needed */
+  long toff_at;             /* persistent: where in `body` the compute role's loop over programs
+                               declares the thread offsets (-1: in the prologue) */
+  int toff_indent;
   int nlayouts;
   StrBuf helpers;           /* device functions written for this kernel (wgmma products) */
   int nhelpers;
@@ -820,6 +823,10 @@ static void emit_tma_once(Emitter *em, const FaAccessPlan *ap) {
     return;
   }
   if (em->producer_mode) {
+    if (em->plan->schedule.tile_barrier >= 0)
+      line(em, "if (fa_tiles_done) fa::mbar_wait(%s, (fa_tiles_done - 1u) & 1u);  // the previous program is done "
+               "with its copy",
+           mbar_address(em, em->plan->schedule.tile_barrier, NULL));
     line(em, "fa::mbar_arrive_expect_tx(%s, %zuu);  // %s", bar, t->bytes,
          ap->op->results[0]->name ? ap->op->results[0]->name : "a tile");
     emit_tma_copies(em, ap, value_ref(em, ap->op->operands[0]), "0", bar);
@@ -841,7 +848,8 @@ static void emit_tma_waits(Emitter *em, const IrOp *op) {
   for (int i = 0; em->producer_mode == false && i < em->plan->naccesses; i++) {
     const FaAccessPlan *ap = em->plan->accesses[i];
     if (ap->method == FA_ACCESS_TMA && !ap->pipeline && ap->tma->wait_before == op)
-      line(em, "fa::mbar_wait(%s, 0);  // %s has landed", mbar_address(em, ap->tma->barrier, NULL),
+      line(em, "fa::mbar_wait(%s, %s);  // %s has landed", mbar_address(em, ap->tma->barrier, NULL),
+           em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT ? "fa_tiles_done & 1u" : "0",
            names_of(em, ap->op->results[0])->name);
   }
 }
@@ -1710,8 +1718,15 @@ static void emit_op(Emitter *em, const IrOp *op) {
   case IR_NUM_PROGRAMS: {
     static const char axes[] = "xyz";
     int axis = op->axis >= 0 && op->axis < 3 ? op->axis : 0;
-    line(em, "const %s %s = (%s)%s.%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
-         op->kind == IR_PROGRAM_ID ? "blockIdx" : "gridDim", axes[axis]);
+    if (em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT && op->kind == IR_PROGRAM_ID)
+      line(em, "const %s %s = (%s)fa_pid.v[%d];", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
+           axis);
+    else if (em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT)
+      line(em, "const %s %s = (%s)fa_grid_%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
+           axes[axis]);
+    else
+      line(em, "const %s %s = (%s)%s.%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
+           op->kind == IR_PROGRAM_ID ? "blockIdx" : "gridDim", axes[axis]);
     break;
   }
   case IR_ARANGE:
@@ -1882,6 +1897,62 @@ static void emit_producer_region(Emitter *em, const IrRegion *r) {
   }
 }
 
+/* Persistent kernels: each role's body inside the loop over the programs
+ * this thread block runs (FaSchedulePlan); `fa_pid` replaces blockIdx. */
+static bool tiles_counted(const Emitter *em) {
+  for (int i = 0; i < em->plan->naccesses; i++)
+    if (em->plan->accesses[i]->method == FA_ACCESS_TMA && !em->plan->accesses[i]->pipeline)
+      return true;
+  return false;
+}
+
+static void emit_tile_loop_open(Emitter *em, bool compute) {
+  const FaSchedulePlan *s = &em->plan->schedule;
+  if (s->kind != FA_SCHEDULE_PERSISTENT)
+    return;
+  bool counted = tiles_counted(em);
+  if (counted)
+    line(em, "unsigned fa_tiles_done = 0;  // programs run so far: the phase of the mbarriers of loads outside loops");
+  line(em, "for (unsigned fa_tile = blockIdx.x; fa_tile < fa_grid_x * fa_grid_y * fa_grid_z; fa_tile += gridDim.x%s) {",
+       counted ? ", ++fa_tiles_done" : "");
+  em->indent++;
+  if (s->order == FA_ORDER_LONGEST_FIRST)
+    line(em,
+         "const fa::TileId fa_pid = fa::tile_coords<%d, %s, %d>(fa_tile, fa_grid_x, fa_grid_y, fa_grid_z);  // longest "
+         "first",
+         s->axis, s->descending ? "true" : "false", s->group);
+  else
+    line(em, "const fa::TileId fa_pid = fa::tile_coords<-1, false, 1>(fa_tile, fa_grid_x, fa_grid_y, fa_grid_z);");
+  if (!compute)
+    return;
+  /* the thread's ids and the shared memory's address, opaque to the
+     compiler in each program: else it computes the addresses derived from
+     them once, before the loop, and holds them in registers across every
+     program (in the compile sweep 8 to 20 more registers than the kernel
+     with one block per program, and spills) */
+  line(em, "int fa_lane_p = fa_lane, fa_warp_p = fa_warp;  // recomputed per program (see emit_tile_loop_open)");
+  line(em, "unsigned char *fa_smem_p = fa_smem;");
+  line(em, "asm volatile(\"\" : \"+r\"(fa_lane_p), \"+r\"(fa_warp_p), \"+l\"(fa_smem_p));");
+  line(em, "const int fa_lane = fa_lane_p, fa_warp = fa_warp_p;");
+  line(em, "unsigned char *const fa_smem = fa_smem_p;");
+  line(em, "(void)fa_lane, (void)fa_warp, (void)fa_smem;");
+  em->toff_at = (long)em->body.len;
+  em->toff_indent = em->indent;
+}
+
+static void emit_tile_loop_close(Emitter *em, bool compute) {
+  const FaSchedulePlan *s = &em->plan->schedule;
+  if (s->kind != FA_SCHEDULE_PERSISTENT)
+    return;
+  if (compute && s->tile_barrier >= 0)
+    line(em, "fa::mbar_arrive(%s);  // done with this program's copies outside loops",
+         mbar_address(em, s->tile_barrier, NULL));
+  if (compute)
+    line(em, "%s  // this program's shared memory is free for the next", barrier_stmt(em));
+  em->indent--;
+  line(em, "}");
+}
+
 /* The kernel's body split into its two roles, one branch each of a single
  * if/else (what setmaxnreg needs): the producer warpgroup (whose other
  * threads leave at once) and the compute warpgroups. */
@@ -1897,7 +1968,9 @@ static void emit_roles(Emitter *em) {
   for (int i = 0; i < p->nrings; i++)
     line(em, "int fa_ring%d = 0;  // uses of mbarrier ring %d so far", i, i);
   em->producer_mode = true;
+  emit_tile_loop_open(em, false);
   emit_producer_region(em, em->fn->body);
+  emit_tile_loop_close(em, false);
   em->producer_mode = false;
   em->indent--;
   line(em, "}");
@@ -1921,7 +1994,9 @@ static void emit_roles(Emitter *em) {
     line(em, "if ((fa_warp >> 2) == 0) fa::named_arrive<2, 256>();  // warpgroup 0 issues first");
   for (int i = 0; i < p->nrings; i++)
     line(em, "int fa_ring%d = 0;  // uses of mbarrier ring %d so far", i, i);
+  emit_tile_loop_open(em, true);
   emit_region(em, em->fn->body);
+  emit_tile_loop_close(em, true);
   em->indent--;
   line(em, "}");
 }
@@ -1929,6 +2004,17 @@ static void emit_roles(Emitter *em) {
 /* ---- the kernel ----------------------------------------------------------------------------------------- */
 
 static void emit_mbarrier_init(Emitter *em, StrBuf *out);
+
+/* The thread offsets the layouts' accesses use (at the kernel's start, or
+ * in each program of a persistent kernel). */
+static void emit_thread_offsets(Emitter *em, StrBuf *out, int indent) {
+  for (int i = 0; i < em->layouts->layouts.len; i++) {
+    const FaLayout *l = em->layouts->layouts.items[i];
+    if (em->toff_used[l->id])
+      fa_sb_printf(out, "%*sconst int fa_t%d = fa_L%d::thread_offset(fa_lane, fa_warp);\n", 2 * indent, "", l->id,
+                   l->id);
+  }
+}
 
 static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   char arch[32];
@@ -1938,6 +2024,8 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
                em->fn->name ? em->fn->name : "?", arch, em->plan->warps, kout->threads, em->k->stages);
   if (em->plan->pipeline != FA_PIPELINE_CP_ASYNC)
     fa_sb_printf(out, ", pipeline %s", fa_pipeline_name(em->plan->pipeline));
+  if (em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT)
+    fa_sb_puts(out, ", persistent");
   fa_sb_puts(out, ".\n");
   fa_sb_puts(out, "// Generated by fadsl " PACKAGE_VERSION " from the kernel's specialised tile IR.\n");
   fa_sb_printf(out, "// Dynamic shared memory: %zu bytes.\n", kout->shared_bytes);
@@ -1975,6 +2063,8 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   }
   for (int i = 0; i < em->plan->ntmaps; i++)
     fa_sb_printf(out, ", const __grid_constant__ fa::TensorMap fa_tmap%d", i);
+  if (kout->persistent) /* the grid of programs (the launch's grid is the resident thread blocks) */
+    fa_sb_puts(out, ", const unsigned fa_grid_x, const unsigned fa_grid_y, const unsigned fa_grid_z");
   fa_sb_puts(out, ") {\n");
   if (em->plan->smem.tile_align >= 1024) {
     /* swizzled tiles need a 1024-byte boundary; the launch reserves 1024 more bytes for it */
@@ -1985,11 +2075,8 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
     fa_sb_puts(out, "  extern __shared__ __attribute__((aligned(16))) unsigned char fa_smem[];\n");
   }
   fa_sb_puts(out, "  const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
-  for (int i = 0; i < em->layouts->layouts.len; i++) {
-    const FaLayout *l = em->layouts->layouts.items[i];
-    if (em->toff_used[l->id])
-      fa_sb_printf(out, "  const int fa_t%d = fa_L%d::thread_offset(fa_lane, fa_warp);\n", l->id, l->id);
-  }
+  if (em->toff_at < 0)
+    emit_thread_offsets(em, out, 1);
   emit_mbarrier_init(em, out);
 }
 
@@ -2008,7 +2095,7 @@ static void emit_mbarrier_init(Emitter *em, StrBuf *out) {
     const FaBarrierPlan *b = &p->barriers[i];
     if (b->kind != FA_BARRIER_MBARRIER)
       continue;
-    static const char *const what[] = {"full", "empty", "load"};
+    static const char *const what[] = {"full", "empty", "load", "tile"};
     fa_sb_printf(out, "    for (int fa_s = 0; fa_s < %d; ++fa_s)  // %s\n", b->slots, what[b->mbar]);
     fa_sb_printf(out, "      fa::mbar_init(fa::smem_addr(fa_smem + %zu) + 8u * fa_s, %du);\n", b->offset, b->arrivals);
   }
@@ -2030,6 +2117,7 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
   em.k = plan->k;
   em.fn = plan->fn;
   em.ok = true;
+  em.toff_at = -1;
   fa_sb_init(&em.body);
   em.indent = 1;
   int errors_before = fc->diag.errors;
@@ -2056,16 +2144,20 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
     const IrValue *v = em.fn->params[i].value;
     names_of(&em, v)->name = fresh_name(&em, em.fn->params[i].name ? em.fn->params[i].name : v->name);
   }
-  if (em.ok && plan->warp_specialised)
+  if (em.ok && plan->warp_specialised) {
     emit_roles(&em);
-  else if (em.ok)
+  } else if (em.ok) {
+    emit_tile_loop_open(&em, true);
     emit_region(&em, em.fn->body);
+    emit_tile_loop_close(&em, true);
+  }
   bool ok = em.ok && fc->diag.errors == errors_before;
   if (ok) {
     out->entry = fresh_name(&em, em.fn->name ? em.fn->name : "kernel");
     out->threads = plan->threads;
     out->shared_bytes = plan->smem.total;
-    out->nargs = em.fn->nparams + plan->ntmaps;
+    out->persistent = plan->schedule.kind == FA_SCHEDULE_PERSISTENT;
+    out->nargs = em.fn->nparams + plan->ntmaps + (out->persistent ? 3 : 0);
     out->args = fa_arena_alloc(&fc->arena, (size_t)(out->nargs > 0 ? out->nargs : 1) * sizeof *out->args);
     if (!out->args)
       ok = false;
@@ -2084,6 +2176,13 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
       a->swizzle_bytes = m->swizzle;
       a->nan_fill = m->nan_fill;
     }
+    for (int d = 0; ok && out->persistent && d < 3; d++) {
+      FaCudaArg *a = &out->args[em.fn->nparams + plan->ntmaps + d];
+      memset(a, 0, sizeof *a);
+      a->kind = CUDA_ARG_GRID;
+      a->param = d;
+      a->dtype = DT_U32;
+    }
     for (int i = 0; ok && i < em.fn->nparams; i++) {
       const IrValue *v = em.fn->params[i].value;
       out->args[i].kind = v->type.dtype == DT_PTR ? CUDA_ARG_POINTER : CUDA_ARG_SCALAR;
@@ -2097,7 +2196,14 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
     StrBuf src;
     fa_sb_init(&src);
     emit_prologue(&em, &src, out);
-    fa_sb_puts(&src, em.body.data ? em.body.data : "");
+    const char *body = em.body.data ? em.body.data : "";
+    if (em.toff_at >= 0 && (size_t)em.toff_at <= em.body.len) {
+      fa_sb_printf(&src, "%.*s", (int)em.toff_at, body);
+      emit_thread_offsets(&em, &src, em.toff_indent);
+      fa_sb_puts(&src, body + em.toff_at);
+    } else {
+      fa_sb_puts(&src, body);
+    }
     fa_sb_puts(&src, "}\n");
     out->source = fa_arena_strdup(&fc->arena, src.data ? src.data : "");
     fa_sb_free(&src);

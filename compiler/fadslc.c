@@ -244,7 +244,8 @@ static void usage(FILE *f) {
     else
       fprintf(f, "  %-16s %s (default %d)\n", opt, axes[i].help, axes[i].default_value);
   }
-  fprintf(f, "                   FADSL_PIPELINE=NAME sets --pipeline's default, as for launches\n");
+  fprintf(f, "                   FADSL_PIPELINE=NAME and FADSL_SCHEDULE=NAME set the defaults of\n"
+             "                   --pipeline and --schedule, as for launches\n");
   fprintf(f,
           "  --assume N%%16    compile for runtime argument values with this property: an integer\n"
           "                   parameter a multiple of 16, a pointer aligned to 16 bytes (any power\n"
@@ -479,10 +480,15 @@ done:
 int main(int argc, char **argv) {
   Options opt;
   memset(&opt, 0, sizeof opt);
-  /* the pipeline launches would take (runtime/launch.c), unless --pipeline says otherwise */
-  const char *pipeline = getenv("FADSL_PIPELINE");
-  if (pipeline && *pipeline && !fa_config_parse(fa_config_axis("pipeline"), pipeline, &opt.config.pipeline))
-    return usage_error("FADSL_PIPELINE must be %s", fa_config_axis("pipeline")->allowed);
+  /* the pipeline and schedule launches would take (runtime/launch.c), unless
+     --pipeline / --schedule say otherwise */
+  const FaConfigAxis *bad = NULL;
+  char var[48];
+  if (!fa_config_from_env(&opt.config, &opt.config, &bad, var, sizeof var)) {
+    char what[160];
+    snprintf(what, sizeof what, "%s must be %s", var, bad->allowed);
+    return usage_error("%s", what);
+  }
   int status = parse_args(argc, argv, &opt);
   if (status < 0)
     status = run(&opt);

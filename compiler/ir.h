@@ -199,6 +199,7 @@ typedef struct IrKernel {
   int warps;                  /* threads per program = 32 * warps */
   int stages;                 /* software pipelining depth hint */
   int pipeline;               /* how loads feeding products are pipelined (FaPipelineKind, cuda.h) */
+  int schedule;               /* how programs map onto thread blocks (FaScheduleKind, cuda.h) */
 } IrKernel;
 
 /* ---- building ---------------------------------------------------------------

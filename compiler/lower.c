@@ -3033,5 +3033,6 @@ IrKernel *fa_specialize(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *
   K->warps = config.warps;
   K->stages = config.stages;
   K->pipeline = config.pipeline;
+  K->schedule = config.schedule;
   return K;
 }

@@ -106,6 +106,7 @@ typedef struct FaLaunchConfig {
   int warps;                /* threads per program / 32 */
   int stages;               /* software pipelining depth */
   int pipeline;             /* FaPipelineKind (cuda.h): how loads feeding products are pipelined */
+  int schedule;             /* FaScheduleKind (cuda.h): one thread block per program, or persistent */
 } FaLaunchConfig;
 
 typedef struct FaConfigAxis {
@@ -141,6 +142,13 @@ void fa_config_print(const FaLaunchConfig *c, StrBuf *out);
 bool fa_config_parse(const FaConfigAxis *ax, const char *text, int *value);
 /* The name of a value of a named axis, or NULL. */
 const char *fa_config_value_name(const FaConfigAxis *ax, int value);
+/* The environment's choice for each named axis that `given` does not set
+ * (<= 0): FADSL_<NAME> in upper case (FADSL_PIPELINE, FADSL_SCHEDULE), when
+ * set and not empty, stored into *out (given and out may be the same).
+ * False at the first variable whose value is not allowed: *bad gets its
+ * axis and var (var_size bytes) the variable's name. */
+bool fa_config_from_env(const FaLaunchConfig *given, FaLaunchConfig *out, const FaConfigAxis **bad, char *var,
+                        size_t var_size);
 
 /* Specialises a kernel: `binds` gives a value for constexpr parameters (those
  * with defaults may be left out; extra or unknown names are errors).  Returns

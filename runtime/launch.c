@@ -247,14 +247,14 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
     const FaConfigAxis *ax = fa_config_axis(k->tune[t].name);
     if (ax) fa_config_set(&plan->config, ax, config_value(&values[t]));
   }
-  /* FADSL_PIPELINE: the pipeline (how loads feeding products are pipelined
-     on sm_90a, cuda.h) of every launch that does not set it itself, over the
-     database's; the default is cp_async until the others have run on a GPU */
-  const char *pipeline = getenv("FADSL_PIPELINE");
-  if (pipeline && *pipeline && a->config.pipeline <= 0 &&
-      !fa_config_parse(fa_config_axis("pipeline"), pipeline, &plan->config.pipeline))
-    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "FADSL_PIPELINE=%s: not %s", pipeline,
-                      fa_config_axis("pipeline")->allowed);
+  /* FADSL_PIPELINE, FADSL_SCHEDULE: the pipeline (how loads feeding products
+     are pipelined on sm_90a, cuda.h) and the schedule (persistent or not) of
+     every launch that does not set them itself, over the database's; the
+     defaults are cp_async and grid until the others have run on a GPU */
+  const FaConfigAxis *bad = NULL;
+  char var[48];
+  if (!fa_config_from_env(&a->config, &plan->config, &bad, var, sizeof var))
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "%s=%s: not %s", var, getenv(var), bad->allowed);
   fa_config_fill_defaults(&plan->config);
   plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest")
                  : !any_explicit ? "default"
@@ -892,8 +892,37 @@ static fadsl_status ensure_loaded(fadsl_context *ctx, fadsl_program *prog, FaRtV
   return st;
 }
 
+/* A persistent kernel's thread blocks: as many as the GPU holds at once
+ * (the driver's occupancy for this block size and shared memory, times the
+ * multiprocessors; one per multiprocessor where the driver cannot say), at
+ * most one per program.  They loop over the programs. */
+static fadsl_status persistent_blocks(fadsl_context *ctx, fadsl_kernel *k, const FaRtVariant *v,
+                                      const unsigned grid[3], unsigned *blocks) {
+  uint64_t programs = (uint64_t)grid[0] * grid[1] * grid[2];
+  if (programs > UINT32_MAX)
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                      "kernel '%s': %" PRIu64 " programs are more than a persistent kernel counts "
+                      "(FADSL_SCHEDULE=grid runs them)",
+                      k->info->name, programs);
+  int per_sm = 1;
+  const FaDriverApi *d;
+  if (fa_rt_enter(ctx, &d) == FADSL_SUCCESS) {
+    int n = 0;
+    if (d->cuOccupancyMaxActiveBlocksPerMultiprocessor &&
+        d->cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, v->module.function, v->cuda.threads,
+                                                       v->cuda.shared_bytes) == CUDA_SUCCESS &&
+        n > 0)
+      per_sm = n;
+    fa_rt_leave(ctx);
+  }
+  int sms = ctx->info.multiprocessors > 0 ? ctx->info.multiprocessors : 1;
+  uint64_t resident = (uint64_t)per_sm * (uint64_t)sms;
+  *blocks = (unsigned)(programs < resident ? programs : resident);
+  return FADSL_SUCCESS;
+}
+
 static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVariant *v,
-                                   void *stream, unsigned grid[3]) {
+                                   void *stream, unsigned grid[3], unsigned blocks[3]) {
   fadsl_context *ctx = k->program->ctx;
   fadsl_status st = ensure_loaded(ctx, k->program, v);
   if (st == FADSL_SUCCESS) st = compute_grid(ctx, k, a, v, grid);
@@ -909,6 +938,13 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
   const IrFunction *dev = v->ir->device;
   for (int j = 0; st == FADSL_SUCCESS && j < n; j++) {
     const FaCudaArg *arg = &v->cuda.args[j];
+    if (arg->kind == CUDA_ARG_GRID) { /* persistent: the grid of programs, one dimension */
+      uint32_t g = arg->param >= 0 && arg->param < 3 ? grid[arg->param] : 0;
+      slots[j] = 0;
+      memcpy(&slots[j], &g, sizeof g);
+      params[j] = &slots[j];
+      continue;
+    }
     if (arg->param < 0 || arg->param >= dev->nparams) {
       st = fa_rt_fail(ctx, FADSL_ERROR_PROGRAM, "kernel '%s': argument %d names no parameter",
                       k->info->name, j);
@@ -935,10 +971,17 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
         st = encode_tensor_map(ctx, k, arg, ip, bound->value.v.ptr, ext, &maps[j]);
         params[j] = &maps[j];
         break;
+      case CUDA_ARG_GRID: /* handled above */
+        break;
     }
   }
+  memcpy(blocks, grid, 3 * sizeof *grid);
+  if (st == FADSL_SUCCESS && v->cuda.persistent && grid[0] && grid[1] && grid[2]) {
+    blocks[1] = blocks[2] = 1;
+    st = persistent_blocks(ctx, k, v, grid, &blocks[0]);
+  }
   if (st == FADSL_SUCCESS && grid[0] && grid[1] && grid[2])
-    st = fa_rt_launch_raw(ctx, &v->module, grid, (unsigned)v->cuda.threads, v->cuda.shared_bytes,
+    st = fa_rt_launch_raw(ctx, &v->module, blocks, (unsigned)v->cuda.threads, v->cuda.shared_bytes,
                           stream, params);
   free(params);
   free(slots);
@@ -959,16 +1002,18 @@ FADSL_API fadsl_status fadsl_launch(fadsl_kernel *k, const fadsl_args *a, void *
   fa_arena_init(&plan.arena);
   FaRtVariant *v = NULL;
   FaCacheHit hit = FA_CACHE_MISS;
-  unsigned grid[3] = {0, 0, 0};
+  unsigned grid[3] = {0, 0, 0}, blocks[3] = {0, 0, 0};
   st = prepare(k, a, NULL, false, &plan, &v, &hit);
-  if (st == FADSL_SUCCESS) st = launch_variant(k, a, v, stream, grid);
+  if (st == FADSL_SUCCESS) st = launch_variant(k, a, v, stream, grid, blocks);
   if (st == FADSL_SUCCESS) {
+    char persistent[48] = "";
+    if (v->cuda.persistent) snprintf(persistent, sizeof persistent, " persistent blocks=%u", blocks[0]);
     if (ctx->log.level >= FA_LOG_INFO)
       fprintf(ctx->log.stream,
-              "fadsl: launch %s [%s] %s (%s) assume=[%s] arch=%s grid=(%u,%u,%u) "
+              "fadsl: launch %s [%s] %s (%s) assume=[%s] arch=%s grid=(%u,%u,%u)%s "
               "threads=%d smem=%zu cache=%s\n",
               k->info->name, v->constexprs, v->config_label, plan.source, v->assume, v->arch, grid[0],
-              grid[1], grid[2], v->cuda.threads, v->cuda.shared_bytes, hit_name(hit));
+              grid[1], grid[2], persistent, v->cuda.threads, v->cuda.shared_bytes, hit_name(hit));
     fill_info(k, v, &plan, hit, info);
     if (info) memcpy(info->grid, grid, sizeof grid);
   }

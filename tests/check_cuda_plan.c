@@ -262,7 +262,7 @@ START_TEST(test_attention_invariants) {
             snprintf(what, sizeof what, "%s %s %s", kernels[ki], defs, archs[ai]);
             FaCudaKernel ck;
             FaCudaPlan plan;
-            FaLaunchConfig cfg = {cfgs[ci].warps, cfgs[ci].stages, 0};
+            FaLaunchConfig cfg = {.warps = cfgs[ci].warps, .stages = cfgs[ci].stages};
             FaCudaStage st = compile(&c, kernels[ki], defs, cfg, archs[ai], NULL, 0, &ck, &plan);
             ck_assert_msg(st == FA_CUDA_DONE, "%s: %s", what, diag(&c));
             assert_invariants(&plan, &ck, what);
@@ -324,7 +324,7 @@ START_TEST(test_facts_widen_accesses) {
     load_text(&c, "mm.fa", matmul_src);
     FaCudaKernel ck;
     FaCudaPlan plan;
-    FaLaunchConfig cfg = {4, 3, 0};
+    FaLaunchConfig cfg = {.warps = 4, .stages = 3};
     ck_assert_msg(compile(&c, "mm", "", cfg, "sm_90a", cases[i].facts, cases[i].nfacts, &ck, &plan) == FA_CUDA_DONE,
                   "case %d: %s", i, diag(&c));
     assert_invariants(&plan, &ck, "mm");
@@ -397,7 +397,7 @@ static void assert_tma_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, c
       ck_assert_int_eq(arg->box[d], t->map->box[d]);
     ck_assert_int_eq(arg->dims_end[arg->rank - 1], p->fn->params[t->map->param].extent_rank);
   }
-  ck_assert_int_eq(ck->nargs, p->fn->nparams + p->ntmaps);
+  ck_assert_int_eq(ck->nargs, p->fn->nparams + p->ntmaps + (ck->persistent ? 3 : 0));
 }
 
 /* Every kernel of attention.fa with pipeline=tma on sm_90a: every
@@ -448,8 +448,9 @@ static void assert_wait_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, 
       ck_assert_msg(pp->acc_registers <= FA_ROTATION_REGISTERS, "%s: rotated at %d registers", what,
                     pp->acc_registers);
     if (pp->no_rotation) {
-      ck_assert_msg(!pp->rotated && pp->acc_registers > FA_ROTATION_REGISTERS, "%s: refused at %d registers",
-                    what, pp->acc_registers);
+      ck_assert_msg(!pp->rotated && (pp->acc_registers > FA_ROTATION_REGISTERS ||
+                                     p->schedule.kind == FA_SCHEDULE_PERSISTENT),
+                    "%s: refused at %d registers", what, pp->acc_registers);
       refused++;
     }
   }
@@ -475,7 +476,7 @@ START_TEST(test_attention_tma_plans) {
           snprintf(what, sizeof what, "%s %s %s %s", kernels[ki], defs, arch, fa_pipeline_name(pi));
           FaCudaKernel ck;
           FaCudaPlan plan;
-          FaLaunchConfig cfg = {0, 0, pi};
+          FaLaunchConfig cfg = {.pipeline = pi};
           ck_assert_msg(compile(&c, kernels[ki], defs, cfg, arch, NULL, 0, &ck, &plan) == FA_CUDA_DONE, "%s: %s",
                         what, diag(&c));
           assert_invariants(&plan, &ck, what);
@@ -522,7 +523,7 @@ START_TEST(test_ws_eight_warps) {
     load_file(&c, cases[i].file);
     FaCudaKernel ck;
     FaCudaPlan plan;
-    FaLaunchConfig cfg = {8, 2, FA_PIPELINE_TMA_WS_PP};
+    FaLaunchConfig cfg = {.warps = 8, .stages = 2, .pipeline = FA_PIPELINE_TMA_WS_PP};
     ck_assert_msg(compile(&c, cases[i].kernel, cases[i].defs, cfg, "sm_90a", NULL, 0, &ck, &plan) == FA_CUDA_DONE,
                   "%s: %s", cases[i].kernel, diag(&c));
     ck_assert_int_eq(plan.npingpong, plan.npipelines);
@@ -565,7 +566,7 @@ START_TEST(test_tma_matmul_facts) {
     load_text(&c, "mm.fa", matmul_src);
     FaCudaKernel ck;
     FaCudaPlan plan;
-    FaLaunchConfig cfg = {4, 3, FA_PIPELINE_TMA};
+    FaLaunchConfig cfg = {.warps = 4, .stages = 3, .pipeline = FA_PIPELINE_TMA};
     ck_assert_msg(compile(&c, "mm", "", cfg, "sm_90a", cases[i].facts, cases[i].nfacts, &ck, &plan) == FA_CUDA_DONE,
                   "case %d: %s", i, diag(&c));
     assert_invariants(&plan, &ck, "mm");
@@ -633,7 +634,7 @@ START_TEST(test_tma_views) {
     load_text(&c, "views.fa", views_src);
     FaCudaKernel ck;
     FaCudaPlan plan;
-    FaLaunchConfig cfg = {4, 2, FA_PIPELINE_TMA};
+    FaLaunchConfig cfg = {.warps = 4, .stages = 2, .pipeline = FA_PIPELINE_TMA};
     char defs[32];
     snprintf(defs, sizeof defs, "WHICH=%d", w);
     ck_assert_msg(compile(&c, "v", defs, cfg, "sm_90a", NULL, 0, &ck, &plan) == FA_CUDA_DONE, "%d: %s", w, diag(&c));
@@ -664,7 +665,7 @@ START_TEST(test_entry_point_stages) {
   Ctx c;
   FaCudaKernel ck;
   FaCudaPlan plan;
-  FaLaunchConfig cfg = {0, 0, 0};
+  FaLaunchConfig cfg = {0};
   /* a static_assert: specialisation fails, nothing is emitted */
   load_text(&c, "t.fa",
             "@kernel(grid=(1,))\n"
@@ -704,6 +705,100 @@ START_TEST(test_entry_point_stages) {
 }
 END_TEST
 
+static int occurrences(const char *s, const char *what) {
+  int n = 0;
+  for (; (s = strstr(s, what)); s++)
+    n++;
+  return n;
+}
+
+/* Persistent kernels: the three grid arguments after the parameters and
+ * tensor maps, one loop over programs per role (the only reader of
+ * blockIdx), program ids from it, a barrier ending each program, the tile
+ * mbarrier exactly where a producer warp loads tiles outside loops, at most
+ * one rotated loop; causal attention's programs longest first (its forward
+ * and dQ passes descending, dK/dV ascending), the others in the hardware's
+ * order. */
+static void assert_schedule_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const char *kernel, bool causal,
+                                       const char *what) {
+  const FaSchedulePlan *s = &p->schedule;
+  ck_assert_int_eq(s->kind, FA_SCHEDULE_PERSISTENT);
+  ck_assert(ck->persistent);
+  ck_assert_int_eq(ck->nargs, p->fn->nparams + p->ntmaps + 3);
+  for (int d = 0; d < 3; d++) {
+    ck_assert_int_eq(ck->args[p->fn->nparams + p->ntmaps + d].kind, CUDA_ARG_GRID);
+    ck_assert_int_eq(ck->args[p->fn->nparams + p->ntmaps + d].param, d);
+  }
+  int roles = p->warp_specialised ? 2 : 1;
+  ck_assert_int_eq(occurrences(ck->source, "for (unsigned fa_tile = blockIdx.x;"), roles);
+  ck_assert_msg(occurrences(ck->source, "blockIdx") == roles, "%s: blockIdx outside the loops over programs", what);
+  ck_assert_msg(strstr(ck->source, "fa_pid.v[0]") != NULL, "%s", what);
+  ck_assert_int_eq(occurrences(ck->source, "this program's shared memory is free for the next"), 1);
+  bool once = false;
+  for (int i = 0; i < p->naccesses; i++)
+    once |= p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline;
+  ck_assert_int_eq(s->tile_barrier >= 0, p->warp_specialised && once);
+  if (s->tile_barrier >= 0) {
+    ck_assert_int_eq(p->barriers[s->tile_barrier].mbar, FA_MBAR_TILE);
+    ck_assert_int_eq(p->barriers[s->tile_barrier].arrivals, 32 * p->warps);
+    ck_assert_int_eq(occurrences(ck->source, "done with this program's copies outside loops"), 1);
+    int onces = 0;
+    for (int i = 0; i < p->naccesses; i++)
+      onces += p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline;
+    /* the producer waits before each copy outside loops */
+    ck_assert_int_eq(occurrences(ck->source, "the previous program is done with its copy"), onces);
+  }
+  if (once)
+    ck_assert_msg(strstr(ck->source, "fa_tiles_done & 1u"), "%s: a load outside loops waited for at phase 0", what);
+  int rotated = 0;
+  for (int i = 0; i < p->npipelines; i++)
+    rotated += p->pipelines[i]->rotated != NULL;
+  ck_assert_int_le(rotated, 1);
+  if (causal) {
+    ck_assert_msg(s->order == FA_ORDER_LONGEST_FIRST && s->axis == 0, "%s: not longest first", what);
+    ck_assert_int_eq(s->descending, strcmp(kernel, "attn_bwd_dkdv") != 0);
+    ck_assert(s->descending ? s->work[1] > s->work[0] : s->work[1] < s->work[0]);
+    ck_assert_int_eq(s->group, FA_SCHEDULE_GROUP);
+  } else {
+    ck_assert_msg(s->order == FA_ORDER_LINEAR && s->linear_why, "%s", what);
+  }
+}
+
+START_TEST(test_persistent_plans) {
+  static const char *const kernels[] = {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"};
+  static const int dims[] = {64, 128};
+  int planned = 0;
+  for (int pi = FA_PIPELINE_CP_ASYNC; pi <= FA_PIPELINE_TMA_WS_PP; pi++)
+    for (int ki = 0; ki < 3; ki++)
+      for (int di = 0; di < 2; di++)
+        for (int causal = 0; causal < 2; causal++)
+          for (int wi = 0; wi < 2; wi++) {
+            Ctx c;
+            load_file(&c, "examples/attention/attention.fa");
+            char defs[160], what[256];
+            /* 8 warps on the blocks that fill two warpgroups */
+            snprintf(defs, sizeof defs, "d_head=%d is_causal=%s%s", dims[di], causal ? "True" : "False",
+                     !wi ? "" : ki == 0 ? " BLOCK_Q=128 BLOCK_K=64" : " BLOCK_Q=128 BLOCK_K=128");
+            snprintf(what, sizeof what, "%s %s %s warps=%d persistent", kernels[ki], defs, fa_pipeline_name(pi),
+                     wi ? 8 : 4);
+            FaCudaKernel ck;
+            FaCudaPlan plan;
+            FaLaunchConfig cfg = {.warps = wi ? 8 : 0, .pipeline = pi, .schedule = FA_SCHEDULE_PERSISTENT};
+            ck_assert_msg(compile(&c, kernels[ki], defs, cfg, "sm_90a", NULL, 0, &ck, &plan) == FA_CUDA_DONE,
+                          "%s: %s", what, diag(&c));
+            assert_invariants(&plan, &ck, what);
+            assert_tma_invariants(&plan, &ck, what);
+            assert_wait_invariants(&plan, &ck, what);
+            assert_ws_invariants(&plan, &ck, what);
+            assert_schedule_invariants(&plan, &ck, kernels[ki], causal, what);
+            planned++;
+            fa_cuda_plan_free(&plan);
+            fa_compiler_free(&c.fc);
+          }
+  ck_assert_int_eq(planned, 120);
+}
+END_TEST
+
 static Suite *plan_suite(void) {
   Suite *s = suite_create("cuda_plan");
   TCase *t = tcase_create("plan");
@@ -714,6 +809,7 @@ static Suite *plan_suite(void) {
   tcase_add_test(t, test_tma_matmul_facts);
   tcase_add_test(t, test_tma_views);
   tcase_add_test(t, test_ws_eight_warps);
+  tcase_add_test(t, test_persistent_plans);
   tcase_add_test(t, test_entry_point_stages);
   suite_add_tcase(s, t);
   return s;

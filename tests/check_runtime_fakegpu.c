@@ -39,6 +39,8 @@ static void *fake;
 static void setup(void) {
   unsetenv("FADSL_NO_DRIVER");
   unsetenv("FADSL_PIPELINE");
+  unsetenv("FADSL_SCHEDULE");
+  unsetenv("FAKE_CUDA_OCCUPANCY");
   unsetenv("FAKE_CUDA_CC");
   unsetenv("FAKE_CUDA_DEVICES");
   unsetenv("FAKE_CUDA_INIT_ERROR");
@@ -310,7 +312,7 @@ START_TEST(test_launch_parameters_and_grid) {
                     strstr(line, "libnvrtc"),
                 "%s", line);
   ck_assert_ptr_nonnull(fgets(line, sizeof line, log));
-  ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 pipeline=cp_async (default) assume=[] arch=sm_90a "
+  ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 pipeline=cp_async schedule=grid (default) assume=[] arch=sm_90a "
                              "grid=(8,3,1) threads=128") &&
                     strstr(line, "cache=miss"),
                 "%s", line);
@@ -625,6 +627,79 @@ START_TEST(test_attention_tma_tensor_maps) {
 }
 END_TEST
 
+/* FADSL_SCHEDULE=persistent: the kernel is launched on as many thread
+ * blocks as the device holds at once (the driver's occupancy times the
+ * multiprocessors: 2 x 132 in the stand-in), at most one per program, in a
+ * one-dimensional grid; the grid of programs (@kernel(grid=...)) follows
+ * the parameters (and the tensor maps) as three 32-bit integers.  A grid of
+ * fewer programs gets one block each; the launch line says so; without the
+ * occupancy query one block per multiprocessor. */
+START_TEST(test_attention_persistent) {
+  enum { B = 2, H = 8, KVH = 2, G = H / KVH, N = 4096, D = 64, BQ = 128, BK = 32 };
+  setenv("FADSL_SCHEDULE", "persistent", 1);
+  fadsl_program *prog;
+  fadsl_status st = fadsl_program_load_file(ctx, FADSL_TOP_SRCDIR "/examples/attention/attention.fa", &prog);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "attn_fwd", &k), FADSL_SUCCESS);
+  size_t nq = (size_t)B * H * N * D * 2, nkv = (size_t)B * KVH * N * D * 2;
+  uint64_t q, kk, v, o, lse;
+  ck_assert_int_eq(fadsl_malloc(ctx, nq, &q), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &kk), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &v), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nq, &o), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, (size_t)B * H * N * 4, &lse), FADSL_SUCCESS);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  for (int pass = 0; pass < 4; pass++) {
+    /* 0: 32 x 16 programs on 264 blocks; 1: 4 x 16 programs, one block each;
+       2: the tma pipeline (tensor maps before the grid); 3: no occupancy query */
+    int n = pass == 1 ? 512 : N;
+    bind_attention(a, q, kk, v, lse, o, B * KVH, n, G, D);
+    fadsl_args_set_int(a, "BLOCK_Q", BQ);
+    fadsl_args_set_int(a, "BLOCK_K", BK);
+    fadsl_args_set_config(a, 4, 2);
+    if (pass == 2) setenv("FADSL_PIPELINE", "tma", 1);
+    FaDriverApi *drv = (FaDriverApi *)ctx->drv;
+    void *saved = drv ? (void *)drv->cuOccupancyMaxActiveBlocksPerMultiprocessor : NULL;
+    if (pass == 3 && drv) drv->cuOccupancyMaxActiveBlocksPerMultiprocessor = NULL;
+    fadsl_kernel_info info;
+    st = fadsl_launch(k, a, NULL, &info);
+    if (pass == 3 && drv) memcpy(&drv->cuOccupancyMaxActiveBlocksPerMultiprocessor, &saved, sizeof saved);
+    unsetenv("FADSL_PIPELINE");
+    ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+    ck_assert_msg(strstr(info.cuda_source, ", persistent.") && strstr(info.cuda_source, "fa::tile_coords<0, true, 8>"),
+                  "not a persistent kernel with the longest programs first");
+    unsigned programs = (unsigned)(n / BQ) * (B * H);
+    ck_assert_uint_eq(info.grid[0], n / BQ);
+    ck_assert_uint_eq(info.grid[1], B * H);
+    Launch l = last_launch();
+    unsigned want = pass == 1 ? programs : pass == 3 ? 132 : 2 * 132;
+    ck_assert_uint_eq(l.grid[0], want);
+    ck_assert_uint_eq(l.grid[1], 1);
+    ck_assert_uint_eq(l.grid[2], 1);
+    int tmaps = pass == 2 ? 3 : 0;
+    ck_assert_int_eq(l.nparams, 9 + tmaps + 3);
+    ck_assert_uint_eq(l.params[9 + tmaps] & 0xffffffffu, n / BQ);
+    ck_assert_uint_eq(l.params[10 + tmaps] & 0xffffffffu, B * H);
+    ck_assert_uint_eq(l.params[11 + tmaps] & 0xffffffffu, 1);
+  }
+  setenv("FADSL_SCHEDULE", "persistant", 1);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, NULL), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "FADSL_SCHEDULE=persistant: not one of grid, persistent"), "%s",
+                fadsl_context_last_error(ctx));
+  unsetenv("FADSL_SCHEDULE");
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+  fadsl_args_destroy(a);
+  fadsl_program_destroy(prog);
+  fadsl_free(ctx, q);
+  fadsl_free(ctx, kk);
+  fadsl_free(ctx, v);
+  fadsl_free(ctx, o);
+  fadsl_free(ctx, lse);
+}
+END_TEST
+
 /* Launches specialise on their runtime arguments: an integer that is a
  * multiple of 16 and a pointer's alignment are part of the variant's key,
  * so n = 1000 and n = 1024 run different code (scalar loads, and 16-byte
@@ -682,7 +757,7 @@ START_TEST(test_launches_specialise_on_arguments) {
   ck_assert_str_eq(info.cache, "miss");
   char *scalar_src = strdup(info.cuda_source);
   next_launch_line(log, &pos, line, sizeof line);
-  ck_assert_msg(strstr(line, "fadsl: launch rows [] warps=4 stages=2 pipeline=cp_async (default) assume=[] arch="), "%s", line);
+  ck_assert_msg(strstr(line, "fadsl: launch rows [] warps=4 stages=2 pipeline=cp_async schedule=grid (default) assume=[] arch="), "%s", line);
 
   launch_rows(k, x, y, 33, 1024, &info);
   ck_assert_str_eq(info.cache, "miss");   /* other code: compiled */
@@ -807,6 +882,7 @@ int main(void) {
   tcase_add_test(tc, test_tuned_launch_follows_the_database);
   tcase_add_test(tc, test_attention_launch);
   tcase_add_test(tc, test_attention_tma_tensor_maps);
+  tcase_add_test(tc, test_attention_persistent);
   tcase_add_test(tc, test_launches_specialise_on_arguments);
   tcase_add_test(tc, test_dynamic_shared_attribute);
   tcase_add_test(tc, test_device_helpers);

@@ -46,7 +46,7 @@ static FaProgram *program(Ctx *c, const char *text) {
 static IrKernel *specialize(Ctx *c, const char *kernel, const FaBinding *b, int n) {
   FaKernelInfo *k = fa_program_kernel(c->prog, kernel);
   ck_assert_msg(k != NULL, "no kernel %s", kernel);
-  FaLaunchConfig cfg = {4, 2, 0};
+  FaLaunchConfig cfg = {.warps = 4, .stages = 2};
   return fa_specialize(&c->fc, c->prog, k, b, n, cfg);
 }
 
@@ -811,7 +811,7 @@ START_TEST(test_config_axes) {
   ck_assert(fa_config_allowed(w, 8) && !fa_config_allowed(w, 6) && !fa_config_allowed(w, 64) &&
             !fa_config_allowed(w, 0));
   ck_assert(fa_config_allowed(st, 3) && !fa_config_allowed(st, 17) && !fa_config_allowed(st, 0));
-  FaLaunchConfig c = {0, 5, 0};
+  FaLaunchConfig c = {.stages = 5};
   fa_config_fill_defaults(&c);
   ck_assert_int_eq(c.warps, 4);
   ck_assert_int_eq(c.stages, 5);
@@ -822,7 +822,7 @@ START_TEST(test_config_axes) {
   fa_sb_init(&sb);
   fa_sb_puts(&sb, "[BLOCK=64]");
   fa_config_print(&c, &sb);
-  ck_assert_str_eq(sb.data, "[BLOCK=64] warps=16 stages=5 pipeline=cp_async");
+  ck_assert_str_eq(sb.data, "[BLOCK=64] warps=16 stages=5 pipeline=cp_async schedule=grid");
   fa_sb_free(&sb);
   /* a named axis: printed and parsed by name (or number) */
   const FaConfigAxis *pl = fa_config_axis("pipeline");
@@ -845,7 +845,7 @@ START_TEST(test_config_axes) {
   FaKernelInfo *k = fa_program_kernel(ctx.prog, "k");
   ck_assert_ptr_nonnull(k);
   FaBinding b[8];
-  FaLaunchConfig given = {8, 0, 0};
+  FaLaunchConfig given = {.warps = 8};
   ck_assert_int_eq(fa_config_prune_bindings(k, &given, b), n - 1);
   ck_assert_str_eq(b[0].name, "warps");
   ck_assert_int_eq(b[0].value.i, 8);

@@ -41,7 +41,9 @@ typedef struct Job {
   int ntune;
   int warps, stages;
   int pipeline;              /* FaPipelineKind; 0: the default */
-  int baseline;              /* Hopper pipelines: the job of the same kernel and config with cp_async */
+  int schedule;              /* FaScheduleKind; 0: the default */
+  int baseline;              /* Hopper pipelines: the job of the same kernel and config with cp_async;
+                                persistent ones: with the same pipeline, one thread block per program */
   const char *arch;
   /* results */
   bool ok;
@@ -91,7 +93,9 @@ static void describe(const Job *j, char *buf, size_t size) {
   if (n > 0 && (size_t)n < size)
     n += snprintf(buf + n, size - (size_t)n, " warps=%d stages=%d %s", j->warps, j->stages, j->arch);
   if (j->pipeline && n > 0 && (size_t)n < size)
-    snprintf(buf + n, size - (size_t)n, " pipeline=%s", fa_pipeline_name(j->pipeline));
+    n += snprintf(buf + n, size - (size_t)n, " pipeline=%s", fa_pipeline_name(j->pipeline));
+  if (j->schedule == FA_SCHEDULE_PERSISTENT && n > 0 && (size_t)n < size)
+    snprintf(buf + n, size - (size_t)n, " schedule=persistent");
 }
 
 /* The ptxas notes (C7500 .. C7531) in a compile log, as a bit set. */
@@ -141,7 +145,7 @@ static void run_job(Sweep *s, Job *j) {
       has_causal = true;
   if (has_causal)
     given[ng++] = (FaBinding){"is_causal", {CK_BOOL, j->causal, 0, DT_VOID, NULL}};
-  FaLaunchConfig cfg = {j->warps, j->stages, j->pipeline};
+  FaLaunchConfig cfg = {.warps = j->warps, .stages = j->stages, .pipeline = j->pipeline, .schedule = j->schedule};
   FaBinding *binds = NULL;
   int nb = k ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, &binds, &cfg) : -1;
   FaCudaTarget target = {0, false};
@@ -213,7 +217,8 @@ static void run_job(Sweep *s, Job *j) {
  * where the baseline has none (where it has, the configuration does not fit
  * the registers whatever the pipeline: a note is printed), no ptxas note the
  * baseline does not have (wgmma serialized, a wait injected: asynchronous
- * products that are not; setmaxnreg ignored). */
+ * products that are not; setmaxnreg ignored).  Persistent kernels are held
+ * the same way to their twin with one thread block per program. */
 static int hopper_verdicts(const Job *jobs, int n, int first) {
   int failed = 0;
   for (int i = 0; i < n; i++) {
@@ -230,17 +235,19 @@ static int hopper_verdicts(const Job *jobs, int n, int first) {
        configuration is the remedy) */
     bool spills = j->spills > b->spills || j->stack > b->stack;
     if (spills && b->spills > 0) {
-      printf("note %s: spills %d bytes (cp_async: %d): the configuration does not fit the registers\n", d, j->spills,
-             b->spills);
+      printf("note %s: spills %d bytes (%s: %d): the configuration does not fit the registers\n", d, j->spills,
+             j->schedule == FA_SCHEDULE_PERSISTENT ? "one block per program" : "cp_async", b->spills);
       spills = false;
     }
     const char *why = j->shared > 227 * 1024 ? "more than 227 KB of shared memory"
-                      : spills ? "spills more than with cp_async"
-                      : (j->notes & ~b->notes) ? "a ptxas performance note that cp_async does not have"
+                      : spills ? "spills more than its baseline"
+                      : (j->notes & ~b->notes) ? "a ptxas performance note that its baseline does not have"
                                                 : NULL;
     if (why) {
-      printf("FAIL %s: %s (%d bytes spilled, %d stack, %zu shared, notes 0x%x; cp_async: %d, %d, %zu, 0x%x)\n", d,
-             why, j->spills, j->stack, j->shared, j->notes, b->spills, b->stack, b->shared, b->notes);
+      printf("FAIL %s: %s (%d bytes spilled, %d stack, %zu shared, notes 0x%x; %s: %d, %d, %zu, 0x%x)\n", d,
+             why, j->spills, j->stack, j->shared, j->notes,
+             j->schedule == FA_SCHEDULE_PERSISTENT ? "one block per program" : "cp_async", b->spills, b->stack,
+             b->shared, b->notes);
       failed++;
     }
   }
@@ -308,7 +315,7 @@ static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, 
     /* the rest of the constexprs, as a stand-alone compile would take them */
     FaBinding given = {"d_head", {CK_INT, d_head, 0, DT_VOID, NULL}};
     FaBinding *all = NULL;
-    FaLaunchConfig cfg = {0, 0, 0};
+    FaLaunchConfig cfg = {0};
     int na = fa_kernel_bindings_for_compile(fc, p, k, &given, 1, &all, &cfg);
     for (int i = 0; i < na && ne < MAX_BINDS + 8; i++) {
       bool dup = false;
@@ -443,7 +450,7 @@ int main(int argc, char **argv) {
       int nc = enumerate(&fc, p, k, hopper_d[di], configs, 4096);
       if (nc <= 0)
         continue;
-      int pick = ki + di;
+      int pick = ki + di, group = njobs;
       for (int pl = FA_PIPELINE_CP_ASYNC; pl < FA_PIPELINE_COUNT && njobs < cap; pl++) {
         Job *j = &jobs[njobs++];
         j->kernel = k->name;
@@ -457,6 +464,16 @@ int main(int argc, char **argv) {
         j->pipeline = pl;
         j->baseline = pl == FA_PIPELINE_CP_ASYNC ? -1 : njobs - 1 - (pl - FA_PIPELINE_CP_ASYNC);
         j->arch = "sm_90a";
+      }
+      /* persistent, against the same pipeline's one-block-per-program compile */
+      static const int persistent_pl[] = {FA_PIPELINE_CP_ASYNC, FA_PIPELINE_TMA, FA_PIPELINE_TMA_WS_PP};
+      bool complete = njobs - group == FA_PIPELINE_COUNT - 1;
+      for (int x = 0; x < 3 && njobs < cap && complete; x++) {
+        Job *j = &jobs[njobs];
+        *j = jobs[group + persistent_pl[x] - FA_PIPELINE_CP_ASYNC];
+        j->schedule = FA_SCHEDULE_PERSISTENT;
+        j->baseline = group + persistent_pl[x] - FA_PIPELINE_CP_ASYNC;
+        njobs++;
       }
     }
   }
@@ -482,10 +499,14 @@ int main(int argc, char **argv) {
        2},
       {"examples/attention/attention.fa", "attn_fwd", "d_head=128 is_causal=False T=bf16 BLOCK_Q=128 BLOCK_K=64", NULL,
        8, 2},
+      /* two ring loops (causal) with two consumer warpgroups: persistent, only one of them rotated */
+      {"examples/attention/attention.fa", "attn_fwd", "d_head=128 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64", NULL, 8,
+       2},
       {"examples/attention/attention.fa", "attn_bwd_dq", "d_head=64 is_causal=False T=f16 BLOCK_Q=128 BLOCK_K=128", NULL,
        8, 2},
   };
-  for (size_t c = 0; c < sizeof hopper_cases / sizeof *hopper_cases; c++)
+  for (size_t c = 0; c < sizeof hopper_cases / sizeof *hopper_cases; c++) {
+    int group = njobs;
     for (int pl = FA_PIPELINE_CP_ASYNC; pl < FA_PIPELINE_COUNT && njobs < cap; pl++) {
       Job *j = &jobs[njobs++];
       j->file = hopper_cases[c].file;
@@ -499,6 +520,15 @@ int main(int argc, char **argv) {
       j->baseline = pl == FA_PIPELINE_CP_ASYNC ? -1 : njobs - 1 - (pl - FA_PIPELINE_CP_ASYNC);
       j->arch = "sm_90a";
     }
+    /* the last pipeline, persistent */
+    if (njobs < cap && njobs - group == FA_PIPELINE_COUNT - 1) {
+      Job *j = &jobs[njobs];
+      *j = jobs[njobs - 1];
+      j->schedule = FA_SCHEDULE_PERSISTENT;
+      j->baseline = njobs - 1;
+      njobs++;
+    }
+  }
   printf("%d compiles (%s sweep) on %d threads\n", njobs,
          full ? "full" : space ? "every configuration" : "quick; FADSL_SWEEP=space or FADSL_FULL_SWEEP=1 for more",
          nthreads);

@@ -260,7 +260,7 @@ static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
       nb++;
     }
   }
-  FaLaunchConfig cfg = {c->warps, c->stages, 0};
+  FaLaunchConfig cfg = {.warps = c->warps, .stages = c->stages};
   IrKernel *ir = fa_specialize(&fc, p, ki, binds, nb, cfg);
   in = ir ? fa_interp_new(&fc, ir) : NULL;
   if (!in) {
@@ -415,10 +415,11 @@ static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
   for (const char *t = info.cuda_source; t && (t = strstr(t, "fa::tma_load<")); t++)
     copies++;
   const char *pipeline = getenv("FADSL_PIPELINE");
-  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared; pipeline %s, %d bulk-copy sites%s)\n",
+  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared; pipeline %s, %d bulk-copy sites%s%s)\n",
          failed ? "FAIL" : "ok  ", label, info.registers, info.spill_bytes, info.shared_bytes,
          pipeline && *pipeline ? pipeline : "cp_async", copies,
-         info.cuda_source && strstr(info.cuda_source, "setmaxnreg") ? ", a producer warpgroup" : "");
+         info.cuda_source && strstr(info.cuda_source, "setmaxnreg") ? ", a producer warpgroup" : "",
+         info.cuda_source && strstr(info.cuda_source, "for (unsigned fa_tile") ? ", persistent" : "");
 done:
   for (int i = 0; i < nbufs; i++) {
     if (bufs[i].dev)

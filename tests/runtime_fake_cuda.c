@@ -8,7 +8,8 @@
  * inspect through fake_cuda_*(); so is every tensor map encoded (its
  * dimensions, strides, box, swizzle and fill, fake_cuda_tensor_map()).
  * FAKE_CUDA_CC (e.g. 86), FAKE_CUDA_DEVICES and FAKE_CUDA_INIT_ERROR shape
- * the device the runtime sees. */
+ * the device the runtime sees (132 multiprocessors); the occupancy query
+ * answers FAKE_CUDA_OCCUPANCY (2) thread blocks per multiprocessor. */
 #include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,14 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     memcpy(&last_params[i], params[i], 8);
     last_nparams++;
   }
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int threads, size_t shared) {
+  (void)f;
+  (void)shared;
+  if (threads <= 0 || threads > 1024) return CUDA_ERROR_INVALID_VALUE;
+  *n = env_int("FAKE_CUDA_OCCUPANCY", 2);
   return CUDA_SUCCESS;
 }
 

@@ -503,7 +503,7 @@ static int fill_tunables(Run *r, FaBinding *b, int n) {
     }
     FaCompiler scratch;
     fa_compiler_init(&scratch, NULL);
-    FaLaunchConfig cfg = {4, 2, 0};
+    FaLaunchConfig cfg = {.warps = 4, .stages = 2};
     bool ok = fa_specialize(&scratch, r->prog, k, b, n + nopen, cfg) != NULL;
     fa_compiler_free(&scratch);
     if (ok)
@@ -692,7 +692,7 @@ static int run(Options *o) {
     goto done;
   /* the GPU path specialises on the host only to size and type the buffers */
   int nhost = o->gpu ? fill_tunables(&r, binds, nbinds) : nbinds;
-  FaLaunchConfig cfg = {o->warps, o->stages, 0};
+  FaLaunchConfig cfg = {.warps = o->warps, .stages = o->stages};
   fa_config_fill_defaults(&cfg);
   r.kernel = fa_specialize(&r.fc, r.prog, r.kinfo, binds, nhost, cfg);
   if (!r.kernel)

@@ -442,6 +442,45 @@ FA_DEV bf16 atomic_add(bf16 *p, bf16 v) {
   return bf16{(unsigned short)(prev >> sh)};
 }
 
+/* ---- persistent kernels: which program a thread block runs next ----------------------------------------------- */
+
+/* A persistent kernel's thread block b runs the programs t = b, b + G,
+ * b + 2G, ... (G thread blocks) of an order over the grid (gx, gy, gz) of
+ * programs; tile_coords gives program t's ids.  AXIS < 0: the hardware's
+ * order, x fastest.  Else longest first along AXIS (DESCENDING: from the
+ * largest id down), in groups of GROUP programs along the other two axes
+ * (flattened, the lower one fastest): the group's programs at the first id
+ * along AXIS, then at the next, ...; then the next group.  Every t below
+ * gx * gy * gz maps to one program and back. */
+struct TileId {
+  unsigned v[3];
+};
+
+template <int AXIS, bool DESCENDING, int GROUP>
+FA_DEV TileId tile_coords(unsigned t, unsigned gx, unsigned gy, unsigned gz) {
+  TileId r;
+  if constexpr (AXIS < 0) {
+    r.v[0] = t % gx;
+    t /= gx;
+    r.v[1] = t % gy;
+    r.v[2] = t / gy;
+  } else {
+    static_assert(AXIS < 3 && GROUP >= 1, "tile_coords: AXIS is 0, 1 or 2");
+    const unsigned g[3] = {gx, gy, gz};
+    constexpr int A1 = AXIS == 0 ? 1 : 0, A2 = AXIS == 2 ? 1 : 2; /* the other axes, lower first */
+    const unsigned along = g[AXIS], others = g[A1] * g[A2];
+    const unsigned group = t / (along * (unsigned)GROUP);  /* which group of other programs */
+    const unsigned first = group * (unsigned)GROUP;
+    const unsigned width = others - first < (unsigned)GROUP ? others - first : (unsigned)GROUP;
+    const unsigned in = t - group * along * (unsigned)GROUP; /* < along * width */
+    const unsigned a = in / width, o = first + in % width;
+    r.v[AXIS] = DESCENDING ? along - 1 - a : a;
+    r.v[A1] = o % g[A1];
+    r.v[A2] = o / g[A1];
+  }
+  return r;
+}
+
 /* ---- device-side assertions ----------------------------------------------------------------------------------- */
 
 /* __assertfail is declared by NVRTC itself: it reports the failure (message,
