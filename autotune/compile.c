@@ -132,7 +132,12 @@ static void generate_one(GenShared *sh, const FaProgram *p, const FaKernelInfo *
   }
   memcpy(b, sh->constexprs, sizeof *b * (size_t)n);
   memcpy(b + n, c->cfg.values, sizeof *b * (size_t)c->cfg.nvalues);
-  FaCudaSpec spec = {p, k, b, n + c->cfg.nvalues, c->cfg.config, sh->target, sh->facts, sh->nfacts};
+  /* the pipeline and schedule the launches will use: FADSL_PIPELINE and
+     FADSL_SCHEDULE where the space does not choose them (the runtime reads
+     them too, runtime/launch.c) */
+  FaLaunchConfig config = c->cfg.config;
+  fa_config_from_env(&config, &config, NULL, NULL, 0);
+  FaCudaSpec spec = {p, k, b, n + c->cfg.nvalues, config, sh->target, sh->facts, sh->nfacts};
   IrKernel *ir = NULL;
   FaCudaKernel cuda;
   FaCudaStage stage = fa_cuda_compile(&cfc, &spec, &ir, &cuda, NULL);

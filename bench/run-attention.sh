@@ -1,5 +1,5 @@
 #!/bin/sh
-# run-attention.sh OUT.jsonl [FADSL-ATTN OPTIONS...] - fadsl's attention benchmark.
+# run-attention.sh OUT.jsonl [--pipeline NAME] [--schedule NAME] [FADSL-ATTN OPTIONS...] - fadsl's attention benchmark.
 #
 # Runs fadsl-attn --gpu --bench --json over the standard shapes (16k tokens,
 # hidden 2048: D in {64, 128}, N in {1024, 4096, 16384}, B = 16384 / N,
@@ -14,6 +14,13 @@
 # memory used and, unless FADSL_BENCH_CHECK=0, the errors against float64
 # (on a stated subset of heads and rows).
 # Extra options go to every fadsl-attn run (e.g. --block-q 128 --block-k 64).
+# --pipeline NAME (or FADSL_PIPELINE=NAME) chooses how the kernels pipeline
+# the loads that feed their products on sm_90a: cp_async (the default), tma,
+# tma_async, tma_ws, tma_ws_pp (docs/performance.md); each record then says
+# "pipeline": NAME, so one output file per choice compares them with
+# bench/compare.py.  --schedule NAME (or FADSL_SCHEDULE=NAME): grid (the
+# default, one thread block per program) or persistent (thread blocks
+# looping over the programs, the longest first); records say "schedule".
 # FADSL_BENCH_TUNE=1 first tunes every shape with fadsl-tune (each kernel of
 # attention.fa at that shape's sizes, those of the fused backward pass and,
 # with --size deterministic=True, of the deterministic one, into the database
@@ -29,6 +36,13 @@ set -u
 [ $# -ge 1 ] || { echo "usage: bench/run-attention.sh OUT.jsonl [fadsl-attn options...]" >&2; exit 2; }
 out=$1
 shift
+while [ "${1:-}" = --pipeline ] || [ "${1:-}" = --schedule ]; do
+  [ $# -ge 2 ] || { echo "run-attention: $1 needs a name" >&2; exit 2; }
+  if [ "$1" = --pipeline ]; then export FADSL_PIPELINE="$2"; else export FADSL_SCHEDULE="$2"; fi
+  shift 2
+done
+pipeline=${FADSL_PIPELINE:-cp_async}
+schedule=${FADSL_SCHEDULE:-grid}
 extra="$*"   # options for every run (simple words: no quoting needed)
 build=${FADSL_BUILD:-./build}
 attn=${FADSL_ATTN:-$build/examples/attention/fadsl-attn}
@@ -77,5 +91,7 @@ done
 for B in 1 4; do
   bench "$B" 12 23400 64 causal
 done
-echo "run-attention: $(wc -l < "$out") records in $out, $failures failed shape(s)"
+# every record names the pipeline and schedule it was measured with
+sed -i "s/^{\"provider\": \"fadsl\", /{\"provider\": \"fadsl\", \"pipeline\": \"$pipeline\", \"schedule\": \"$schedule\", /" "$out"
+echo "run-attention: $(wc -l < "$out") records in $out (pipeline $pipeline, schedule $schedule), $failures failed shape(s)"
 [ "$failures" -eq 0 ]

@@ -1,15 +1,30 @@
 /* config_axes.c - the launch-configuration axes (see sema.h): one row each. */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sema.h"
 
+/* FaPipelineKind (cuda.h) from 1: each adds one mechanism to the one before */
+static const char *const pipeline_names[] = {"cp_async", "tma", "tma_async", "tma_ws", "tma_ws_pp"};
+/* FaScheduleKind (cuda.h) from 1 */
+static const char *const schedule_names[] = {"grid", "persistent"};
+
 static const FaConfigAxis axes[] = {
     {"warps", 4, 1, 32, true, "a power of two from 1 to 32", offsetof(FaLaunchConfig, warps),
-     "warps per program, 32 threads each"},
+     "warps per program, 32 threads each", NULL},
     {"stages", 2, 1, 16, false, "an integer from 1 to 16", offsetof(FaLaunchConfig, stages),
-     "software pipelining depth: buffers per loaded tile"},
+     "software pipelining depth: buffers per loaded tile", NULL},
+    {"pipeline", 1, 1, 5, false, "one of cp_async, tma, tma_async, tma_ws, tma_ws_pp (1 to 5)",
+     offsetof(FaLaunchConfig, pipeline),
+     "how loads feeding products are pipelined on sm_90a: cp_async, tma, tma_async, tma_ws, tma_ws_pp "
+     "(all but cp_async not yet run on a GPU)",
+     pipeline_names},
+    {"schedule", 1, 1, 2, false, "one of grid, persistent (1 to 2)", offsetof(FaLaunchConfig, schedule),
+     "how programs map onto thread blocks: grid (one each) or persistent (one per resident block, "
+     "each looping over programs; not yet run on a GPU)",
+     schedule_names},
 };
 
 const FaConfigAxis *fa_config_axes(int *n) {
@@ -46,12 +61,67 @@ void fa_config_fill_defaults(FaLaunchConfig *c) {
       fa_config_set(c, &axes[i], axes[i].default_value);
 }
 
+/* The numeric axes always; a named one (pipeline, schedule) only where it
+ * is not its default, so that the common launch reads "warps=4 stages=2". */
 void fa_config_print(const FaLaunchConfig *c, StrBuf *out) {
   for (size_t i = 0; i < sizeof axes / sizeof *axes; i++) {
     int v = fa_config_get(c, &axes[i]);
-    if (v > 0)
+    const char *name = fa_config_value_name(&axes[i], v);
+    if (name && v == axes[i].default_value)
+      continue;
+    if (v > 0 && name)
+      fa_sb_printf(out, "%s%s=%s", out->len ? " " : "", axes[i].name, name);
+    else if (v > 0)
       fa_sb_printf(out, "%s%s=%d", out->len ? " " : "", axes[i].name, v);
   }
+}
+
+const char *fa_config_value_name(const FaConfigAxis *ax, int value) {
+  if (!ax || !ax->names || value < ax->min || value > ax->max)
+    return NULL;
+  return ax->names[value - ax->min];
+}
+
+bool fa_config_from_env(const FaLaunchConfig *given, FaLaunchConfig *out, const FaConfigAxis **bad, char *var,
+                        size_t var_size) {
+  for (size_t i = 0; i < sizeof axes / sizeof *axes; i++) {
+    if (!axes[i].names || fa_config_get(given, &axes[i]) > 0)
+      continue;
+    char name[48];
+    int n = snprintf(name, sizeof name, "FADSL_%s", axes[i].name);
+    for (int c = 6; c < n && name[c]; c++)
+      if (name[c] >= 'a' && name[c] <= 'z')
+        name[c] = (char)(name[c] - 'a' + 'A');
+    const char *text = getenv(name);
+    if (!text || !*text)
+      continue;
+    int v;
+    if (!fa_config_parse(&axes[i], text, &v)) {
+      if (bad)
+        *bad = &axes[i];
+      if (var && var_size)
+        snprintf(var, var_size, "%s", name);
+      return false;
+    }
+    fa_config_set(out, &axes[i], v);
+  }
+  return true;
+}
+
+bool fa_config_parse(const FaConfigAxis *ax, const char *text, int *value) {
+  if (!ax || !text || !*text)
+    return false;
+  for (int v = ax->min; ax->names && v <= ax->max; v++)
+    if (!strcmp(text, ax->names[v - ax->min])) {
+      *value = v;
+      return true;
+    }
+  char *end = NULL;
+  long n = strtol(text, &end, 10);
+  if (!end || *end || !fa_config_allowed(ax, n))
+    return false;
+  *value = (int)n;
+  return true;
 }
 
 int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given, FaBinding *out) {

@@ -24,12 +24,49 @@ bool fa_cuda_target_parse(const char *arch, FaCudaTarget *out);
 /* Writes the NVRTC -arch value, e.g. "sm_90a". */
 void fa_cuda_target_name(FaCudaTarget t, char *buf, size_t size);
 
+/* How the loads of block pointers that feed products reach shared memory,
+ * and what runs beside them: a launch-configuration choice (FaLaunchConfig.
+ * pipeline, FADSL_PIPELINE for the tools and the runtime).  Each choice adds
+ * one mechanism to the one before it, so that a fault can be pinned to one;
+ * where a kernel cannot take a mechanism (a load the bulk copy engine cannot
+ * do, a loop without pipelined loads), the plan says why and keeps the
+ * previous one.  Every choice past cp_async is compiled and checked in CI
+ * but not yet run on a GPU (docs/performance.md). */
+typedef enum FaPipelineKind {
+  FA_PIPELINE_DEFAULT = 0,  /* not given: FA_PIPELINE_CP_ASYNC */
+  FA_PIPELINE_CP_ASYNC,     /* cp.async into rings of tiles, CTA barriers; products waited for at once */
+  FA_PIPELINE_TMA,          /* bulk tensor copies (TMA) on full/empty mbarrier rings, one thread issuing */
+  FA_PIPELINE_TMA_ASYNC,    /* + warpgroup products waited for as late as their data allow */
+  FA_PIPELINE_TMA_WS,       /* + a producer warp issues the copies (warp specialisation, setmaxnreg) */
+  FA_PIPELINE_TMA_WS_PP,    /* + two consumer warpgroups take turns on their products (ping-pong) */
+  FA_PIPELINE_COUNT
+} FaPipelineKind;
+
+/* "cp_async", "tma", "tma_async", "tma_ws", "tma_ws_pp" (the default for 0). */
+const char *fa_pipeline_name(int kind);
+/* The kind of a name, or -1. */
+int fa_pipeline_parse(const char *name);
+/* The names, comma separated, for messages. */
+const char *fa_pipeline_names(void);
+
+/* How programs map onto thread blocks (the launch-configuration axis
+ * "schedule"); cuda_plan.h's FaSchedulePlan says what the plan made of it. */
+typedef enum FaScheduleKind {
+  FA_SCHEDULE_DEFAULT = 0,  /* not given: FA_SCHEDULE_GRID */
+  FA_SCHEDULE_GRID,         /* one thread block per program, the grid @kernel(grid=...) gives */
+  FA_SCHEDULE_PERSISTENT,   /* as many thread blocks as the GPU holds at once, each looping over
+                               programs (tiles) in the plan's order; not yet run on a GPU */
+  FA_SCHEDULE_COUNT
+} FaScheduleKind;
+
 /* How one kernel argument is passed to cuLaunchKernel. */
 typedef enum FaCudaArgKind {
   CUDA_ARG_POINTER,         /* device pointer, 8 bytes: IrFunction param `param` */
   CUDA_ARG_SCALAR,          /* scalar of dtype `dtype`: IrFunction param `param` */
   CUDA_ARG_TENSOR_MAP,      /* CUtensorMap (128 bytes, __grid_constant__) built by the
                                runtime for pointer param `param` (TMA) */
+  CUDA_ARG_GRID,            /* persistent kernels: dimension `param` (0, 1, 2) of the grid of
+                               programs @kernel(grid=...) gives, an unsigned 32-bit integer */
 } FaCudaArgKind;
 
 typedef struct FaCudaArg {
@@ -39,19 +76,27 @@ typedef struct FaCudaArg {
   int align;                /* CUDA_ARG_POINTER: the byte alignment the generated code assumes
                                of the pointer (vectorised accesses); a launch must refuse a
                                pointer that is not a multiple of it */
-  /* CUDA_ARG_TENSOR_MAP only: the tiled view the kernel expects */
+  /* CUDA_ARG_TENSOR_MAP only: the tiled view the kernel expects, outermost
+     dimension first.  Dimension i of the map covers the dimensions
+     dims_end[i-1] .. dims_end[i] - 1 of the parameter's declared extent
+     (row-major), merged into one; box[i] elements of it are copied. */
   int rank;
   int64_t box[FA_MAX_RANK];
+  int dims_end[FA_MAX_RANK];
   int swizzle_bytes;        /* 0, 32, 64 or 128 */
+  bool nan_fill;            /* out-of-bounds elements read as NaN (else zero) */
 } FaCudaArg;
 
 typedef struct FaCudaKernel {
   char *source;             /* the CUDA C++ translation unit (arena) */
   const char *entry;        /* its extern "C" kernel name */
-  int threads;              /* block size: 32 * warps (+ producer warps, if any) */
+  int threads;              /* block size: 32 * warps (+ a producer warpgroup, if any) */
   size_t shared_bytes;      /* dynamic shared memory to request at launch */
   FaCudaArg *args;          /* the kernel's parameters, in order */
   int nargs;
+  bool persistent;          /* launched on as many thread blocks as fit the GPU at once (at most
+                               one per program), each looping over the programs; the grid of
+                               programs is passed in the CUDA_ARG_GRID arguments */
 } FaCudaKernel;
 
 /* Emits one specialised kernel (plans it with no facts about its arguments

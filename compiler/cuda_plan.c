@@ -9,13 +9,16 @@
  *   4. the layout each op reads each operand in, the conversions that
  *      needs, and the tiles tensor-core products read;
  *   5. pipelines: loads in loops issued ahead into rings of tile buffers;
+ *      then which of them, and which loads outside loops, are bulk tensor
+ *      copies (TMA, cuda_plan_tma.c), with their mbarriers;
  *   6. additions fused into products;
  *   7. tile offsets (tiles with disjoint lifetimes share memory);
  *   8. products: instruction and operand sources;
  *   9. loads and stores: method and vector width;
  *  10. reductions, scans and prints; the synchronisation steps of each
- *      pipeline; the shared memory budget; warp roles, barriers and the
- *      schedule.
+ *      pipeline;
+ *  11. the schedule (persistent or not, the tile order); the shared memory
+ *      budget; warp roles and barriers.
  */
 #include "config.h"
 
@@ -37,6 +40,10 @@ typedef struct FaOpPlan {
   FaScanPlan *scan;
   FaPrintPlan *print;
   FaPipelinePlan *pipeline;
+  bool producer;            /* warp specialisation: in the producer's slice */
+  bool tma_considered;      /* a load into a swizzled tile that is not a bulk copy: why not */
+  FaTmaRefusal tma_refusal;
+  int tma_dim;
 } FaOpPlan;
 
 struct FaOpMap {
@@ -76,7 +83,7 @@ static FaOpPlan *op_insert(FaOpMap *m, const IrOp *op) {
 typedef struct Planner {
   FaCudaPlan *p;
   FaCompiler *fc;
-  PtrVec tiles, accesses, pipelines, products, reduces, scans, prints;
+  PtrVec tiles, accesses, pipelines, products, reduces, scans, prints, waits;
   const IrOp **fused_add;   /* by value id, on a product's result: the addition computing it */
   int *fused_addend;        /* by value id, on the addition's result */
   const IrOp **fused_dot;   /* by value id, on the addition's result: the product */
@@ -625,7 +632,12 @@ static void plan_pipeline_load(Planner *pl, const IrOp *loop, const IrOp *op) {
   const IrRegion *body = loop->regions[0];
   const IrValue *x = op->results[0], *bp = op->operands[0];
   FaValuePlan *vp = val(pl, x);
-  if (!vp->live || !vp->tile || vp->nontile_uses > 0 || op->padding == PAD_NAN || x->type.rank != 2 || !x->layout)
+  /* cp.async fills with zeros only; NaN padding rides along only where the
+     copy engine may take the load (and leaves the ring again if it cannot,
+     plan_tma_pipeline) */
+  bool nan_ok = pl->p->pipeline >= FA_PIPELINE_TMA && has_wgmma(pl->p);
+  if (!vp->live || !vp->tile || vp->nontile_uses > 0 || (op->padding == PAD_NAN && !nan_ok) || x->type.rank != 2 ||
+      !x->layout)
     return;
   int j = -1;
   for (int a = 1; a < body->nargs; a++)
@@ -686,6 +698,463 @@ static void plan_pipelines(Planner *pl, const IrRegion *r) {
     for (int i = 0; i < op->nregions; i++)
       plan_pipelines(pl, op->regions[i]);
   }
+}
+
+
+/* ---- 5b. bulk tensor copies (TMA) -------------------------------------------------------------
+ * With a pipeline choice of tma or later (sm_90a), a pipeline whose every
+ * load can be a bulk copy (cuda_plan_tma.c) becomes a ring of full/empty
+ * mbarriers, and so does a load outside loops whose value only feeds
+ * products through its tile (Q in attention): one copy, waited for before
+ * the first op that reads the tile.  Everything else stays as it was, and
+ * the access says why. */
+
+static bool tma_chosen(const FaCudaPlan *p) { return p->pipeline >= FA_PIPELINE_TMA; }
+
+static FaTensorMapPlan *intern_tmap(Planner *pl, const FaTensorMapPlan *m) {
+  FaCudaPlan *p = pl->p;
+  for (int i = 0; i < p->ntmaps; i++) {
+    const FaTensorMapPlan *o = p->tmaps[i];
+    if (o->param == m->param && o->rank == m->rank && o->swizzle == m->swizzle && o->nan_fill == m->nan_fill &&
+        !memcmp(o->dims_end, m->dims_end, sizeof o->dims_end) && !memcmp(o->box, m->box, sizeof o->box))
+      return p->tmaps[i];
+  }
+  if (p->ntmaps >= FA_MAX_TENSOR_MAPS)
+    return NULL;
+  FaTensorMapPlan *n = palloc(pl, sizeof *n);
+  if (!n)
+    return NULL;
+  *n = *m;
+  n->id = p->ntmaps;
+  p->tmaps[p->ntmaps++] = n;
+  return n;
+}
+
+/* `slots` mbarriers of `arrivals` each; their offsets come with the budget. */
+static int add_mbarrier(FaCudaPlan *p, FaMbarrierUse use, int slots, int arrivals) {
+  if (p->nbarriers >= FA_MAX_BARRIERS)
+    return -1;
+  FaBarrierPlan *b = &p->barriers[p->nbarriers];
+  memset(b, 0, sizeof *b);
+  b->kind = FA_BARRIER_MBARRIER;
+  b->id = -1;
+  b->mbar = use;
+  b->slots = slots;
+  b->arrivals = arrivals;
+  return p->nbarriers++;
+}
+
+static void note_refusal(Planner *pl, const IrOp *op, FaTmaRefusal why, int dim) {
+  FaOpPlan *o = op_insert(pl->p->ops, op);
+  o->tma_considered = true;
+  o->tma_refusal = why;
+  o->tma_dim = dim;
+}
+
+static bool in_loop(const IrOp *op) {
+  for (const IrRegion *r = op->parent; r && r->parent_op; r = r->parent_op->parent)
+    if (r->parent_op->kind == IR_FOR)
+      return true;
+  return false;
+}
+
+/* A ring that stays cp.async cannot pad with NaN: such loads leave it
+ * (plain vector loads, their tiles written from registers). */
+static void drop_nan_loads(Planner *pl, FaPipelinePlan *pp) {
+  int kept = 0;
+  for (int i = 0; i < pp->nloads; i++) {
+    FaAccessPlan *ap = pp->loads[i];
+    if (ap->op->padding != PAD_NAN) {
+      pp->loads[kept++] = ap;
+      continue;
+    }
+    FaTilePlan *t = ap->tile;
+    t->fill = FA_FILL_REGISTERS;
+    t->pipeline = NULL;
+    t->load = NULL;
+    t->nbufs = 1;
+    FaOpPlan *o = op_insert(pl->p->ops, ap->op);
+    o->access = NULL;
+    o->tma_considered = true;
+    o->tma_refusal = ap->tma_refusal;
+    o->tma_dim = ap->tma_refusal_dim;
+  }
+  pp->nloads = kept;
+}
+
+static bool loop_contains(const IrOp *outer, const IrOp *op) {
+  for (const IrRegion *r = op->parent; r && r->parent_op; r = r->parent_op->parent)
+    if (r->parent_op == outer)
+      return true;
+  return false;
+}
+
+/* An earlier ring whose barriers, use counter and (with a producer warp)
+ * buffers this pipeline's loads can take over: the same stages and tiles of
+ * the same formats in the same order, in a loop that is neither inside nor
+ * around this one (the two loops of the causal forward pass).  Both loops
+ * then count their uses of one ring in program order, as the producer and
+ * the consumers both run them. */
+static const FaPipelinePlan *shareable_ring(Planner *pl, const FaPipelinePlan *pp) {
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    const FaPipelinePlan *q = pl->pipelines.items[i];
+    if (q == pp || q->sync != FA_SYNC_MBARRIER || q->shares || q->stages != pp->stages || q->nloads != pp->nloads ||
+        loop_contains(q->loop, pp->loop) || loop_contains(pp->loop, q->loop))
+      continue;
+    bool same = true;
+    for (int j = 0; j < pp->nloads && same; j++) {
+      const FaTilePlan *a = q->loads[j]->tile, *b = pp->loads[j]->tile;
+      same = a->rows == b->rows && a->pitch == b->pitch && a->format == b->format && a->swizzle == b->swizzle &&
+             a->inner == b->inner;
+    }
+    if (same)
+      return q;
+  }
+  return NULL;
+}
+
+static void plan_tma_pipeline(Planner *pl, FaPipelinePlan *pp) {
+  FaCudaPlan *p = pl->p;
+  FaTmaPlan *plans = palloc(pl, (size_t)pp->nloads * sizeof *plans);
+  FaTensorMapPlan *maps = palloc(pl, (size_t)pp->nloads * sizeof *maps);
+  if (!plans || !maps)
+    return;
+  for (int i = 0; i < pp->nloads; i++) {
+    FaAccessPlan *ap = pp->loads[i];
+    int dim = -1;
+    FaTmaRefusal why = fa_plan_tma_view(p, ap->op, ap->tile, pp->loop->parent, &maps[i], &plans[i], &dim);
+    ap->tma_refusal = why;
+    ap->tma_refusal_dim = dim;
+    if (why != FA_TMA_OK && pp->tma_refusal == FA_TMA_OK) {
+      pp->tma_refusal = why;
+      pp->refused = ap;
+    }
+  }
+  if (pp->tma_refusal == FA_TMA_OK) {
+    for (int i = 0; i < pp->nloads; i++)
+      if (!(plans[i].map = intern_tmap(pl, &maps[i])))
+        pp->tma_refusal = FA_TMA_LIMIT;
+    pp->shares = shareable_ring(pl, pp);
+    if (pp->shares) {
+      pp->full = pp->shares->full;
+      pp->empty = pp->shares->empty;
+    } else {
+      pp->full = add_mbarrier(p, FA_MBAR_FULL, pp->stages, 1);
+      pp->empty = add_mbarrier(p, FA_MBAR_EMPTY, pp->stages, p->warps);
+    }
+    if (pp->full < 0 || pp->empty < 0)
+      pp->tma_refusal = FA_TMA_LIMIT;
+  }
+  if (pp->tma_refusal != FA_TMA_OK) {
+    for (int i = 0; i < pp->nloads; i++)
+      if (pp->loads[i]->tma_refusal == FA_TMA_OK || pp->tma_refusal == FA_TMA_LIMIT) {
+        pp->loads[i]->tma_refusal = pp->tma_refusal == FA_TMA_LIMIT ? FA_TMA_LIMIT : FA_TMA_PIPELINE;
+        pp->loads[i]->tma_refusal_dim = -1;
+      }
+    drop_nan_loads(pl, pp);
+    return;
+  }
+  if (!pp->shares)
+    p->barriers[pp->full].pipeline = p->barriers[pp->empty].pipeline = pp;
+  pp->sync = FA_SYNC_MBARRIER;
+  pp->ring = pp->shares ? pp->shares->ring : p->nrings++;
+  for (int i = 0; i < pp->nloads; i++) {
+    FaAccessPlan *ap = pp->loads[i];
+    FaTmaPlan *t = palloc(pl, sizeof *t);
+    if (!t)
+      return;
+    *t = plans[i];
+    t->barrier = -1;
+    ap->method = FA_ACCESS_TMA;
+    ap->tma = t;
+    ap->tile->fill = FA_FILL_TMA;
+    pp->tx_bytes += t->bytes;
+  }
+}
+
+/* The op of `r` (from `after` on) before which a load outside loops is
+ * waited for: the first whose ops read x's tile. */
+static bool reads_tile_of(Planner *pl, const IrOp *op, const IrValue *x) {
+  if (op->kind == IR_DOT && fa_plan_op_live(pl->p, op))
+    for (int j = 0; j < 2; j++) {
+      bool flip;
+      if (fa_plan_reads_tile(op, j) && !fused_cast_source(pl, op, j) && tile_source(pl, op->operands[j], &flip) == x)
+        return true;
+    }
+  for (int g = 0; g < op->nregions; g++)
+    for (const IrOp *o = op->regions[g]->first; o; o = o->next)
+      if (reads_tile_of(pl, o, x))
+        return true;
+  return false;
+}
+
+static void plan_tma_load(Planner *pl, const IrOp *op) {
+  FaCudaPlan *p = pl->p;
+  const IrValue *x = op->results[0];
+  FaValuePlan *vp = val(pl, x);
+  if (!vp->live || !vp->tile || (op_find(p->ops, op) && op_find(p->ops, op)->access))
+    return;
+  if (vp->nontile_uses > 0 || vp->tile->format != FA_TILE_SWIZZLED) {
+    note_refusal(pl, op, FA_TMA_NOT_TILE, -1);
+    return;
+  }
+  if (in_loop(op)) {
+    note_refusal(pl, op, FA_TMA_IN_LOOP, -1);
+    return;
+  }
+  FaTensorMapPlan map;
+  FaTmaPlan plan;
+  int dim = -1;
+  FaTmaRefusal why = fa_plan_tma_view(p, op, vp->tile, op->parent, &map, &plan, &dim);
+  const IrOp *wait = NULL;
+  for (const IrOp *o = op->next; o && !wait; o = o->next)
+    if (reads_tile_of(pl, o, x))
+      wait = o;
+  if (why == FA_TMA_OK && (!wait || !(plan.map = intern_tmap(pl, &map)) ||
+                           (plan.barrier = add_mbarrier(p, FA_MBAR_LOAD, 1, 1)) < 0))
+    why = FA_TMA_LIMIT;
+  FaAccessPlan *ap = why == FA_TMA_OK ? palloc(pl, sizeof *ap) : NULL;
+  FaTmaPlan *t = ap ? palloc(pl, sizeof *t) : NULL;
+  if (!t) {
+    note_refusal(pl, op, why, dim);
+    return;
+  }
+  *t = plan;
+  t->wait_before = wait;
+  ap->op = op;
+  ap->method = FA_ACCESS_TMA;
+  ap->vec = 1;
+  ap->layout = x->layout;
+  ap->tile = vp->tile;
+  ap->tma = t;
+  ap->tma_refusal_dim = -1;
+  p->barriers[t->barrier].load = ap;
+  vp->tile->fill = FA_FILL_TMA;
+  vp->tile->load = ap;
+  op_insert(p->ops, op)->access = ap;
+}
+
+static void plan_tma(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (!tma_chosen(p))
+    return;
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    if (!has_wgmma(p)) {
+      pp->tma_refusal = FA_TMA_TARGET;
+      for (int j = 0; j < pp->nloads; j++) {
+        pp->loads[j]->tma_refusal = FA_TMA_TARGET;
+        pp->loads[j]->tma_refusal_dim = -1;
+      }
+      continue;
+    }
+    plan_tma_pipeline(pl, pp);
+  }
+  for (int n = 0; n < p->nops && pl->ok; n++) {
+    const IrOp *op = p->order[n];
+    if (op->kind != IR_LOAD_BLOCK || !fa_plan_op_live(p, op) || !val(pl, op->results[0])->tile)
+      continue;
+    if (!has_wgmma(p))
+      note_refusal(pl, op, FA_TMA_TARGET, -1);
+    else
+      plan_tma_load(pl, op);
+  }
+}
+
+
+/* ---- 5c. warp specialisation (pipeline tma_ws and later) ------------------------------------------
+ * When every load a loop issues ahead is a bulk copy (a ring) and what its
+ * copies need -- the loop bounds, the block pointers, the outer coordinates,
+ * the control flow around them -- are scalars computed without block
+ * values, a producer warpgroup after the compute warps runs that slice of
+ * the kernel, one thread of it waiting for free buffers and issuing the
+ * copies of every ring and of the loads outside loops; the compute warps
+ * (consumers) only wait for full buffers and release them.  The slice is
+ * found by following the operands of what the copies need, back to the
+ * parameters. */
+
+typedef struct Slicer {
+  Planner *pl;
+  const char *why;          /* set when the slice would need something the producer cannot compute */
+  const IrOp *why_op;
+} Slicer;
+
+static void slice_value(Slicer *s, const IrValue *v);
+
+static bool producer_op_ok(Slicer *s, const IrOp *op) {
+  switch (op->kind) {
+  case IR_FOR:
+  case IR_IF:
+    return true;
+  case IR_LOAD_BLOCK: {
+    const FaOpPlan *o = op_find(s->pl->p->ops, op);
+    return o && o->access && o->access->method == FA_ACCESS_TMA && !o->access->pipeline;
+  }
+  case IR_CONST:
+  case IR_PROGRAM_ID:
+  case IR_NUM_PROGRAMS:
+  case IR_CAST:
+  case IR_UNARY:
+  case IR_BINARY:
+  case IR_CMP:
+  case IR_SELECT:
+  case IR_PTR_ADD:
+  case IR_LOAD:
+  case IR_MAKE_BLOCK_PTR:
+  case IR_ADVANCE:
+    for (int i = 0; i < op->nresults; i++)
+      if (is_block(op->results[i]))
+        return false;
+    for (int i = 0; i < op->noperands; i++)
+      if (is_block(op->operands[i]))
+        return false;
+    return true;
+  default:
+    return false;
+  }
+}
+
+static void slice_op(Slicer *s, const IrOp *op) {
+  FaOpPlan *o = op_insert(s->pl->p->ops, op);
+  if (o->producer)
+    return;
+  o->producer = true;
+  if (!producer_op_ok(s, op)) {
+    if (!s->why) {
+      s->why = op->kind == IR_LOAD_BLOCK ? "a load the producer would issue is not a bulk copy"
+                                         : "a copy's loop bounds or coordinates depend on block values";
+      s->why_op = op;
+    }
+    return;
+  }
+  int nops = op->kind == IR_FOR ? 3 : op->kind == IR_IF ? 1 : op->noperands;
+  for (int i = 0; i < nops && i < op->noperands; i++)
+    slice_value(s, op->operands[i]);
+  if (op->parent && op->parent->parent_op)
+    slice_op(s, op->parent->parent_op);
+}
+
+static const IrOp *yield_of(const IrRegion *r) {
+  return r->last && r->last->kind == IR_YIELD ? r->last : NULL;
+}
+
+/* Position i (result i, region argument i + 1) of a loop. */
+static void slice_carried(Slicer *s, const IrOp *loop, int i) {
+  const IrRegion *body = loop->regions[0];
+  const IrOp *y = yield_of(body);
+  val(s->pl, loop->results[i])->producer = true;
+  val(s->pl, body->args[1 + i])->producer = true;
+  slice_op(s, loop);
+  if (3 + i < loop->noperands)
+    slice_value(s, loop->operands[3 + i]);
+  if (y && i < y->noperands)
+    slice_value(s, y->operands[i]);
+}
+
+static void slice_value(Slicer *s, const IrValue *v) {
+  if (!v)
+    return;
+  FaValuePlan *vp = val(s->pl, v);
+  if (vp->producer)
+    return;
+  vp->producer = true;
+  if (v->def) {
+    const IrOp *op = v->def;
+    int i = 0;
+    while (i < op->nresults && op->results[i] != v)
+      i++;
+    if (op->kind == IR_FOR) {
+      vp->producer = false;
+      slice_carried(s, op, i);
+    } else if (op->kind == IR_IF) {
+      slice_op(s, op);
+      for (int r = 0; r < op->nregions; r++) {
+        const IrOp *y = yield_of(op->regions[r]);
+        if (y && i < y->noperands)
+          slice_value(s, y->operands[i]);
+      }
+    } else {
+      slice_op(s, op);
+    }
+    return;
+  }
+  if (v->region && v->region->parent_op) {
+    const IrOp *f = v->region->parent_op;
+    int j = 0;
+    while (j < v->region->nargs && v->region->args[j] != v)
+      j++;
+    if (f->kind == IR_FOR && j > 0) {
+      vp->producer = false;
+      slice_carried(s, f, j - 1);
+    } else {
+      slice_op(s, f);
+    }
+  }
+}
+
+static void slice_coordinates(Slicer *s, const FaTmaPlan *t) {
+  for (int i = 0; i < t->outer_coord.nterms; i++)
+    for (int a = 0; a < t->outer_coord.terms[i].natoms; a++) {
+      int atom = t->outer_coord.terms[i].atoms[a];
+      if (atom >= FA_SYM_VALUE)
+        for (int n = 0; n < s->pl->p->nops; n++)
+          for (int r = 0; r < s->pl->p->order[n]->nresults; r++)
+            if (s->pl->p->order[n]->results[r]->id == atom - FA_SYM_VALUE)
+              slice_value(s, s->pl->p->order[n]->results[r]);
+    }
+}
+
+static void plan_warp_specialisation(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (p->pipeline < FA_PIPELINE_TMA_WS)
+    return;
+  const char *why = NULL;
+  int rings = 0;
+  for (int i = 0; i < pl->pipelines.len && !why; i++) {
+    const FaPipelinePlan *pp = pl->pipelines.items[i];
+    if (pp->sync != FA_SYNC_MBARRIER)
+      why = "a pipeline's loads are not all bulk copies";
+    rings++;
+  }
+  if (!why && !rings)
+    why = "no loop issues bulk copies ahead";
+  if (!why && p->warps % 4 != 0)
+    why = "the compute warps are not whole warpgroups";
+  Slicer s = {pl, NULL, NULL};
+  for (int i = 0; !why && i < pl->pipelines.len; i++) {
+    const FaPipelinePlan *pp = pl->pipelines.items[i];
+    slice_op(&s, pp->loop);
+    for (int j = 0; j < pp->nloads; j++) {
+      slice_carried(&s, pp->loop, pp->loads[j]->carried - 1);
+      slice_coordinates(&s, pp->loads[j]->tma);
+    }
+  }
+  for (int n = 0; !why && n < p->nops; n++) {
+    const FaOpPlan *o = op_find(p->ops, p->order[n]);
+    if (o && o->access && o->access->method == FA_ACCESS_TMA && !o->access->pipeline) {
+      slice_op(&s, p->order[n]);
+      slice_coordinates(&s, o->access->tma);
+    }
+  }
+  if (!why)
+    why = s.why;
+  if (why) {
+    p->no_warp_specialisation = why;
+    for (int n = 0; n < p->nops; n++) { /* no producer after all */
+      FaOpPlan *o = op_find(p->ops, p->order[n]);
+      if (o)
+        o->producer = false;
+    }
+    for (int v = 0; v < p->nvalues; v++)
+      p->values[v].producer = false;
+    return;
+  }
+  p->warp_specialised = true;
+}
+
+bool fa_plan_in_producer(const FaCudaPlan *plan, const IrOp *op) {
+  const FaOpPlan *o = op_find(plan->ops, op);
+  return plan->warp_specialised && o && o->producer;
 }
 
 /* ---- 6. additions fused into products ---------------------------------------------------------------
@@ -799,7 +1268,21 @@ static void allocate_tiles(Planner *pl) {
       t->id = n;
       tiles[n++] = t;
       tile_lifetime(pl, t, op);
+      /* with a producer warp, the copy engine may fill a tile whenever its
+         ring lets it: its memory is its own for the whole kernel */
+      if (p->warp_specialised && t->fill == FA_FILL_TMA) {
+        t->live_start = 0;
+        t->live_end = p->nops;
+      }
     }
+  }
+  /* a ring that two loops share: the second loop's tiles are the first's */
+  for (int i = 0; p->warp_specialised && i < n; i++) {
+    FaTilePlan *t = tiles[i];
+    const FaPipelinePlan *q = t->pipeline ? t->pipeline->shares : NULL;
+    for (int j = 0; q && j < t->pipeline->nloads; j++)
+      if (t->pipeline->loads[j]->tile == t)
+        t->alias = q->loads[j]->tile;
   }
   /* first fit, in order of definition (swizzled tiles start at multiples of
      1024 bytes, the period of the 128-byte swizzle) */
@@ -810,10 +1293,16 @@ static void allocate_tiles(Planner *pl) {
   for (int i = 0; i < n; i++) {
     FaTilePlan *t = tiles[i];
     size_t size = t->buf_bytes * (size_t)t->nbufs, off = 0;
+    if (t->alias) {
+      t->offset = t->alias->offset;
+      continue;
+    }
     for (bool moved = true; moved;) {
       moved = false;
       for (int j = 0; j < i; j++) {
         const FaTilePlan *o = tiles[j];
+        if (o->alias)
+          continue;
         size_t osize = o->buf_bytes * (size_t)o->nbufs;
         bool overlap_time = !(o->live_end < t->live_start || t->live_end < o->live_start);
         bool overlap_space = off < o->offset + osize && o->offset < off + size;
@@ -927,6 +1416,384 @@ static void plan_product(Planner *pl, const IrOp *op) {
   fa_ptrvec_push(&pl->products, pp);
 }
 
+
+/* ---- 8b. late waits of warpgroup products (pipeline tma_async and later) ------------------------
+ * A wgmma product is committed at its op and waited for as late as the
+ * data allow: before the first op of its region that reads its accumulator,
+ * or writes a tile (a product may still read the old one), or holds regions
+ * (whose code the region's count of groups in flight cannot see into), else
+ * at the end of the region (before its yield).  Groups complete in commit
+ * order, so a wait leaves the products committed after the newest one it
+ * is for in flight.  A product stays synchronous when its accumulator is
+ * read right after it anyway: converted to another layout, copied into a
+ * tile, or rounded to another dtype. */
+
+static const char *why_synchronous(Planner *pl, const FaProductPlan *pp) {
+  const IrValue *r = pp->fused_add ? pp->fused_add->results[0] : pp->dot->results[0];
+  const FaValuePlan *vp = val(pl, r);
+  if (vp->nconvs)
+    return "its result is converted to another layout";
+  if (vp->tile)
+    return "its result is copied into a tile";
+  if (r->type.dtype != pp->acc)
+    return "its result is rounded to another dtype";
+  return NULL;
+}
+
+typedef struct WaitQueue {
+  FaProductPlan *items[64];
+  int n;
+} WaitQueue;
+
+static void add_wait(Planner *pl, const IrOp *before, const IrRegion *region, WaitQueue *q, int upto) {
+  FaWgmmaWait *w = palloc(pl, sizeof *w);
+  FaProductPlan **ps = palloc(pl, (size_t)(upto + 1) * sizeof *ps);
+  if (!w || !ps)
+    return;
+  w->before = before;
+  w->region = region;
+  w->pending = q->n - upto - 1;
+  w->products = ps;
+  for (int i = 0; i <= upto; i++) {
+    ps[w->nproducts++] = q->items[i];
+    q->items[i]->wait_at = w;
+  }
+  memmove(q->items, q->items + upto + 1, (size_t)(q->n - upto - 1) * sizeof *q->items);
+  q->n -= upto + 1;
+  fa_ptrvec_push(&pl->waits, w);
+}
+
+/* The product an op issues (the dot, or the addition a dot is fused into). */
+static FaProductPlan *committed_by_any(Planner *pl, const IrOp *op) {
+  FaProductPlan *pp = NULL;
+  if (op->kind == IR_DOT) {
+    pp = (FaProductPlan *)fa_plan_product(pl->p, op);
+    return pp && !pp->fused_add ? pp : NULL;
+  }
+  return op->nresults == 1 ? val(pl, op->results[0])->fused_add_of : NULL;
+}
+
+/* The async product an op commits (the dot, or the addition a dot is fused into). */
+static FaProductPlan *committed_by(Planner *pl, const IrOp *op) {
+  FaProductPlan *pp = NULL;
+  if (op->kind == IR_DOT) {
+    pp = (FaProductPlan *)fa_plan_product(pl->p, op);
+    if (pp && pp->fused_add)
+      return NULL;
+  } else if (op->nresults == 1) {
+    pp = val(pl, op->results[0])->fused_add_of;
+  }
+  return pp && pp->wait == FA_WAIT_LATE ? pp : NULL;
+}
+
+static bool writes_tile(Planner *pl, const IrOp *op) {
+  for (int i = 0; i < op->nresults; i++) {
+    const FaTilePlan *t = val(pl, op->results[i])->tile;
+    if (t && t->fill == FA_FILL_REGISTERS)
+      return true;
+  }
+  const FaAccessPlan *ap = fa_plan_access(pl->p, op);
+  return ap && ap->method == FA_ACCESS_TMA && !ap->pipeline;
+}
+
+/* Whether op's code reads v: an operand, or, where op commits product pp
+ * (its dot, or the addition it is fused into), the dot's operands and the
+ * registers its A fragments are packed from. */
+static bool reads_value(const IrOp *op, const FaProductPlan *pp, const IrValue *v) {
+  for (int k = 0; k < op->noperands; k++)
+    if (op->operands[k] == v)
+      return true;
+  if (!pp)
+    return false;
+  for (int k = 0; k < pp->dot->noperands; k++)
+    if (pp->dot->operands[k] == v)
+      return true;
+  return pp->a_regs == v;
+}
+
+static void plan_waits_in(Planner *pl, const IrRegion *r) {
+  WaitQueue q = {{0}, 0};
+  for (const IrOp *op = r->first; op && pl->ok; op = op->next) {
+    if (!fa_plan_op_live(pl->p, op) || op->kind == IR_YIELD || op->kind == IR_RETURN)
+      continue;
+    int newest = -1;
+    FaProductPlan *pp = committed_by(pl, op);
+    if (op->nregions || writes_tile(pl, op)) {
+      newest = q.n - 1;
+    } else {
+      for (int i = 0; i < q.n; i++) {
+        const FaProductPlan *o = q.items[i];
+        const IrValue *acc = o->fused_add ? o->fused_add->results[0] : o->dot->results[0];
+        if (reads_value(op, pp, acc))
+          newest = i;
+      }
+    }
+    if (newest >= 0)
+      add_wait(pl, op, r, &q, newest);
+    if (pp) {
+      if (q.n == (int)(sizeof q.items / sizeof *q.items))
+        add_wait(pl, op, r, &q, 0);
+      q.items[q.n++] = pp;
+    }
+    for (int g = 0; g < op->nregions; g++)
+      plan_waits_in(pl, op->regions[g]);
+  }
+  if (q.n)
+    add_wait(pl, NULL, r, &q, q.n - 1);
+}
+
+static void plan_product_waits(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (p->pipeline < FA_PIPELINE_TMA_ASYNC)
+    return;
+  for (int i = 0; i < pl->products.len; i++) {
+    FaProductPlan *pp = pl->products.items[i];
+    if (pp->instr != FA_INSTR_WGMMA)
+      continue;
+    pp->why_at_once = why_synchronous(pl, pp);
+    if (!pp->why_at_once)
+      pp->wait = FA_WAIT_LATE;
+  }
+  plan_waits_in(pl, p->fn->body);
+}
+
+
+/* ---- 8c. ping-pong of two consumer warpgroups (pipeline tma_ws_pp) -------------------------------
+ * With a producer warp and two consumer warpgroups on separate rows, the
+ * products of a ring loop are issued in turns: a warpgroup waits for its
+ * turn (named barrier 2 + g) before each product it issues and gives the
+ * turn to the other (3 - g) right after, so that the tensor cores run one
+ * warpgroup's product while the other computes between its own (the
+ * softmax).  Warpgroup 0 holds the first turn.  A loop whose body
+ * synchronises all compute warps (conversions or reductions through shared
+ * memory, tile writes, FMA products) does not take turns: a warpgroup
+ * waiting for its turn while the other waits at that barrier would
+ * deadlock. */
+
+static const char *syncs_compute_warps(Planner *pl, const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    if (!fa_plan_op_live(pl->p, op))
+      continue;
+    for (int i = 0; i < op->nresults; i++) {
+      const FaValuePlan *vp = val(pl, op->results[i]);
+      for (int c = 0; c < vp->nconvs; c++)
+        if (!vp->convs[c].in_registers)
+          return "a layout conversion through shared memory";
+      if (vp->tile && vp->tile->fill == FA_FILL_REGISTERS)
+        return "a tile written from registers";
+    }
+    const FaReducePlan *rp = fa_plan_reduce(pl->p, op);
+    if (rp && rp->warp_mask)
+      return "a reduction across warps";
+    for (int i = 0; rp && i < rp->nresults; i++)
+      if (rp->to_result[i].scratch)
+        return "a layout conversion through shared memory";
+    const FaScanPlan *sp = fa_plan_scan(pl->p, op);
+    if (sp && sp->scratch)
+      return "a scan across warps";
+    if (fa_plan_print(pl->p, op))
+      return "a device_print";
+    const FaProductPlan *pp = fa_plan_product(pl->p, op);
+    if (pp && pp->instr == FA_INSTR_FMA)
+      return "a product on the CUDA cores";
+    const FaAccessPlan *ap = fa_plan_access(pl->p, op);
+    if (ap && ap->scratch)
+      return "an atomic whose result is read";
+    for (int g = 0; g < op->nregions; g++) {
+      const char *why = syncs_compute_warps(pl, op->regions[g]);
+      if (why)
+        return why;
+    }
+  }
+  return NULL;
+}
+
+static void plan_pingpong(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (p->pipeline < FA_PIPELINE_TMA_WS_PP)
+    return;
+  if (!p->warp_specialised) {
+    p->no_pingpong = "no producer warp";
+    return;
+  }
+  if (p->warps != 8) {
+    p->no_pingpong = "it needs two consumer warpgroups (8 warps)";
+    return;
+  }
+  const IrOp **loops = palloc(pl, (size_t)(pl->pipelines.len + 1) * sizeof *loops);
+  if (!loops)
+    return;
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    const FaPipelinePlan *pp = pl->pipelines.items[i];
+    const char *why = syncs_compute_warps(pl, pp->loop->regions[0]);
+    int turns = 0;
+    for (const IrOp *op = pp->loop->regions[0]->first; op && !why; op = op->next) {
+      FaProductPlan *prod = committed_by_any(pl, op);
+      if (prod && prod->instr == FA_INSTR_WGMMA)
+        turns++;
+    }
+    if (why || !turns) {
+      if (!p->no_pingpong)
+        p->no_pingpong = why ? why : "a ring loop issues no warpgroup products";
+      continue;
+    }
+    for (const IrOp *op = pp->loop->regions[0]->first; op; op = op->next) {
+      FaProductPlan *prod = committed_by_any(pl, op);
+      if (prod && prod->instr == FA_INSTR_WGMMA)
+        prod->takes_turn = true;
+    }
+    loops[p->npingpong++] = pp->loop;
+  }
+  p->pingpong_loops = loops;
+}
+
+
+/* ---- 8d. the next iteration's first product issued ahead (pipeline tma_ws_pp) -----------------------
+ * In a ring loop with a producer warp, the loop's first product (S = Q K^T
+ * in attention) is issued for iteration it + 1 at the head of iteration it,
+ * into a second accumulator, and waited for at the back edge, where it
+ * becomes the current one; iteration it's own was issued by the previous
+ * iteration (the first before the loop).  So the tensor cores compute the
+ * next block's S while the warps do this block's softmax: FlashAttention-3's
+ * intra-warpgroup overlap, found from the IR.  It needs the product's
+ * operands to come from outside the loop or from the ring (nothing the
+ * iteration computes), its result to be used in the loop body only and
+ * read from registers (a warpgroup product waited for late). */
+
+static bool outside_or_ring(Planner *pl, const IrValue *x, const FaPipelinePlan *pp) {
+  if (defined_outside(x, pp->loop))
+    return true;
+  const FaOpPlan *o = x->def ? op_find(pl->p->ops, x->def) : NULL;
+  return o && o->access && o->access->pipeline == pp;
+}
+
+/* The registers a compute thread holds for the loop's products: each
+ * accumulator M x N spread over the compute threads, each register A
+ * operand (two 16-bit elements a register).  Rotation keeps one more
+ * accumulator live across the whole body.  In the sweep (tests/cuda_sweep.c,
+ * ptxas of CUDA 12) rotated loops estimated at 144-184 registers (with the
+ * second accumulator) compiled without spills and those at 192 and more
+ * spilled (64 bytes and up) where the unrotated ones did not, so rotation
+ * is refused above 184 of the 240 registers a consumer gets
+ * (FA_ROTATION_REGISTERS). */
+
+static int loop_acc_registers(Planner *pl, const FaPipelinePlan *pp, int threads) {
+  long regs = 0;
+  for (int i = 0; i < pl->products.len; i++) {
+    const FaProductPlan *prod = pl->products.items[i];
+    if (!within(prod->dot->parent, pp->loop))
+      continue;
+    regs += (long)prod->M * prod->N;
+    if (prod->a_src != FA_OPND_TILE)
+      regs += (long)prod->M * prod->K / 2;
+  }
+  return threads > 0 ? (int)(regs / threads) : 0;
+}
+
+static long long loop_trips(Planner *pl, const IrOp *loop);
+
+static void plan_rotation(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (p->pipeline < FA_PIPELINE_TMA_WS_PP || !p->warp_specialised)
+    return;
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    FaProductPlan *first = NULL;
+    for (const IrOp *op = pp->loop->regions[0]->first; op && !first; op = op->next)
+      if (fa_plan_op_live(p, op))
+        first = committed_by_any(pl, op);
+    if (!first || first->instr != FA_INSTR_WGMMA) {
+      pp->no_rotation = "the loop's first product is not a warpgroup product";
+      continue;
+    }
+    if (first->wait != FA_WAIT_LATE) {
+      pp->no_rotation = "the loop's first product is waited for at once";
+      continue;
+    }
+    if (first->fused_add || first->dot->noperands != 2 || first->a_src != FA_OPND_TILE) {
+      pp->no_rotation = "the loop's first product accumulates or reads its A operand from registers";
+      continue;
+    }
+    bool flip;
+    if (!outside_or_ring(pl, tile_source(pl, first->dot->operands[0], &flip), pp) ||
+        !outside_or_ring(pl, tile_source(pl, first->dot->operands[1], &flip), pp)) {
+      pp->no_rotation = "the loop's first product reads a value the iteration computes";
+      continue;
+    }
+    /* its result stays in the body */
+    const IrValue *r = first->dot->results[0];
+    bool inside = true;
+    for (int n = 0; n < p->nops && inside; n++) {
+      const IrOp *use = p->order[n];
+      for (int k = 0; k < use->noperands; k++)
+        if (use->operands[k] == r && !within(use->parent, pp->loop))
+          inside = false;
+    }
+    const IrOp *y = pp->loop->regions[0]->last;
+    for (int k = 0; y && k < y->noperands; k++)
+      inside &= y->operands[k] != r;
+    if (!inside) {
+      pp->no_rotation = "the loop's first product's result is used after the loop";
+      continue;
+    }
+    pp->acc_registers = loop_acc_registers(pl, pp, p->warps * 32) + first->M * first->N / (p->warps * 32);
+    if (pp->acc_registers > FA_ROTATION_REGISTERS) {
+      pp->no_rotation = "a second accumulator would not fit the registers";
+      continue;
+    }
+    pp->rotated = first;
+  }
+  /* In a persistent kernel (the loop over programs around the body) two
+     rotated loops spilled where one did not (attention's causal forward
+     pass at d_head 128, 8 warps, in the sweep): there only the loop with
+     the most iterations at sample sizes (cuda_plan.c's evaluator: integer
+     arguments 4096, program ids 8) is rotated */
+  if (p->k->schedule == FA_SCHEDULE_PERSISTENT) {
+    FaPipelinePlan *keep = NULL;
+    long long most = -1;
+    for (int i = 0; i < pl->pipelines.len; i++) {
+      FaPipelinePlan *pp = pl->pipelines.items[i];
+      long long n = pp->rotated ? loop_trips(pl, pp->loop) : -1;
+      if (pp->rotated && (n > most || !keep)) {
+        most = n;
+        keep = pp;
+      }
+    }
+    for (int i = 0; i < pl->pipelines.len; i++) {
+      FaPipelinePlan *pp = pl->pipelines.items[i];
+      if (pp->rotated && pp != keep) {
+        pp->rotated = NULL;
+        pp->no_rotation = "a persistent kernel issues ahead in one loop only, the one with the most iterations";
+      }
+    }
+  }
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    FaProductPlan *first = pp->rotated;
+    if (!first)
+      continue;
+    /* its own wait goes: the back edge waits for the next one */
+    FaWgmmaWait *w = first->wait_at;
+    if (w) {
+      int keep = 0;
+      for (int k = 0; k < w->nproducts; k++)
+        if (w->products[k] != first)
+          w->products[keep++] = w->products[k];
+      w->nproducts = keep;
+    }
+    first->wait_at = NULL;
+    first->rotated = true;
+  }
+  /* waits left with no product */
+  int keep = 0;
+  for (int i = 0; i < pl->waits.len; i++) {
+    FaWgmmaWait *w = pl->waits.items[i];
+    if (w->nproducts)
+      pl->waits.items[keep++] = w;
+  }
+  pl->waits.len = keep;
+}
+
 /* ---- 9. loads and stores ---------------------------------------------------------------------------- */
 
 /* atomic_add through a block pointer, the reduce-store method: the elements
@@ -955,7 +1822,7 @@ static void plan_reduce_block(Planner *pl, const IrOp *op, FaAccessPlan *ap) {
 
 static void plan_access(Planner *pl, const IrOp *op) {
   FaOpPlan *o = op_insert(pl->p->ops, op);
-  if (o->access) { /* a pipelined load */
+  if (o->access) { /* a pipelined load, or a bulk copy */
     fa_ptrvec_push(&pl->accesses, o->access);
     return;
   }
@@ -994,6 +1861,8 @@ static void plan_access(Planner *pl, const IrOp *op) {
     ap->method = FA_ACCESS_VECTOR;
     ap->layout = op->results[0]->layout;
     ap->vec = block_vector_width(pl, op->operands[0], ap->layout, op->boundary, &ap->facts);
+    ap->tma_refusal = o->tma_considered ? o->tma_refusal : FA_TMA_OK;
+    ap->tma_refusal_dim = o->tma_dim;
     break;
   case IR_STORE_BLOCK:
     ap->method = FA_ACCESS_VECTOR;
@@ -1227,13 +2096,59 @@ static void plan_ops(Planner *pl) {
  *     iteration it + ahead, commit, wait until `ahead` groups are in flight
  *     (this iteration's have landed), proxy fence if wgmma reads the tiles,
  *     barrier (every warp's copies are visible);
- *   after the loop: wait for everything. */
+ *   after the loop: wait for everything.
+ * Of an mbarrier ring (bulk copies):
+ *   before the loop: barrier (the buffers may have held other tiles), then
+ *     for s < ahead: wait until the buffer of iteration s is released, and
+ *     one thread issues its copies (arming full[]);
+ *   each iteration: the same for it + ahead; every thread waits on full[]
+ *     for this iteration's copies;
+ *   at the end of each iteration (after the last read of its buffers):
+ *     each warp releases them (one arrival on empty[]). */
 static void push_step(FaPipeStep *steps, int *n, FaPipeStepKind kind, int arg, FaStepWhy why) {
   if (*n < FA_PIPE_MAX_STEPS)
-    steps[(*n)++] = (FaPipeStep){kind, arg, why};
+    steps[(*n)++] = (FaPipeStep){kind, arg, why, FA_BY_ALL};
+}
+
+static void push_step_by(FaPipeStep *steps, int *n, FaPipeStepKind kind, int arg, FaStepBy by) {
+  if (*n < FA_PIPE_MAX_STEPS)
+    steps[(*n)++] = (FaPipeStep){kind, arg, FA_WHY_NONE, by};
+}
+
+/* Every thread waits for the buffer to be released, not only the issuer:
+ * a wait loop on a path that only some threads of a warpgroup take
+ * serialises its wgmma products (ptxas C7518); with a producer warp
+ * (tma_ws) only the producer waits. */
+static void plan_mbarrier_steps(FaPipelinePlan *pp) {
+  push_step(pp->prologue, &pp->nprologue, FA_STEP_BARRIER, 0, FA_WHY_BUFFERS_REUSED);
+  for (int s = 0; s < pp->ahead; s++) {
+    push_step_by(pp->prologue, &pp->nprologue, FA_STEP_WAIT_EMPTY, s, FA_BY_ALL);
+    push_step_by(pp->prologue, &pp->nprologue, FA_STEP_ISSUE, s, FA_BY_ISSUER);
+  }
+  push_step_by(pp->head, &pp->nhead, FA_STEP_WAIT_EMPTY, pp->ahead, FA_BY_ALL);
+  push_step_by(pp->head, &pp->nhead, FA_STEP_ISSUE, pp->ahead, FA_BY_ISSUER);
+  push_step(pp->head, &pp->nhead, FA_STEP_WAIT_FULL, 0, FA_WHY_LANDED);
+  push_step_by(pp->tail, &pp->ntail, FA_STEP_RELEASE, 0, FA_BY_WARP);
+}
+
+/* With a producer warp the consumers only wait and release; the producer
+ * waits for each buffer's release and issues, iteration by iteration. */
+static void plan_producer_steps(FaPipelinePlan *pp) {
+  push_step(pp->head, &pp->nhead, FA_STEP_WAIT_FULL, 0, FA_WHY_LANDED);
+  push_step_by(pp->tail, &pp->ntail, FA_STEP_RELEASE, 0, FA_BY_WARP);
+  push_step_by(pp->producer, &pp->nproducer, FA_STEP_WAIT_EMPTY, 0, FA_BY_PRODUCER);
+  push_step_by(pp->producer, &pp->nproducer, FA_STEP_ISSUE, 0, FA_BY_PRODUCER);
 }
 
 static void plan_pipeline_steps(FaCudaPlan *p, FaPipelinePlan *pp) {
+  if (pp->sync == FA_SYNC_MBARRIER && p->warp_specialised) {
+    plan_producer_steps(pp);
+    return;
+  }
+  if (pp->sync == FA_SYNC_MBARRIER) {
+    plan_mbarrier_steps(pp);
+    return;
+  }
   push_step(pp->prologue, &pp->nprologue, FA_STEP_BARRIER, 0, FA_WHY_BUFFERS_REUSED);
   for (int s = 0; s < pp->ahead; s++) {
     push_step(pp->prologue, &pp->nprologue, FA_STEP_ISSUE, s, FA_WHY_NONE);
@@ -1253,6 +2168,242 @@ static void note(size_t *max, size_t bytes) {
   if (bytes > *max)
     *max = bytes;
 }
+
+/* ---- 11. the schedule: persistent kernels and their tile order -------------------------------------
+ * With schedule persistent the kernel is launched on as many thread blocks
+ * as the GPU holds at once, each looping over programs (tiles) in an order
+ * the plan chooses.  Programs differ in work when the trip counts of their
+ * loops depend on a program id (causal attention: a query block's key loop
+ * ends at its diagonal); the plan finds that by evaluating the loops'
+ * bounds, a slice of integer scalar ops, at sample values (integer
+ * arguments 4096, the program id at 1 and 2, the other ids 0) and orders
+ * the programs longest first along that axis, so that the short ones fill
+ * in at the end (longest processing time first); else the hardware's order,
+ * program_id(0) fastest, which keeps programs sharing operands together. */
+
+typedef struct Evaluator {
+  const FaCudaPlan *p;
+  int axis;                 /* the program id varied (-1: all of them) */
+  long long at;             /* its value */
+  long long *memo;          /* by value id */
+  unsigned char *state;     /* 0 unknown, 1 known, 2 not computable */
+} Evaluator;
+
+static bool eval_int(Evaluator *ev, const IrValue *v, long long *out);
+
+static bool eval_op(Evaluator *ev, const IrOp *op, const IrValue *v, long long *out) {
+  long long a = 0, b = 0, c = 0;
+  switch (op->kind) {
+  case IR_CONST: *out = op->ival; return true;
+  case IR_PROGRAM_ID: *out = op->axis == ev->axis || ev->axis < 0 ? ev->at : 0; return true;
+  case IR_NUM_PROGRAMS: *out = 64; return true;
+  case IR_CAST:
+    if (!eval_int(ev, op->operands[0], &a))
+      return false;
+    switch (v->type.dtype) {
+    case DT_I1: *out = a != 0; break;
+    case DT_I8: *out = (int8_t)a; break;
+    case DT_I16: *out = (int16_t)a; break;
+    case DT_I32: *out = (int32_t)a; break;
+    case DT_U32: *out = (uint32_t)a; break;
+    default: *out = a; break;
+    }
+    return true;
+  case IR_UNARY:
+    if (!eval_int(ev, op->operands[0], &a))
+      return false;
+    switch (op->sub) {
+    case UN_NEG: *out = -a; return true;
+    case UN_NOT: *out = !a; return true;
+    case UN_INVERT: *out = ~a; return true;
+    case UN_ABS: *out = a < 0 ? -a : a; return true;
+    default: return false;
+    }
+  case IR_BINARY:
+    if (!eval_int(ev, op->operands[0], &a) || !eval_int(ev, op->operands[1], &b))
+      return false;
+    switch (op->sub) {
+    case BIN_ADD: *out = a + b; return true;
+    case BIN_SUB: *out = a - b; return true;
+    case BIN_MUL: *out = a * b; return true;
+    case BIN_DIV: if (!b) return false; *out = a / b; return true;
+    case BIN_MOD: if (!b) return false; *out = a % b; return true;
+    case BIN_MAX: *out = a > b ? a : b; return true;
+    case BIN_MIN: *out = a < b ? a : b; return true;
+    case BIN_AND: *out = a & b; return true;
+    case BIN_OR: *out = a | b; return true;
+    case BIN_XOR: *out = a ^ b; return true;
+    case BIN_SHL: if (b < 0 || b > 62) return false; *out = a << b; return true;
+    case BIN_SHR: if (b < 0 || b > 62) return false; *out = a >> b; return true;
+    default: return false;
+    }
+  case IR_CMP:
+    if (!eval_int(ev, op->operands[0], &a) || !eval_int(ev, op->operands[1], &b))
+      return false;
+    switch (op->sub) {
+    case CMP_LT: *out = a < b; return true;
+    case CMP_LE: *out = a <= b; return true;
+    case CMP_GT: *out = a > b; return true;
+    case CMP_GE: *out = a >= b; return true;
+    case CMP_EQ: *out = a == b; return true;
+    default: *out = a != b; return true;
+    }
+  case IR_SELECT:
+    if (!eval_int(ev, op->operands[0], &c))
+      return false;
+    return eval_int(ev, op->operands[c ? 1 : 2], out);
+  case IR_IF: {
+    if (!eval_int(ev, op->operands[0], &c))
+      return false;
+    const IrRegion *r = op->regions[c ? 0 : 1];
+    const IrOp *y = r ? r->last : NULL;
+    for (int i = 0; i < op->nresults; i++)
+      if (op->results[i] == v)
+        return y && y->kind == IR_YIELD && i < y->noperands && eval_int(ev, y->operands[i], out);
+    return false;
+  }
+  default: return false;
+  }
+}
+
+static bool eval_int(Evaluator *ev, const IrValue *v, long long *out) {
+  if (v->type.rank != 0 || !fa_dtype_is_int(v->type.dtype) || v->id < 0 || v->id >= ev->p->nvalues)
+    return false;
+  if (ev->state[v->id] == 1) {
+    *out = ev->memo[v->id];
+    return true;
+  }
+  if (ev->state[v->id] == 2)
+    return false;
+  ev->state[v->id] = 2; /* until known (and against cycles) */
+  bool ok;
+  if (!v->def)
+    ok = !v->region && (*out = 4096, true); /* an integer argument; region arguments vary */
+  else
+    ok = eval_op(ev, v->def, v, out);
+  if (ok) {
+    ev->state[v->id] = 1;
+    ev->memo[v->id] = *out;
+  }
+  return ok;
+}
+
+/* The iterations of the loops in r, a loop's count multiplied by the
+ * iterations of the loops in its body (where their bounds do not depend on
+ * the loop's own values: else by 1), or -1 when some bound is not
+ * computable. */
+static long long region_work(Evaluator *ev, const IrRegion *r) {
+  long long total = 0;
+  for (const IrOp *op = r->first; op; op = op->next) {
+    if (op->kind == IR_FOR) {
+      long long lb, ub, step;
+      if (!eval_int(ev, op->operands[0], &lb) || !eval_int(ev, op->operands[1], &ub) ||
+          !eval_int(ev, op->operands[2], &step) || step <= 0)
+        return -1;
+      long long inner = region_work(ev, op->regions[0]);
+      if (ub > lb)
+        total += (ub - lb + step - 1) / step * (inner > 0 ? inner : 1);
+    } else if (op->kind == IR_IF) {
+      long long c;
+      for (int k = 0; k < op->nregions; k++) {
+        if (eval_int(ev, op->operands[0], &c) && (c != 0) != (k == 0))
+          continue; /* the branch not taken */
+        long long w = region_work(ev, op->regions[k]);
+        if (w < 0)
+          return -1;
+        total += w;
+      }
+    }
+  }
+  return total;
+}
+
+static bool evaluator(Planner *pl, Evaluator *ev, int axis, long long at) {
+  FaCudaPlan *p = pl->p;
+  size_t n = (size_t)(p->nvalues > 0 ? p->nvalues : 1);
+  *ev = (Evaluator){p, axis, at, palloc(pl, n * sizeof(long long)), palloc(pl, n)};
+  if (!ev->memo || !ev->state)
+    return false;
+  memset(ev->state, 0, n);
+  return true;
+}
+
+static long long work_at(Planner *pl, int axis, long long at) {
+  Evaluator ev;
+  return evaluator(pl, &ev, axis, at) ? region_work(&ev, pl->p->fn->body) : -1;
+}
+
+/* One loop's iterations at sample sizes (every program id 8), or -1. */
+static long long loop_trips(Planner *pl, const IrOp *loop) {
+  Evaluator ev;
+  long long lb, ub, step;
+  if (!evaluator(pl, &ev, -1, 8) || !eval_int(&ev, loop->operands[0], &lb) || !eval_int(&ev, loop->operands[1], &ub) ||
+      !eval_int(&ev, loop->operands[2], &step) || step <= 0)
+    return -1;
+  return ub > lb ? (ub - lb + step - 1) / step : 0;
+}
+
+static void plan_schedule(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  FaSchedulePlan *s = &p->schedule;
+  s->kind = FA_SCHEDULE_GRID;
+  s->tile_barrier = -1;
+  s->axis = -1;
+  if (p->k->schedule != FA_SCHEDULE_PERSISTENT)
+    return;
+  /* a load outside loops waits for the phase of its mbarrier that is the
+     count of programs run: it must run in every program */
+  for (int i = 0; i < p->naccesses; i++)
+    if (p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline &&
+        p->accesses[i]->op->parent != p->fn->body) {
+      s->no_persistent = "a bulk copy outside loops is inside a condition (its mbarrier's phases would not count "
+                         "the programs)";
+      return;
+    }
+  s->kind = FA_SCHEDULE_PERSISTENT;
+  /* the tile order */
+  bool used[3] = {false, false, false};
+  for (int n = 0; n < p->nops; n++)
+    if (p->order[n]->kind == IR_PROGRAM_ID && p->order[n]->axis >= 0 && p->order[n]->axis < 3)
+      used[p->order[n]->axis] = true;
+  long long best = 0;
+  s->linear_why = "no loop's trip count depends on a program id";
+  for (int a = 0; a < 3; a++) {
+    if (!used[a])
+      continue;
+    long long w1 = work_at(pl, a, 1), w2 = work_at(pl, a, 2);
+    if (w1 < 0 || w2 < 0) {
+      s->linear_why = "the loops' bounds are not computable from integer arguments and program ids";
+      continue;
+    }
+    long long d = w2 > w1 ? w2 - w1 : w1 - w2;
+    if (d > best) {
+      best = d;
+      s->order = FA_ORDER_LONGEST_FIRST;
+      s->axis = a;
+      s->descending = w2 > w1;
+      s->group = FA_SCHEDULE_GROUP;
+      s->work[0] = w1;
+      s->work[1] = w2;
+      s->linear_why = NULL;
+    }
+  }
+  /* with a producer warp that loads tiles outside loops (Q), the compute
+     threads say when they are done with a tile's, before the producer
+     loads the next tile's into the same buffers */
+  bool once = false;
+  for (int i = 0; i < p->naccesses; i++)
+    once |= p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline;
+  if (p->warp_specialised && once) {
+    s->tile_barrier = add_mbarrier(p, FA_MBAR_TILE, 1, 32 * p->warps);
+    if (s->tile_barrier < 0) {
+      s->kind = FA_SCHEDULE_GRID;
+      s->no_persistent = "too many barriers";
+    }
+  }
+}
+
+/* ---- the kernel as a whole ---------------------------------------------------------------------------- */
 
 /* Library scratch sits above the tiles; every user finds it free on entry
  * and leaves it free, so the kernel needs the largest single need. */
@@ -1279,23 +2430,72 @@ static void plan_kernel(Planner *pl) {
   FaCudaPlan *p = pl->p;
   for (int i = 0; i < p->npipelines; i++)
     plan_pipeline_steps(p, p->pipelines[i]);
+  plan_schedule(pl);
+  /* mbarriers: 8 bytes each, right after the tiles */
+  for (int i = 0; i < p->nbarriers; i++)
+    if (p->barriers[i].kind == FA_BARRIER_MBARRIER) {
+      p->barriers[i].offset = p->smem.tiles + p->smem.barriers;
+      p->smem.barriers += 8 * (size_t)p->barriers[i].slots;
+    }
+  p->smem.barriers = (p->smem.barriers + 15) & ~(size_t)15;
   p->smem.scratch = scratch_bytes(p);
-  p->smem.total = p->smem.tiles + ((p->smem.scratch + 15) & ~(size_t)15) + p->smem.align_pad;
+  p->smem.total = p->smem.tiles + p->smem.barriers + ((p->smem.scratch + 15) & ~(size_t)15) + p->smem.align_pad;
   p->roles[0] = (FaWarpRole){FA_ROLE_COMPUTE, 0, p->warps, 0};
   p->nroles = 1;
+  p->threads = 32 * p->warps;
+  if (p->warp_specialised) {
+    /* one producer warpgroup after the compute warps.  Registers move to the
+       consumers (setmaxnreg) only where the block has more than 256 threads:
+       at 256 or fewer every thread may have 255 already */
+    p->threads += 128;
+    p->min_blocks = 1;
+    int producer = 0, consumer = 0;
+    if (p->threads > 256) {
+      producer = 24;
+      consumer = (65536 - 128 * producer) / (32 * p->warps) / 8 * 8;
+      if (consumer > 240)
+        consumer = 240;
+    }
+    p->roles[0].max_registers = consumer;
+    p->roles[1] = (FaWarpRole){FA_ROLE_PRODUCER, p->warps, 4, producer};
+    p->nroles = 2;
+  }
   unsigned uses = 0;
   for (int i = 0; i < p->ntiles; i++)
     if (p->tiles[i]->fill == FA_FILL_REGISTERS)
       uses |= FA_BARRIER_FOR_TILES;
-  if (p->npipelines)
-    uses |= FA_BARRIER_FOR_PIPELINE;
+  for (int i = 0; i < p->npipelines; i++) {
+    const FaPipelinePlan *pp = p->pipelines[i];
+    for (int k = 0; k < pp->nprologue; k++)
+      if (pp->prologue[k].kind == FA_STEP_BARRIER)
+        uses |= FA_BARRIER_FOR_PIPELINE;
+    for (int k = 0; k < pp->nhead; k++)
+      if (pp->head[k].kind == FA_STEP_BARRIER)
+        uses |= FA_BARRIER_FOR_PIPELINE;
+  }
   if (p->smem.scratch)
     uses |= FA_BARRIER_FOR_SCRATCH;
-  if (uses) {
-    p->barriers[0] = (FaBarrierPlan){FA_BARRIER_CTA, 0, 32 * p->warps, uses};
-    p->nbarriers = 1;
+  if (p->schedule.kind == FA_SCHEDULE_PERSISTENT)
+    uses |= FA_BARRIER_FOR_TILE_END;
+  if (uses && p->nbarriers < FA_MAX_BARRIERS) {
+    /* with a producer warpgroup the compute warps synchronise among
+       themselves (named barrier 1, fa::sync_compute) */
+    FaBarrierPlan *b = &p->barriers[p->nbarriers++];
+    memset(b, 0, sizeof *b);
+    b->kind = p->warp_specialised ? FA_BARRIER_NAMED : FA_BARRIER_CTA;
+    b->id = p->warp_specialised ? 1 : 0;
+    b->threads = 32 * p->warps;
+    b->uses = uses;
   }
-  p->schedule.kind = FA_SCHEDULE_GRID;
+  for (int g = 0; p->npingpong && g < 2 && p->nbarriers < FA_MAX_BARRIERS; g++) {
+    FaBarrierPlan *b = &p->barriers[p->nbarriers++];
+    memset(b, 0, sizeof *b);
+    b->kind = FA_BARRIER_NAMED;
+    b->id = 2 + g;
+    b->threads = 256;
+    b->uses = FA_BARRIER_FOR_TURNS;
+    b->warpgroup = g;
+  }
 }
 
 /* ---- driver ------------------------------------------------------------------------------------------ */
@@ -1353,6 +2553,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   out->fn = k->device;
   out->target = target;
   out->stages = k->stages;
+  out->pipeline = k->pipeline > FA_PIPELINE_DEFAULT && k->pipeline < FA_PIPELINE_COUNT ? (FaPipelineKind)k->pipeline
+                                                                                        : FA_PIPELINE_CP_ASYNC;
   int errors_before = fc->diag.errors;
   if (!fa_assign_layouts(fc, k, &out->layouts)) {
     fa_cuda_plan_free(out);
@@ -1371,18 +2573,29 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   }
   if (pl.ok)
     plan_pipelines(&pl, out->fn->body);
+  if (pl.ok)
+    plan_tma(&pl);
+  if (pl.ok)
+    plan_warp_specialisation(&pl);
   if (pl.ok) {
     plan_fused_adds(&pl, out->fn->body);
     allocate_tiles(&pl);
   }
   if (pl.ok)
     plan_ops(&pl);
+  if (pl.ok)
+    plan_product_waits(&pl);
+  if (pl.ok)
+    plan_pingpong(&pl);
+  if (pl.ok)
+    plan_rotation(&pl);
   out->pipelines = (FaPipelinePlan **)freeze(&pl, &pl.pipelines, &out->npipelines);
   out->products = (FaProductPlan **)freeze(&pl, &pl.products, &out->nproducts);
   out->accesses = (FaAccessPlan **)freeze(&pl, &pl.accesses, &out->naccesses);
   out->reduces = (FaReducePlan **)freeze(&pl, &pl.reduces, &out->nreduces);
   out->scans = (FaScanPlan **)freeze(&pl, &pl.scans, &out->nscans);
   out->prints = (FaPrintPlan **)freeze(&pl, &pl.prints, &out->nprints);
+  out->waits = (FaWgmmaWait **)freeze(&pl, &pl.waits, &out->nwaits);
   fa_ptrvec_free(&pl.tiles);
   if (pl.ok)
     plan_kernel(&pl);

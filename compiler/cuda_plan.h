@@ -76,6 +76,8 @@ typedef enum FaTileFormat {
 typedef enum FaTileFill {
   FA_FILL_REGISTERS,        /* written from the value's registers after its definition (fa::stage) */
   FA_FILL_CP_ASYNC,         /* loaded from global memory by cp.async, iterations ahead (a pipeline) */
+  FA_FILL_TMA,              /* loaded by the bulk copy engine (its access's FaTmaPlan), in a pipeline
+                               or once */
 } FaTileFill;
 
 typedef struct FaTilePlan {
@@ -88,13 +90,14 @@ typedef struct FaTilePlan {
   int swizzle;              /* FA_TILE_SWIZZLED: the swizzle width in bytes (32, 64, 128) */
   int store_vec;            /* FA_FILL_REGISTERS: elements per shared-memory store */
   FaTileFill fill;
-  struct FaPipelinePlan *pipeline; /* FA_FILL_CP_ASYNC: the pipeline filling it */
-  struct FaAccessPlan *load;       /* FA_FILL_CP_ASYNC: the load */
+  struct FaPipelinePlan *pipeline; /* FA_FILL_CP_ASYNC, FA_FILL_TMA in a loop: the pipeline filling it */
+  struct FaAccessPlan *load;       /* FA_FILL_CP_ASYNC, FA_FILL_TMA: the load */
   size_t buf_bytes;         /* one buffer: rows * pitch */
   int nbufs;                /* buffers: the pipeline's stages, else 1 */
   size_t offset;            /* bytes from the start of the dynamic shared memory (tiles first) */
   int live_start, live_end; /* lifetime: positions of ops in pre-order; tiles whose lifetimes do
                                not overlap share memory */
+  const struct FaTilePlan *alias; /* the same memory as this earlier tile (a ring two loops share) */
 } FaTilePlan;
 
 /* ---- loads and stores --------------------------------------------------------------------- */
@@ -106,6 +109,7 @@ typedef enum FaAccessMethod {
   FA_ACCESS_ATOMIC,         /* atomic_add: one thread per element (or one thread for a scalar) */
   FA_ACCESS_REDUCE,         /* atomic_add through a block pointer: a reduce-store, `vec` contiguous
                                elements per red.global.add (see FaReduceInstr), one owner per element */
+  FA_ACCESS_TMA,            /* block pointer loaded into a tile by bulk tensor copies (FaTmaPlan) */
 } FaAccessMethod;
 
 /* The instruction of an FA_ACCESS_REDUCE access. */
@@ -142,6 +146,79 @@ typedef struct FaVecFacts {
   FaVecLimit limit;         /* what bound the width */
 } FaVecFacts;
 
+/* ---- bulk tensor copies (TMA) ------------------------------------------------------------
+ * A block-pointer load whose value only feeds products through a swizzled
+ * tile can be copied by the copy engine, box by box, when its view is the
+ * pointer parameter's declared extent seen through block coordinates: each
+ * dimension of the block pointer has the shape and stride of one dimension
+ * of the extent (row-major), the dimension of stride 1 among them, and the
+ * base is the parameter plus whole coordinates along the other dimensions
+ * (proved by matching the offset's terms against the extent's strides, as
+ * polynomials over the parameters and the kernel's scalars).  Then the
+ * tensor's edges are the view's, and the copy engine's out-of-bounds fill
+ * (zero, or NaN) is exactly the padding the load asks for. */
+
+/* A sum of terms coef * atom * atom ...; an atom is parameter `a` (a < FA_SYM_VALUE)
+ * or the device function's scalar value a - FA_SYM_VALUE. */
+enum { FA_SYM_MAX_ATOMS = 6, FA_SYM_MAX_TERMS = 8, FA_SYM_VALUE = 1 << 20 };
+typedef struct FaSymTerm {
+  long long coef;
+  int natoms;
+  int atoms[FA_SYM_MAX_ATOMS]; /* sorted */
+} FaSymTerm;
+typedef struct FaSymPoly {
+  int nterms;
+  FaSymTerm terms[FA_SYM_MAX_TERMS];
+} FaSymPoly;
+
+/* Why a load that could be copied by TMA is not (FA_TMA_OK: it is). */
+typedef enum FaTmaRefusal {
+  FA_TMA_OK,
+  FA_TMA_NOT_CHOSEN,        /* the launch configuration's pipeline is cp_async */
+  FA_TMA_TARGET,            /* not sm_90a (the tiles are not swizzled) */
+  FA_TMA_NOT_TILE,          /* the value is used other than as a product's swizzled tile */
+  FA_TMA_IN_LOOP,           /* in a loop, but not a load the loop's pipeline issues ahead */
+  FA_TMA_NO_ORIGIN,         /* its make_block_ptr cannot be told */
+  FA_TMA_NO_PARAM,          /* the base is not a pointer parameter plus an offset */
+  FA_TMA_NO_EXTENT,         /* the parameter declares no extent in terms of the parameters */
+  FA_TMA_SHAPE,             /* a dimension's shape and stride are not those of a dimension of the extent */
+  FA_TMA_INNER,             /* the extent's innermost dimension is not the tile's contiguous one */
+  FA_TMA_OFFSET,            /* the base offset is not whole coordinates along the extent's other dimensions */
+  FA_TMA_SCOPE,             /* a coordinate uses a value the copy's issuer cannot see */
+  FA_TMA_STRIDE_ALIGN,      /* a stride of the extent may not be a multiple of 16 bytes */
+  FA_TMA_BASE_ALIGN,        /* the parameter may not be 16-byte aligned */
+  FA_TMA_BOX,               /* a box dimension above 256 elements */
+  FA_TMA_PIPELINE,          /* another load of its pipeline cannot be a bulk copy */
+  FA_TMA_LIMIT,             /* too many tensor maps or barriers */
+} FaTmaRefusal;
+
+/* A tensor-map argument of the kernel (fa_tmapN): built at launch from a
+ * pointer parameter's declared extent (FaCudaArg of kind CUDA_ARG_TENSOR_MAP). */
+typedef struct FaTensorMapPlan {
+  int id;
+  int param;                /* the pointer parameter */
+  int rank;                 /* dimensions of the map, outermost first below */
+  int dims_end[FA_MAX_RANK];/* map dimension i covers extent dimensions dims_end[i-1] .. dims_end[i]-1 */
+  int box[FA_MAX_RANK];     /* elements per copy along each */
+  int swizzle;              /* bytes: 32, 64, 128 (the tile's) */
+  bool nan_fill;            /* padding="nan": out-of-bounds elements read as NaN; else zero */
+} FaTensorMapPlan;
+
+typedef struct FaTmaPlan {
+  FaTensorMapPlan *map;
+  int block_dim[FA_MAX_RANK]; /* per map dimension: the block pointer's dimension whose offset is its
+                                 coordinate, or -1: the outer dimension */
+  int outer;                /* the map dimension whose coordinate comes from the base, or -1 */
+  FaSymPoly outer_coord;    /* that coordinate (atoms: parameters and scalars of the kernel) */
+  int inner_dim;            /* the block dimension of stride 1 (the tile's contiguous one) */
+  int panels;               /* copies per tile: one per swizzle width of its rows */
+  int panel_elems;          /* elements of a row per copy */
+  size_t panel_bytes;       /* bytes per copy: rows * swizzle width */
+  size_t bytes;             /* per tile: panels * panel_bytes */
+  int barrier;              /* a load outside loops: its mbarrier (index into FaCudaPlan.barriers) */
+  const IrOp *wait_before;  /* a load outside loops: the threads wait for it before this op */
+} FaTmaPlan;
+
 typedef struct FaAccessPlan {
   const IrOp *op;           /* IR_LOAD, IR_STORE, IR_ATOMIC_ADD, IR_LOAD_BLOCK, IR_STORE_BLOCK,
                                IR_ATOMIC_ADD_BLOCK */
@@ -156,21 +233,29 @@ typedef struct FaAccessPlan {
   const IrOp *advance;
   size_t scratch;           /* bytes of scratch (an atomic_add on a scalar whose result is used) */
   FaReduceInstr red;        /* FA_ACCESS_REDUCE: the instruction */
+  FaTmaPlan *tma;           /* FA_ACCESS_TMA */
+  FaTmaRefusal tma_refusal; /* a load into a swizzled tile that is not a bulk copy: why */
+  int tma_refusal_dim;      /* the dimension the refusal is about, or -1 */
 } FaAccessPlan;
 
 /* ---- pipelines ----------------------------------------------------------------------------- */
 
 typedef enum FaPipeSync {
   FA_SYNC_CP_ASYNC_GROUPS,  /* cp.async commit groups waited with cp.async.wait_group, and CTA barriers */
+  FA_SYNC_MBARRIER,         /* bulk tensor copies on a ring of full/empty mbarriers (fa_hopper.cuh) */
 } FaPipeSync;
 
 /* One step of a pipeline's synchronisation, in the order the code runs it. */
 typedef enum FaPipeStepKind {
   FA_STEP_BARRIER,          /* a CTA barrier (__syncthreads); `why` says what it separates */
-  FA_STEP_ISSUE,            /* issue the loads of iteration `arg` ahead (skipped past the loop's end) */
+  FA_STEP_ISSUE,            /* issue the loads of iteration `arg` ahead (skipped past the loop's end);
+                               mbarrier rings: arm full[] with the bytes, then the copies */
   FA_STEP_COMMIT,           /* close the cp.async group of what was just issued */
   FA_STEP_WAIT_GROUPS,      /* wait until at most `arg` groups are in flight */
   FA_STEP_PROXY_FENCE,      /* make the generic proxy's writes visible to the async proxy (wgmma) */
+  FA_STEP_WAIT_EMPTY,       /* wait until the buffer of iteration `arg` ahead is released (empty[]) */
+  FA_STEP_WAIT_FULL,        /* wait until this iteration's copies have landed (full[]) */
+  FA_STEP_RELEASE,          /* this iteration's buffers are read: arrive on empty[] */
 } FaPipeStepKind;
 
 typedef enum FaStepWhy {
@@ -180,10 +265,19 @@ typedef enum FaStepWhy {
   FA_WHY_LANDED,            /* this iteration's tiles are complete and visible to every warp */
 } FaStepWhy;
 
+/* Who runs a step. */
+typedef enum FaStepBy {
+  FA_BY_ALL,                /* every thread that computes */
+  FA_BY_ISSUER,             /* one thread (thread 0) */
+  FA_BY_WARP,               /* one lane of each warp that computes, after the warp's other lanes */
+  FA_BY_PRODUCER,           /* the producer warp's issuing thread (warp specialisation) */
+} FaStepBy;
+
 typedef struct FaPipeStep {
   FaPipeStepKind kind;
   int arg;
   FaStepWhy why;
+  FaStepBy by;
 } FaPipeStep;
 
 enum { FA_PIPE_MAX_STEPS = 24, FA_PIPE_MAX_STAGES = 8 };
@@ -196,10 +290,38 @@ typedef struct FaPipelinePlan {
   FaPipeSync sync;
   FaAccessPlan **loads;     /* in the loop body's order */
   int nloads;
-  /* before the loop, at the head of each iteration, after the loop */
-  FaPipeStep prologue[FA_PIPE_MAX_STEPS], head[FA_PIPE_MAX_STEPS], epilogue[FA_PIPE_MAX_STEPS];
-  int nprologue, nhead, nepilogue;
+  /* before the loop, at the head of each iteration, at its end (after the
+     last read of its buffers), after the loop */
+  FaPipeStep prologue[FA_PIPE_MAX_STEPS], head[FA_PIPE_MAX_STEPS], tail[FA_PIPE_MAX_STEPS],
+      epilogue[FA_PIPE_MAX_STEPS];
+  int nprologue, nhead, ntail, nepilogue;
+  /* warp specialisation: what the producer does in each iteration of its
+     copy of the loop (it runs ahead as far as the empty barriers let it) */
+  FaPipeStep producer[FA_PIPE_MAX_STEPS];
+  int nproducer;
+  const struct FaPipelinePlan *shares; /* its ring (barriers, counter, buffers) is this earlier one's */
+  /* pipeline tma_ws_pp: the loop's first product (S = Q K^T), issued for
+     iteration it + 1 at the head of iteration it, so that it runs while the
+     rest of iteration it (the softmax) does; the first one before the loop */
+  struct FaProductPlan *rotated;
+  const char *no_rotation;  /* why not, when tma_ws_pp asked for it and the loop has a first product */
+  int acc_registers;        /* estimated registers per compute thread that the loop's products hold
+                               (accumulators, register A operands) with the rotation's second
+                               accumulator (FA_ROTATION_REGISTERS at most) */
+  /* FA_SYNC_MBARRIER: the barriers (indices into FaCudaPlan.barriers, `stages`
+     mbarriers each), the bytes one iteration's copies bring; uses of the
+     ring are counted over the whole kernel (one counter per ring), so
+     that a loop run several times continues the phases */
+  int full, empty;
+  int ring;                 /* its use counter (fa_ringN) */
+  size_t tx_bytes;
+  FaTmaRefusal tma_refusal; /* why the loads stay cp.async (FA_TMA_OK: they do not) */
+  const FaAccessPlan *refused; /* the load that decided it */
 } FaPipelinePlan;
+
+/* The most registers a compute thread may hold for a loop's products
+   (estimated as FaPipelinePlan.acc_registers) for the rotation (tma_ws_pp) */
+#define FA_ROTATION_REGISTERS 184
 
 /* ---- products ------------------------------------------------------------------------------- */
 
@@ -217,7 +339,24 @@ typedef enum FaOperandSource {
 
 typedef enum FaProductWait {
   FA_WAIT_AT_ONCE,          /* wgmma: committed and waited for at the end of the product */
+  FA_WAIT_LATE,             /* wgmma: committed, and waited for at FaProductPlan.wait_at (wgmma.wait_group
+                               with that point's pending count), as late as the data allow */
 } FaProductWait;
+
+/* Where asynchronous warpgroup products are waited for: before an op of a
+ * region (the first that reads one of their accumulators, or that writes a
+ * tile, or holds regions of its own), or at the region's end (before its
+ * yield: the loop's back edge, the end of an if's branch).  wgmma groups
+ * complete in the order they were committed, so `pending` (the products
+ * committed after the newest one waited for, which may stay in flight) is
+ * what wgmma.wait_group is given. */
+typedef struct FaWgmmaWait {
+  const IrOp *before;       /* or NULL: at the end of `region` */
+  const IrRegion *region;
+  int pending;
+  struct FaProductPlan **products; /* the products complete after it (their accumulators fenced) */
+  int nproducts;
+} FaWgmmaWait;
 
 typedef struct FaProductPlan {
   const IrOp *dot;
@@ -232,6 +371,11 @@ typedef struct FaProductPlan {
   bool a_k_inner, b_k_inner;/* the tile runs along K (K-major) */
   bool a_flip, b_flip;      /* the operand is the transpose of the tile's value */
   FaProductWait wait;
+  FaWgmmaWait *wait_at;     /* FA_WAIT_LATE */
+  bool takes_turn;          /* ping-pong: issued in its consumer warpgroup's turn (named barriers) */
+  bool rotated;             /* the first product of a ring loop, issued one iteration ahead (see
+                               FaPipelinePlan.rotated) */
+  const char *why_at_once;  /* FA_WAIT_AT_ONCE under a pipeline with late waits: why this one is not */
   const IrOp *fused_add;    /* r = addend + dot(...) computed as one product accumulating onto addend */
   int addend;               /* the add's operand that is not the product */
   const FaLayout *la, *lb;  /* FMA: the operands' register layouts */
@@ -297,7 +441,8 @@ typedef struct FaPrintPlan {
 
 typedef struct FaSmemPlan {
   size_t tiles;             /* bytes of tiles, from offset 0 */
-  size_t scratch;           /* library scratch above the tiles (the largest need of any op) */
+  size_t barriers;          /* bytes of mbarriers, from offset `tiles` (8 each) */
+  size_t scratch;           /* library scratch above the tiles and mbarriers (the largest need of any op) */
   size_t tile_align;        /* tiles start at multiples of it (1024: the 128-byte swizzle's period) */
   size_t align_pad;         /* bytes the launch adds so the buffer can be moved to that boundary */
   size_t total;             /* dynamic shared memory requested at launch */
@@ -305,6 +450,8 @@ typedef struct FaSmemPlan {
 
 typedef enum FaWarpRoleKind {
   FA_ROLE_COMPUTE,          /* loads, computes and stores */
+  FA_ROLE_PRODUCER,         /* a warpgroup of which one thread runs the producer's slice of the
+                               kernel and issues the bulk copies; the others exit */
 } FaWarpRoleKind;
 
 typedef struct FaWarpRole {
@@ -315,7 +462,19 @@ typedef struct FaWarpRole {
 
 typedef enum FaBarrierKind {
   FA_BARRIER_CTA,           /* __syncthreads (named barrier 0, every thread) */
+  FA_BARRIER_NAMED,         /* bar.sync / bar.arrive `id` over `threads` (warp specialisation: the
+                               compute threads' barrier; ping-pong: each consumer warpgroup's turn) */
+  FA_BARRIER_MBARRIER,      /* `slots` mbarriers in shared memory at `offset`, `arrivals` each */
 } FaBarrierKind;
+
+/* What an mbarrier is for. */
+typedef enum FaMbarrierUse {
+  FA_MBAR_FULL,             /* a ring's buffers have landed (armed with the bytes by the issuer) */
+  FA_MBAR_EMPTY,            /* a ring's buffers are read (each compute warp arrives) */
+  FA_MBAR_LOAD,             /* one bulk copy outside loops has landed */
+  FA_MBAR_TILE,             /* persistent, with a producer warp: the compute threads are done with
+                               a tile's loads outside loops */
+} FaMbarrierUse;
 
 /* What a barrier is used for (bits of FaBarrierPlan.uses). */
 enum {
@@ -323,6 +482,8 @@ enum {
   FA_BARRIER_FOR_PIPELINE = 2,  /* pipeline buffers */
   FA_BARRIER_FOR_SCRATCH = 4,   /* library scratch (conversions, reductions and scans across warps, FMA,
                                    atomics) */
+  FA_BARRIER_FOR_TURNS = 8,     /* ping-pong: warpgroup `warpgroup`'s turn to issue its products */
+  FA_BARRIER_FOR_TILE_END = 16, /* persistent: the end of a program, its shared memory free for the next */
 };
 
 typedef struct FaBarrierPlan {
@@ -330,15 +491,48 @@ typedef struct FaBarrierPlan {
   int id;                   /* the hardware barrier */
   int threads;              /* threads taking part */
   unsigned uses;
+  /* FA_BARRIER_MBARRIER */
+  FaMbarrierUse mbar;
+  int slots;                /* consecutive mbarriers (a ring's stages) */
+  int arrivals;             /* arrivals that complete a phase */
+  size_t offset;            /* bytes from the start of the dynamic shared memory */
+  const struct FaPipelinePlan *pipeline; /* FA_MBAR_FULL / FA_MBAR_EMPTY */
+  const struct FaAccessPlan *load;       /* FA_MBAR_LOAD */
+  int warpgroup;            /* FA_BARRIER_FOR_TURNS */
 } FaBarrierPlan;
 
-typedef enum FaScheduleKind {
-  FA_SCHEDULE_GRID,         /* one thread block per program, the grid as @kernel(grid=...) gives it */
-} FaScheduleKind;
+enum { FA_MAX_BARRIERS = 24, FA_MAX_TENSOR_MAPS = 16 };
+
+/* Persistent kernels: the order in which a thread block's loop visits the
+ * programs (tiles).  Thread block b runs programs b, b + G, b + 2G, ... of
+ * the order (G thread blocks), so the programs running at one time are
+ * neighbours in it. */
+typedef enum FaTileOrder {
+  FA_ORDER_LINEAR,          /* program_id(0) fastest, then (1), then (2), as the hardware dispatches a
+                               grid: neighbouring programs share their operands (a head's K and V)
+                               in L2 */
+  FA_ORDER_LONGEST_FIRST,   /* the programs whose loops run longest first: along program_id(axis)
+                               (descending or ascending, as the loops' trip counts grow), in groups
+                               of `group` programs along the other axes (which share operands in
+                               L2), each group's programs along `axis` in turn */
+} FaTileOrder;
 
 typedef struct FaSchedulePlan {
-  FaScheduleKind kind;
+  FaScheduleKind kind;      /* what the kernel does: FA_SCHEDULE_GRID or FA_SCHEDULE_PERSISTENT */
+  const char *no_persistent;/* why not, when it was asked for */
+  FaTileOrder order;
+  int axis;                 /* FA_ORDER_LONGEST_FIRST: the program_id axis the work depends on */
+  bool descending;          /* larger program ids along it run longer */
+  int group;                /* FA_ORDER_LONGEST_FIRST: programs along the other axes per group */
+  long long work[2];        /* the evidence: the loops' iterations at program_id(axis) = 1 and 2 (the
+                               others 0, integer arguments 4096) */
+  const char *linear_why;   /* FA_ORDER_LINEAR: why the work was not found to depend on a program id */
+  int tile_barrier;         /* with a producer warp and loads outside loops: the mbarrier (index into
+                               barriers) the compute threads arrive on when a tile is done, which the
+                               producer waits on before loading the next tile's; -1 if none */
 } FaSchedulePlan;
+
+enum { FA_SCHEDULE_GROUP = 8 };
 
 /* Per value (by IrValue.id). */
 typedef struct FaValuePlan {
@@ -349,6 +543,7 @@ typedef struct FaValuePlan {
   int nconvs;
   FaTilePlan *tile;         /* its shared-memory copy, or NULL */
   FaProductPlan *fused_add_of; /* on an addition's result: the product it computes */
+  bool producer;            /* warp specialisation: the producer computes it too */
 } FaValuePlan;
 
 typedef struct FaOpMap FaOpMap;   /* op -> its plan (cuda_plan.c) */
@@ -359,6 +554,7 @@ struct FaCudaPlan {
   const IrFunction *fn;
   FaCudaTarget target;
   int warps, stages;
+  FaPipelineKind pipeline;  /* the launch configuration's choice (never FA_PIPELINE_DEFAULT) */
   FaLayoutPlan layouts;     /* the layout pass's results (IrValue.layout and op->aux are set too) */
   FaArgFact *facts;         /* what the specialisation assumes of the arguments */
   int nfacts;
@@ -372,6 +568,8 @@ struct FaCudaPlan {
   int npipelines;
   FaProductPlan **products; /* in program order */
   int nproducts;
+  FaWgmmaWait **waits;      /* where late products are waited for, in program order */
+  int nwaits;
   FaReducePlan **reduces;
   int nreduces;
   FaScanPlan **scans;
@@ -383,8 +581,26 @@ struct FaCudaPlan {
   FaSmemPlan smem;
   FaWarpRole roles[4];
   int nroles;
-  FaBarrierPlan barriers[4];
+  FaBarrierPlan barriers[FA_MAX_BARRIERS];
   int nbarriers;
+  FaTensorMapPlan *tmaps[FA_MAX_TENSOR_MAPS]; /* the kernel's tensor-map arguments, after its parameters */
+  int ntmaps;
+  int nrings;               /* mbarrier rings (pipelines of FA_SYNC_MBARRIER): kernel-wide use counters */
+  /* warp specialisation (pipeline tma_ws and later): a producer warpgroup
+     after the compute warps runs the producer's slice of the kernel (the
+     scalar ops the bulk copies' loop bounds and coordinates depend on,
+     FaValuePlan.producer / fa_plan_in_producer) and issues every copy */
+  bool warp_specialised;
+  const char *no_warp_specialisation; /* why not, when it was asked for */
+  int threads;              /* per thread block: 32 * warps, + 128 with a producer warpgroup */
+  int min_blocks;           /* __launch_bounds__' second argument (1 with setmaxnreg), or 0 */
+  /* ping-pong (pipeline tma_ws_pp): in the loops of `pingpong_loops`, each
+     of two consumer warpgroups waits for its turn (named barrier) before its
+     first product of an iteration and gives the turn to the other after its
+     last one */
+  const IrOp **pingpong_loops;
+  int npingpong;
+  const char *no_pingpong;  /* why not, when it was asked for */
   FaSchedulePlan schedule;
   const IrOp **order;       /* every op of the device function, in pre-order */
   int nops;
@@ -415,8 +631,18 @@ static inline const FaValuePlan *fa_plan_value(const FaCudaPlan *plan, const IrV
 const FaLayout *fa_plan_operand_layout(const FaCudaPlan *plan, const IrOp *op, int i);
 /* Whether an op's code is emitted (it has effects or a live result). */
 bool fa_plan_op_live(const FaCudaPlan *plan, const IrOp *op);
+/* Warp specialisation: whether the producer runs op (its slice). */
+bool fa_plan_in_producer(const FaCudaPlan *plan, const IrOp *op);
 /* Whether operand i of op is read from a tile rather than from registers. */
 bool fa_plan_reads_tile(const IrOp *op, int i);
+
+/* For the planner (cuda_plan_tma.c): whether load (into tile t) can be a
+ * bulk tensor copy issued by code in region `issue` (or a region inside
+ * it).  FA_TMA_OK fills *map (its id left 0) and *out (out->map left NULL);
+ * otherwise *dim is the block dimension the refusal is about, or -1. */
+FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *load, const FaTilePlan *t, const IrRegion *issue,
+                              FaTensorMapPlan *map, FaTmaPlan *out, int *dim);
+const char *fa_tma_refusal_text(FaTmaRefusal r);
 
 /* Writes the plan as text, one decision per line. */
 void fa_cuda_plan_print(const FaCudaPlan *plan, StrBuf *out);

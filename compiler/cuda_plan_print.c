@@ -95,30 +95,106 @@ static void print_args(const FaCudaPlan *p, StrBuf *out) {
   }
 }
 
+static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
+  const FaSchedulePlan *s = &p->schedule;
+  if (s->kind != FA_SCHEDULE_PERSISTENT) {
+    fa_sb_puts(out, "schedule: one thread block per program of the grid");
+    if (s->no_persistent)
+      fa_sb_printf(out, " (not persistent: %s)", s->no_persistent);
+    fa_sb_putc(out, '\n');
+    return;
+  }
+  fa_sb_puts(out, "schedule: persistent: as many thread blocks as the GPU holds at once, each looping over "
+                  "programs (the grid of programs in three more arguments); tile order ");
+  static const char xyz[] = "012";
+  if (s->order == FA_ORDER_LONGEST_FIRST)
+    fa_sb_printf(out,
+                 "longest first: program_id(%c) %s (the loops run %lld iterations at program_id(%c) = 1, %lld at 2), "
+                 "in groups of %d programs along the other axes\n",
+                 xyz[s->axis], s->descending ? "descending" : "ascending", s->work[0], xyz[s->axis], s->work[1],
+                 s->group);
+  else
+    fa_sb_printf(out, "linear, program_id(0) fastest (%s)\n", s->linear_why ? s->linear_why : "");
+}
+
+static void print_mbarrier(const FaBarrierPlan *b, StrBuf *out) {
+  static const char *const what[] = {"full", "empty", "load", "tile"};
+  fa_sb_printf(out, "barrier mbarrier %s: %d x %d arrival%s at smem %zu", what[b->mbar], b->slots, b->arrivals,
+               b->arrivals == 1 ? "" : "s", b->offset);
+  if (b->pipeline) {
+    fa_sb_puts(out, " (pipeline ");
+    put_loc(out, b->pipeline->loop->loc);
+    fa_sb_putc(out, ')');
+  } else if (b->load) {
+    fa_sb_puts(out, " (load ");
+    put_value(out, b->load->op->results[0]);
+    fa_sb_putc(out, ')');
+  } else if (b->mbar == FA_MBAR_TILE) {
+    fa_sb_puts(out, " (the compute threads are done with a tile's loads outside loops)");
+  }
+  fa_sb_putc(out, '\n');
+}
+
+static void print_tensor_map(const FaCudaPlan *p, const FaTensorMapPlan *m, StrBuf *out) {
+  const char *name = p->fn->params[m->param].name;
+  fa_sb_printf(out, "tensor map %d: %s, %d dims (extent dims", m->id, name ? name : "?", m->rank);
+  for (int i = 0; i < m->rank; i++) {
+    int first = i ? m->dims_end[i - 1] : 0;
+    fa_sb_printf(out, "%s%d", i ? " | " : " ", first);
+    for (int e = first + 1; e < m->dims_end[i]; e++)
+      fa_sb_printf(out, "*%d", e);
+  }
+  fa_sb_puts(out, "), box [");
+  for (int i = 0; i < m->rank; i++)
+    fa_sb_printf(out, "%s%d", i ? ", " : "", m->box[i]);
+  fa_sb_printf(out, "], swizzle %dB, %s fill\n", m->swizzle, m->nan_fill ? "nan" : "zero");
+}
+
 static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
   char arch[32];
   fa_cuda_target_name(p->target, arch, sizeof arch);
-  fa_sb_printf(out, "kernel %s: %s, %d warps, %d stages (", p->fn->name ? p->fn->name : "?", arch, p->warps, p->stages);
+  fa_sb_printf(out, "kernel %s: %s, %d warps, %d stages, pipeline %s (", p->fn->name ? p->fn->name : "?", arch,
+               p->warps, p->stages, fa_pipeline_name(p->pipeline));
   put_loc(out, p->fn->loc);
   fa_sb_puts(out, ")\n");
   print_args(p, out);
   for (int i = 0; i < p->nroles; i++) {
     const FaWarpRole *r = &p->roles[i];
-    fa_sb_printf(out, "role %s: warps %d-%d (%d threads), registers %s", r->kind == FA_ROLE_COMPUTE ? "compute" : "?",
+    fa_sb_printf(out, "role %s: warps %d-%d (%d threads), registers %s",
+                 r->kind == FA_ROLE_COMPUTE ? "compute" : r->kind == FA_ROLE_PRODUCER ? "producer" : "?",
                  r->first_warp, r->first_warp + r->nwarps - 1, 32 * r->nwarps,
                  r->max_registers ? "" : "as the compiler allocates");
     if (r->max_registers)
       fa_sb_printf(out, "%d (setmaxnreg)", r->max_registers);
     fa_sb_putc(out, '\n');
   }
-  fa_sb_printf(out, "schedule: %s\n",
-               p->schedule.kind == FA_SCHEDULE_GRID ? "one thread block per program of the grid" : "?");
+  if (p->warp_specialised)
+    fa_sb_printf(out, "warp specialisation: one thread of warp %d runs the producer's slice and issues every bulk "
+                 "copy; %d threads per block, __launch_bounds__(%d, %d)\n",
+                 p->warps, p->threads, p->threads, p->min_blocks);
+  else if (p->no_warp_specialisation)
+    fa_sb_printf(out, "warp specialisation: none (%s)\n", p->no_warp_specialisation);
+  if (p->npingpong) {
+    fa_sb_puts(out, "ping-pong: consumer warpgroups 0 and 1 take turns on each product of the loops at");
+    for (int i = 0; i < p->npingpong; i++) {
+      fa_sb_puts(out, i ? ", " : " ");
+      put_loc(out, p->pingpong_loops[i]->loc);
+    }
+    fa_sb_puts(out, " (named barriers 2 and 3; warpgroup 0 first)\n");
+  } else if (p->no_pingpong) {
+    fa_sb_printf(out, "ping-pong: none (%s)\n", p->no_pingpong);
+  }
+  print_schedule(p, out);
   if (!p->nbarriers)
     fa_sb_puts(out, "barrier: none\n");
   for (int i = 0; i < p->nbarriers; i++) {
     const FaBarrierPlan *b = &p->barriers[i];
-    fa_sb_printf(out, "barrier %d: %s, %d threads, for", b->id, b->kind == FA_BARRIER_CTA ? "__syncthreads" : "?",
-                 b->threads);
+    if (b->kind == FA_BARRIER_MBARRIER) {
+      print_mbarrier(b, out);
+      continue;
+    }
+    fa_sb_printf(out, "barrier %d: %s, %d threads, for", b->id,
+                 b->kind == FA_BARRIER_CTA ? "__syncthreads" : b->kind == FA_BARRIER_NAMED ? "named" : "?", b->threads);
     const char *sep = " ";
     if (b->uses & FA_BARRIER_FOR_TILES) {
       fa_sb_printf(out, "%stile writes", sep);
@@ -128,12 +204,24 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
       fa_sb_printf(out, "%spipeline buffers", sep);
       sep = ", ";
     }
-    if (b->uses & FA_BARRIER_FOR_SCRATCH)
+    if (b->uses & FA_BARRIER_FOR_SCRATCH) {
       fa_sb_printf(out, "%sscratch", sep);
+      sep = ", ";
+    }
+    if (b->uses & FA_BARRIER_FOR_TILE_END) {
+      fa_sb_printf(out, "%sthe end of each program (persistent)", sep);
+      sep = ", ";
+    }
+    if (b->uses & FA_BARRIER_FOR_TURNS)
+      fa_sb_printf(out, "%sconsumer warpgroup %d's turn to issue its products", sep, b->warpgroup);
     fa_sb_putc(out, '\n');
   }
-  fa_sb_printf(out, "smem: %zu bytes = tiles %zu + scratch %zu + alignment %zu\n", p->smem.total, p->smem.tiles,
-               (p->smem.scratch + 15) & ~(size_t)15, p->smem.align_pad);
+  fa_sb_printf(out, "smem: %zu bytes = tiles %zu + ", p->smem.total, p->smem.tiles);
+  if (p->smem.barriers)
+    fa_sb_printf(out, "mbarriers %zu + ", p->smem.barriers);
+  fa_sb_printf(out, "scratch %zu + alignment %zu\n", (p->smem.scratch + 15) & ~(size_t)15, p->smem.align_pad);
+  for (int i = 0; i < p->ntmaps; i++)
+    print_tensor_map(p, p->tmaps[i], out);
   if (p->async_proxy_reads)
     fa_sb_puts(out, "fence: tiles are read through the async proxy (wgmma): every tile write is fenced\n");
 }
@@ -157,21 +245,43 @@ static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
     fa_sb_puts(out, "filled by cp.async (pipeline at ");
     put_loc(out, t->pipeline->loop->loc);
     fa_sb_putc(out, ')');
+  } else if (t->fill == FA_FILL_TMA && t->pipeline) {
+    fa_sb_puts(out, "filled by TMA (pipeline at ");
+    put_loc(out, t->pipeline->loop->loc);
+    fa_sb_putc(out, ')');
+  } else if (t->fill == FA_FILL_TMA) {
+    fa_sb_puts(out, "filled by TMA once");
   } else {
     fa_sb_printf(out, "written from registers, %d per store", t->store_vec);
   }
-  fa_sb_printf(out, ", live %d..%d\n", t->live_start, t->live_end);
+  fa_sb_printf(out, ", live %d..%d", t->live_start, t->live_end);
+  if (t->alias) {
+    fa_sb_puts(out, ", the memory of tile ");
+    put_value(out, t->alias->value);
+  }
+  fa_sb_putc(out, '\n');
 }
 
 static void print_steps(StrBuf *out, const FaPipeStep *s, int n) {
+  if (!n)
+    fa_sb_puts(out, " -");
   for (int i = 0; i < n; i++) {
     fa_sb_puts(out, i ? ", " : " ");
+    if (s[i].by == FA_BY_ISSUER)
+      fa_sb_puts(out, "issuer ");
+    else if (s[i].by == FA_BY_PRODUCER)
+      fa_sb_puts(out, "producer ");
+    else if (s[i].by == FA_BY_WARP)
+      fa_sb_puts(out, "each warp ");
     switch (s[i].kind) {
     case FA_STEP_BARRIER: fa_sb_puts(out, "barrier"); break;
     case FA_STEP_ISSUE: fa_sb_printf(out, "issue +%d", s[i].arg); break;
     case FA_STEP_COMMIT: fa_sb_puts(out, "commit"); break;
     case FA_STEP_WAIT_GROUPS: fa_sb_printf(out, "wait until %d in flight", s[i].arg); break;
     case FA_STEP_PROXY_FENCE: fa_sb_puts(out, "proxy fence"); break;
+    case FA_STEP_WAIT_EMPTY: fa_sb_printf(out, "wait empty +%d", s[i].arg); break;
+    case FA_STEP_WAIT_FULL: fa_sb_puts(out, "wait full"); break;
+    case FA_STEP_RELEASE: fa_sb_puts(out, "release"); break;
     }
   }
   fa_sb_putc(out, '\n');
@@ -180,17 +290,44 @@ static void print_steps(StrBuf *out, const FaPipeStep *s, int n) {
 static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
   fa_sb_puts(out, "pipeline ");
   put_loc(out, pp->loop->loc);
-  fa_sb_printf(out, ": %d stages (%d iteration%s ahead), %s, loads", pp->stages, pp->ahead, pp->ahead == 1 ? "" : "s",
-               pp->sync == FA_SYNC_CP_ASYNC_GROUPS ? "cp.async groups" : "?");
+  if (pp->nproducer)
+    fa_sb_printf(out, ": %d stages (the producer up to %d iterations ahead), ", pp->stages, pp->stages);
+  else
+    fa_sb_printf(out, ": %d stages (%d iteration%s ahead), ", pp->stages, pp->ahead, pp->ahead == 1 ? "" : "s");
+  if (pp->sync == FA_SYNC_MBARRIER)
+    fa_sb_printf(out, "TMA on mbarrier ring %d%s (%zu bytes per iteration)", pp->ring,
+                 pp->shares ? " (shared with an earlier loop)" : "", pp->tx_bytes);
+  else
+    fa_sb_puts(out, "cp.async groups");
+  fa_sb_puts(out, ", loads");
   for (int i = 0; i < pp->nloads; i++) {
     fa_sb_puts(out, i ? ", " : " ");
     put_value(out, pp->loads[i]->op->results[0]);
   }
+  if (pp->rotated) {
+    fa_sb_puts(out, "; the next iteration's ");
+    put_value(out, pp->rotated->dot->results[0]);
+    fa_sb_puts(out, " issued at the head of each iteration (the first before the loop)");
+  } else if (pp->no_rotation && pp->acc_registers > FA_ROTATION_REGISTERS) {
+    fa_sb_printf(out, "; products not issued ahead: %s (about %d registers a thread for the products with it, "
+                      "above %d)",
+                 pp->no_rotation, pp->acc_registers, FA_ROTATION_REGISTERS);
+  } else if (pp->no_rotation) {
+    fa_sb_printf(out, "; products not issued ahead: %s", pp->no_rotation);
+  }
+  if (pp->sync != FA_SYNC_MBARRIER && pp->tma_refusal != FA_TMA_OK && pp->refused) {
+    fa_sb_puts(out, "; not TMA: load ");
+    put_value(out, pp->refused->op->results[0]);
+    fa_sb_printf(out, " %s", fa_tma_refusal_text(pp->tma_refusal));
+  }
   fa_sb_putc(out, '\n');
-  const char *part[3] = {"before the loop:", "each iteration:", "after the loop:"};
-  const FaPipeStep *steps[3] = {pp->prologue, pp->head, pp->epilogue};
-  int n[3] = {pp->nprologue, pp->nhead, pp->nepilogue};
-  for (int i = 0; i < 3; i++) {
+  const char *part[5] = {"before the loop:", "each iteration:", "end of each iteration:", "after the loop:",
+                         "the producer, each iteration:"};
+  const FaPipeStep *steps[5] = {pp->prologue, pp->head, pp->tail, pp->epilogue, pp->producer};
+  int n[5] = {pp->nprologue, pp->nhead, pp->ntail, pp->nepilogue, pp->nproducer};
+  for (int i = 0; i < 5; i++) {
+    if ((i == 2 && pp->sync != FA_SYNC_MBARRIER) || (i == 4 && !pp->nproducer))
+      continue;
     fa_sb_puts(out, "pipeline ");
     put_loc(out, pp->loop->loc);
     fa_sb_printf(out, " %s", part[i]);
@@ -214,7 +351,57 @@ static void put_reduce_instr(StrBuf *out, const FaAccessPlan *ap, DType dt) {
   }
 }
 
-static void print_access(const FaAccessPlan *ap, StrBuf *out) {
+/* "zg", "2 * z * n_groups + 3": a coordinate polynomial. */
+static void put_poly(const FaCudaPlan *p, const FaSymPoly *c, StrBuf *out) {
+  if (!c->nterms)
+    fa_sb_puts(out, "0");
+  for (int i = 0; i < c->nterms; i++) {
+    const FaSymTerm *t = &c->terms[i];
+    fa_sb_puts(out, i ? (t->coef < 0 ? " - " : " + ") : (t->coef < 0 ? "-" : ""));
+    long long k = t->coef < 0 ? -t->coef : t->coef;
+    if (k != 1 || !t->natoms)
+      fa_sb_printf(out, "%lld%s", k, t->natoms ? " * " : "");
+    for (int a = 0; a < t->natoms; a++) {
+      int atom = t->atoms[a];
+      const char *name = NULL;
+      if (atom < FA_SYM_VALUE && atom < p->fn->nparams)
+        name = p->fn->params[atom].name;
+      for (int n = 0; !name && atom >= FA_SYM_VALUE && n < p->nops; n++)
+        for (int r = 0; r < p->order[n]->nresults; r++)
+          if (p->order[n]->results[r]->id == atom - FA_SYM_VALUE)
+            name = p->order[n]->results[r]->name;
+      if (name)
+        fa_sb_printf(out, "%s%s", a ? " * " : "", name);
+      else
+        fa_sb_printf(out, "%s%%%d", a ? " * " : "", atom - FA_SYM_VALUE);
+    }
+  }
+}
+
+static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) {
+  const FaTmaPlan *t = ap->tma;
+  fa_sb_puts(out, "TMA into tile ");
+  put_value(out, ap->tile->value);
+  if (ap->pipeline)
+    fa_sb_printf(out, ", %d stages", ap->pipeline->stages);
+  else
+    fa_sb_puts(out, ", once");
+  fa_sb_printf(out, ", tensor map %d, coordinates (", t->map->id);
+  for (int i = 0; i < t->map->rank; i++) {
+    fa_sb_puts(out, i ? ", " : "");
+    if (t->block_dim[i] < 0)
+      put_poly(p, &t->outer_coord, out);
+    else
+      fa_sb_printf(out, "offset %d", t->block_dim[i]);
+  }
+  fa_sb_printf(out, "), %d cop%s of %zu bytes", t->panels, t->panels == 1 ? "y" : "ies", t->panel_bytes);
+  if (t->wait_before) {
+    fa_sb_puts(out, ", waited for before ");
+    put_loc(out, t->wait_before->loc);
+  }
+}
+
+static void print_access(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) {
   const IrOp *op = ap->op;
   bool store = op->kind == IR_STORE || op->kind == IR_STORE_BLOCK || op->kind == IR_ATOMIC_ADD_BLOCK;
   fa_sb_puts(out, op->kind == IR_ATOMIC_ADD ? "atomic "
@@ -245,6 +432,10 @@ static void print_access(const FaAccessPlan *ap, StrBuf *out) {
     put_value(out, ap->tile->value);
     fa_sb_printf(out, ", %d stages", ap->pipeline->stages);
     break;
+  case FA_ACCESS_TMA:
+    print_tma(p, ap, out);
+    fa_sb_putc(out, '\n');
+    return;
   }
   fa_sb_puts(out, ", layout ");
   put_layout(out, ap->layout);
@@ -274,6 +465,11 @@ static void print_access(const FaAccessPlan *ap, StrBuf *out) {
         fa_sb_putc(out, ')');
       }
     }
+  }
+  if (ap->tma_refusal != FA_TMA_OK) {
+    fa_sb_printf(out, "; not TMA: %s", fa_tma_refusal_text(ap->tma_refusal));
+    if (ap->tma_refusal_dim >= 0)
+      fa_sb_printf(out, " (dim %d)", ap->tma_refusal_dim);
   }
   fa_sb_putc(out, '\n');
 }
@@ -329,8 +525,30 @@ static void print_product(const FaProductPlan *pp, StrBuf *out) {
     print_operand(out, "A", pp->a_src, pp->a_regs, pp->a_tile, pp->a_k_inner, ldm);
     print_operand(out, "B", pp->b_src, NULL, pp->b_tile, pp->b_k_inner, ldm);
   }
-  if (pp->instr == FA_INSTR_WGMMA)
-    fa_sb_puts(out, pp->wait == FA_WAIT_AT_ONCE ? ", waited at once" : "");
+  if (pp->instr == FA_INSTR_WGMMA && pp->wait == FA_WAIT_AT_ONCE) {
+    fa_sb_puts(out, ", waited at once");
+    if (pp->why_at_once)
+      fa_sb_printf(out, " (%s)", pp->why_at_once);
+  } else if (pp->instr == FA_INSTR_WGMMA && pp->rotated) {
+    fa_sb_puts(out, ", issued one iteration ahead and waited for at the back edge of the iteration before its own");
+  } else if (pp->instr == FA_INSTR_WGMMA && pp->wait_at) {
+    const FaWgmmaWait *w = pp->wait_at;
+    fa_sb_puts(out, ", committed and waited for ");
+    if (w->before) {
+      fa_sb_puts(out, "before ");
+      put_loc(out, w->before->loc);
+    } else {
+      fa_sb_puts(out, "at the end of its block");
+      if (w->region->parent_op) {
+        fa_sb_puts(out, " (");
+        put_loc(out, w->region->parent_op->loc);
+        fa_sb_putc(out, ')');
+      }
+    }
+    fa_sb_printf(out, " (wait_group %d)", w->pending);
+  }
+  if (pp->takes_turn)
+    fa_sb_puts(out, ", issued in its warpgroup's turn");
   if (pp->fused_add) {
     fa_sb_puts(out, ", accumulating onto ");
     put_value(out, pp->fused_add->operands[pp->addend]);
@@ -457,7 +675,7 @@ void fa_cuda_plan_print(const FaCudaPlan *p, StrBuf *out) {
     const FaScanPlan *sp = fa_plan_scan(p, op);
     const FaPrintPlan *prp = fa_plan_print(p, op);
     if (ap)
-      print_access(ap, out);
+      print_access(p, ap, out);
     if (pp)
       print_product(pp, out);
     if (rp)

@@ -37,3 +37,17 @@ bool fa_cuda_target_parse(const char *arch, FaCudaTarget *out) {
 void fa_cuda_target_name(FaCudaTarget t, char *buf, size_t size) {
   snprintf(buf, size, "sm_%d%s", t.sm, t.arch_specific ? "a" : "");
 }
+
+/* The pipeline choices are the values of the launch-configuration axis
+ * "pipeline" (config_axes.c). */
+const char *fa_pipeline_name(int kind) {
+  const char *n = fa_config_value_name(fa_config_axis("pipeline"), kind > 0 ? kind : FA_PIPELINE_CP_ASYNC);
+  return n ? n : "?";
+}
+
+int fa_pipeline_parse(const char *name) {
+  int v;
+  return fa_config_parse(fa_config_axis("pipeline"), name, &v) ? v : -1;
+}
+
+const char *fa_pipeline_names(void) { return "cp_async, tma, tma_async, tma_ws, tma_ws_pp"; }

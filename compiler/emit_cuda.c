@@ -56,11 +56,20 @@ typedef struct Emitter {
   const IrFunction *fn;
   ValNames *vn;             /* by value id */
   const char **pipe_counter;/* by pipeline id: the ring's iteration counter */
+  const IrValue **by_id;    /* every value of the device function, by id */
+  bool producer_mode;       /* writing the producer warp's slice (warp specialisation) */
+  int ring_ahead;           /* tiles of rings are read for this many uses ahead (a rotated product) */
+  const char **helper_names;/* by product index: its wgmma helper, once written */
+  const char **late_acc;    /* by product index: the accumulator array of a product waited for late */
+  const char **late_af;     /* ... and the array of its A fragments, if they come from registers */
   PtrVec names;             /* identifiers in use */
   StrBuf body;
   int indent;
   bool *layout_used;        /* by layout id: the type alias is needed */
   bool *toff_used;          /* by layout id: the thread offset variable is needed */
+  long toff_at;             /* persistent: where in `body` the compute role's loop over programs
+                               declares the thread offsets (-1: in the prologue) */
+  int toff_indent;
   int nlayouts;
   StrBuf helpers;           /* device functions written for this kernel (wgmma products) */
   int nhelpers;
@@ -371,7 +380,8 @@ static const char *operand(Emitter *em, const IrOp *op, int i) {
 
 /* Library scratch space: above the tiles. */
 static const char *scratch(Emitter *em) {
-  return em->plan->smem.tiles ? aprintf(em, "(fa_smem + %zu)", em->plan->smem.tiles) : "fa_smem";
+  size_t at = em->plan->smem.tiles + em->plan->smem.barriers;
+  return at ? aprintf(em, "(fa_smem + %zu)", at) : "fa_smem";
 }
 
 /* The tile format type of fa_mma.cuh. */
@@ -383,23 +393,32 @@ static const char *tile_format(Emitter *em, const FaTilePlan *t) {
 
 /* The shared-memory address of a tile (the current buffer of a pipeline). */
 static const char *tile_address(Emitter *em, const FaTilePlan *t) {
+  if (t->nbufs > 1 && em->ring_ahead)
+    return aprintf(em, "fa::smem_addr(fa_smem + %zu + ((%s + %d) %% %d) * %zu)", t->offset,
+                   em->pipe_counter[t->pipeline->id], em->ring_ahead, t->nbufs, t->buf_bytes);
   if (t->nbufs > 1)
     return aprintf(em, "fa::smem_addr(fa_smem + %zu + (%s %% %d) * %zu)", t->offset,
                    em->pipe_counter[t->pipeline->id], t->nbufs, t->buf_bytes);
   return aprintf(em, "fa::smem_addr(fa_smem + %zu)", t->offset);
 }
 
+/* The barrier among the threads that compute. */
+static const char *barrier_stmt(Emitter *em) {
+  /* with a producer warpgroup, only the compute warps (named barrier 1) */
+  return em->plan->warp_specialised ? "fa::sync_compute();" : "__syncthreads();";
+}
+
 static void emit_stage(Emitter *em, const IrValue *x) {
   const FaTilePlan *t = vplan(em, x)->tile;
   /* products of the previous iteration, or of a tile that shared this
      memory, may still read it */
-  line(em, "__syncthreads();");
+  line(em, "%s", barrier_stmt(em));
   line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, %s);  // shared-memory copy for tensor-core products",
        layout_name(em, x->layout), t->inner, t->store_vec, tile_format(em, t), t->offset, names_of(em, x)->name,
        thread_offset(em, x->layout));
   if (em->plan->async_proxy_reads)
     line(em, "fa::fence_async_smem();  // the tensor cores read it through the async proxy");
-  line(em, "__syncthreads();");
+  line(em, "%s", barrier_stmt(em));
 }
 
 /* dst (declared, in layout c->to) = src (in layout c->from). */
@@ -624,9 +643,9 @@ static void emit_store(Emitter *em, const IrOp *op) {
     line(em, "  if (threadIdx.x == 0)");
     line(em, "    *fa_old = %s ? fa::atomic_add(%s, %s) : %s;", cond ? cond : "true", p, v,
          zero_of(em, r->type.dtype));
-    line(em, "  __syncthreads();");
+    line(em, "  %s", barrier_stmt(em));
     line(em, "  %s = *fa_old;", names_of(em, r)->name);
-    line(em, "  __syncthreads();");
+    line(em, "  %s", barrier_stmt(em));
     line(em, "}");
     return;
   }
@@ -670,6 +689,23 @@ static void emit_store(Emitter *em, const IrOp *op) {
     line(em, "  *%s = %s;", p, v);
 }
 
+/* With a producer warp, the consumers compute block pointers that only the
+ * producer's copies read (the code is one for both): say they are unused. */
+static void note_producer_use(Emitter *em, const IrValue *bp) {
+  if (!em->plan->warp_specialised || em->producer_mode)
+    return;
+  for (int n = 0; n < em->plan->nops; n++) {
+    const IrOp *use = em->plan->order[n];
+    if (use->kind != IR_LOAD_BLOCK || use->operands[0] != bp)
+      continue;
+    const FaAccessPlan *ap = fa_plan_access(em->plan, use);
+    if (ap && ap->method == FA_ACCESS_TMA && !ap->pipeline) {
+      line(em, "(void)%s;  // read by the producer warp", names_of(em, bp)->name);
+      return;
+    }
+  }
+}
+
 static void emit_make_block_ptr(Emitter *em, const IrOp *op) {
   const IrValue *r = op->results[0];
   int rank = r->type.rank;
@@ -687,6 +723,7 @@ static void emit_make_block_ptr(Emitter *em, const IrOp *op) {
   fa_sb_puts(&sb, "}");
   line(em, "const %s %s = {%s};", elem_ctype(em, r->type), names_of(em, r)->name, sb.data ? sb.data : "");
   fa_sb_free(&sb);
+  note_producer_use(em, r);
 }
 
 static void emit_advance(Emitter *em, const IrOp *op) {
@@ -698,12 +735,131 @@ static void emit_advance(Emitter *em, const IrOp *op) {
   line(em, "const %s %s = fa::advance(%s, {%s});", elem_ctype(em, r->type), names_of(em, r)->name,
        value_ref(em, op->operands[0]), sb.data ? sb.data : "");
   fa_sb_free(&sb);
+  note_producer_use(em, r);
 }
 
 static const char *pad_value(Emitter *em, DType dt, IrPadding pad) {
   if (pad == PAD_NAN && fa_dtype_is_float(dt))
     return float_literal(em, dt, NAN);
   return zero_of(em, dt);
+}
+
+/* ---- bulk tensor copies (TMA) ---------------------------------------------------------------
+ * The copies of a tile: one per swizzle width of its rows ("panel"), each a
+ * box of the tensor map at the coordinates of the block pointer (the
+ * block's offsets, the base's outer coordinate), landing at the panel's
+ * place in the tile and completing on an mbarrier. */
+
+static const char *mbar_address(Emitter *em, int barrier, const char *slot) {
+  const FaBarrierPlan *b = &em->plan->barriers[barrier];
+  if (!slot)
+    return aprintf(em, "fa::smem_addr(fa_smem + %zu)", b->offset);
+  return aprintf(em, "(fa::smem_addr(fa_smem + %zu) + 8u * %s)", b->offset, slot);
+}
+
+/* The C expression of a coordinate polynomial (cuda_plan.h). */
+static const char *poly_expr(Emitter *em, const FaSymPoly *c) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_sb_puts(&sb, "(int)(");
+  if (!c->nterms)
+    fa_sb_puts(&sb, "0");
+  for (int i = 0; i < c->nterms; i++) {
+    const FaSymTerm *t = &c->terms[i];
+    fa_sb_printf(&sb, "%s%lldLL", i ? " + " : "", t->coef);
+    for (int a = 0; a < t->natoms; a++) {
+      int atom = t->atoms[a];
+      const IrValue *v = NULL;
+      if (atom < FA_SYM_VALUE && atom < em->fn->nparams)
+        v = em->fn->params[atom].value;
+      else if (atom >= FA_SYM_VALUE && atom - FA_SYM_VALUE < em->plan->nvalues)
+        v = em->by_id[atom - FA_SYM_VALUE];
+      if (!v) {
+        fail(em, em->fn->loc, "internal compiler error: a TMA coordinate names an unknown value");
+        break;
+      }
+      fa_sb_printf(&sb, " * (long long)%s", value_ref(em, v));
+    }
+  }
+  fa_sb_putc(&sb, ')');
+  const char *r = aprintf(em, "%s", sb.data ? sb.data : "0");
+  fa_sb_free(&sb);
+  return r;
+}
+
+/* The copies of ap's tile from block pointer `bp` (a C expression) into the
+ * buffer at byte offset `buf` (an expression) of the tile, on mbarrier
+ * `bar`, after arming it with their bytes. */
+static void emit_tma_copies(Emitter *em, const FaAccessPlan *ap, const char *bp, const char *buf, const char *bar) {
+  const FaTmaPlan *t = ap->tma;
+  const FaTensorMapPlan *m = t->map;
+  const char *outer = t->outer >= 0 ? poly_expr(em, &t->outer_coord) : NULL;
+  const IrValue *x = ap->op->results[0];
+  line(em, "{  // %s: %d cop%s of %zu bytes (tensor map %d)", x->name ? x->name : "the tile", t->panels,
+       t->panels == 1 ? "y" : "ies", t->panel_bytes, m->id);
+  em->indent++;
+  line(em, "const auto &fa_bp = %s;", bp);
+  for (int pn = 0; pn < t->panels; pn++) {
+    StrBuf c;
+    fa_sb_init(&c);
+    for (int i = m->rank - 1; i >= 0; i--) { /* innermost first */
+      fa_sb_puts(&c, i == m->rank - 1 ? "" : ", ");
+      int d = t->block_dim[i];
+      if (d < 0)
+        fa_sb_puts(&c, outer);
+      else if (d == t->inner_dim && pn)
+        fa_sb_printf(&c, "fa_bp.offset[%d] + %d", d, pn * t->panel_elems);
+      else
+        fa_sb_printf(&c, "fa_bp.offset[%d]", d);
+    }
+    line(em, "fa::tma_load<%d>(fa::smem_addr(fa_smem + %zu + %s%s), fa_tmap%d, %s, {%s});", m->rank,
+         ap->tile->offset + (size_t)pn * t->panel_bytes, buf, "", m->id, bar, c.data ? c.data : "");
+    fa_sb_free(&c);
+  }
+  em->indent--;
+  line(em, "}");
+}
+
+/* A load outside loops: one thread arms its mbarrier and issues the copies
+ * here; every thread waits before the first op that reads the tile. */
+static void emit_tma_once(Emitter *em, const FaAccessPlan *ap) {
+  const FaTmaPlan *t = ap->tma;
+  const char *bar = mbar_address(em, t->barrier, NULL);
+  if (em->plan->warp_specialised && !em->producer_mode) {
+    line(em, "// %s: loaded into shared memory by the producer warp (waited for before its first reader)",
+         names_of(em, ap->op->results[0])->name);
+    return;
+  }
+  if (em->producer_mode) {
+    if (em->plan->schedule.tile_barrier >= 0)
+      line(em, "if (fa_tiles_done) fa::mbar_wait(%s, (fa_tiles_done - 1u) & 1u);  // the previous program is done "
+               "with its copy",
+           mbar_address(em, em->plan->schedule.tile_barrier, NULL));
+    line(em, "fa::mbar_arrive_expect_tx(%s, %zuu);  // %s", bar, t->bytes,
+         ap->op->results[0]->name ? ap->op->results[0]->name : "a tile");
+    emit_tma_copies(em, ap, value_ref(em, ap->op->operands[0]), "0", bar);
+    return;
+  }
+  line(em, "// %s: loaded into shared memory by the copy engine (waited for before its first reader)",
+       names_of(em, ap->op->results[0])->name);
+  line(em, "%s  // the tile's memory may have held other tiles", barrier_stmt(em));
+  line(em, "if (threadIdx.x == 0) {");
+  em->indent++;
+  line(em, "fa::mbar_arrive_expect_tx(%s, %zuu);", bar, t->bytes);
+  emit_tma_copies(em, ap, value_ref(em, ap->op->operands[0]), "0", bar);
+  em->indent--;
+  line(em, "}");
+}
+
+/* The waits, before op, for the loads outside loops whose first reader it is. */
+static void emit_tma_waits(Emitter *em, const IrOp *op) {
+  for (int i = 0; em->producer_mode == false && i < em->plan->naccesses; i++) {
+    const FaAccessPlan *ap = em->plan->accesses[i];
+    if (ap->method == FA_ACCESS_TMA && !ap->pipeline && ap->tma->wait_before == op)
+      line(em, "fa::mbar_wait(%s, %s);  // %s has landed", mbar_address(em, ap->tma->barrier, NULL),
+           em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT ? "fa_tiles_done & 1u" : "0",
+           names_of(em, ap->op->results[0])->name);
+  }
 }
 
 static void emit_load_block(Emitter *em, const IrOp *op) {
@@ -716,6 +872,21 @@ static void emit_load_block(Emitter *em, const IrOp *op) {
   if (ap->method == FA_ACCESS_CP_ASYNC) {
     line(em, "// %s: loaded into shared memory by cp.async, %d iterations ahead (see the loop's head)",
          names_of(em, r)->name, ap->pipeline->ahead);
+    return;
+  }
+  if (ap->method == FA_ACCESS_TMA && ap->pipeline && em->plan->warp_specialised) {
+    line(em, "// %s: loaded into shared memory by the copy engine, issued by the producer warp up to %d "
+             "iteration%s ahead",
+         names_of(em, r)->name, ap->pipeline->stages, ap->pipeline->stages == 1 ? "" : "s");
+    return;
+  }
+  if (ap->method == FA_ACCESS_TMA && ap->pipeline) {
+    line(em, "// %s: loaded into shared memory by the copy engine, %d iteration%s ahead (see the loop's head)",
+         names_of(em, r)->name, ap->pipeline->ahead, ap->pipeline->ahead == 1 ? "" : "s");
+    return;
+  }
+  if (ap->method == FA_ACCESS_TMA) {
+    emit_tma_once(em, ap);
     return;
   }
   const FaLayout *l = r->layout;
@@ -872,6 +1043,8 @@ static void wgmma_signature(Emitter *em, const FaProductPlan *w, const char *nam
     fa_sb_puts(h, "unsigned a_tile, ");
   else
     fa_sb_printf(h, "const %s (&a)[%d], ", a_f32 ? "float" : ctype(w->in), w->mt * w->kt * 8);
+  if (!a_tile && w->wait == FA_WAIT_LATE) /* the fragments the tensor cores read until the wait */
+    fa_sb_printf(h, "unsigned (&afs)[%d][%d][4], ", w->mt, w->kt);
   fa_sb_puts(h, "unsigned b_tile, int warp) {\n");
 }
 
@@ -879,7 +1052,11 @@ static void wgmma_signature(Emitter *em, const FaProductPlan *w, const char *nam
  * packed before the fence (wgmma reads them asynchronously). */
 static void wgmma_a_fragments(Emitter *em, const FaProductPlan *w) {
   StrBuf *h = &em->helpers;
-  fa_sb_printf(h, "    unsigned af[%d][4];\n#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt, w->kt);
+  if (w->wait == FA_WAIT_LATE) /* kept by the caller until the wait */
+    fa_sb_printf(h, "    unsigned (&af)[%d][4] = afs[mt];\n#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n",
+                 w->kt, w->kt);
+  else
+    fa_sb_printf(h, "    unsigned af[%d][4];\n#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt, w->kt);
   fa_sb_printf(h, "      const int ia = (mt * %d + kt) * 8;\n#pragma unroll\n      for (int i = 0; i < 4; ++i)\n",
                w->kt);
   if (w->a_src == FA_OPND_REGISTERS_F32)
@@ -939,12 +1116,18 @@ static void wgmma_instruction(Emitter *em, const FaProductPlan *w) {
 
 /* Writes the device function for one product (into em->helpers) and
  * returns its name: per row block mt, the fence and the k16 steps; one
- * commit and wait for the whole product. */
+ * commit for the whole product, and the wait unless the plan waits for it
+ * later (FA_WAIT_LATE: at its FaWgmmaWait, emit_wgmma_waits). */
 static const char *emit_wgmma_helper(Emitter *em, const FaProductPlan *w) {
   const char *name = aprintf(em, "fa_wgmma_%d", em->nhelpers++);
   StrBuf *h = &em->helpers;
   wgmma_signature(em, w, name);
   fa_sb_printf(h, "  const int g = warp >> 2;  // warpgroup\n  (void)g;\n");
+  /* the accumulators materialised before the first instruction: else the
+     C++ compiler sinks their initialisation between the row blocks'
+     instructions, and ptxas serialises them (C7517) */
+  if (em->plan->pipeline != FA_PIPELINE_CP_ASYNC)
+    fa_sb_puts(h, "  fa::fence_regs(c);\n");
   fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
   if (w->a_src != FA_OPND_TILE)
     wgmma_a_fragments(em, w);
@@ -953,21 +1136,70 @@ static const char *emit_wgmma_helper(Emitter *em, const FaProductPlan *w) {
   wgmma_descriptors(em, w);
   wgmma_instruction(em, w);
   fa_sb_puts(h, "    }\n  }\n");
-  fa_sb_puts(h, "  fa::wgmma_commit();\n  fa::wgmma_wait<0>();\n}\n\n");
+  if (w->wait == FA_WAIT_LATE)
+    fa_sb_puts(h, "  fa::wgmma_commit();  // waited for later (the plan's wgmma.wait_group)\n}\n\n");
+  else
+    fa_sb_puts(h, "  fa::wgmma_commit();\n  fa::wgmma_wait<0>();\n}\n\n");
   return name;
+}
+
+static int product_index(const Emitter *em, const FaProductPlan *pp) {
+  for (int i = 0; i < em->plan->nproducts; i++)
+    if (em->plan->products[i] == pp)
+      return i;
+  return -1;
+}
+
+/* wgmma.wait_group at a wait point of the plan, then fences on the
+ * registers the tensor cores owned until then (the accumulators, A's
+ * fragments), so that the C++ compiler reads them only after the wait. */
+static void emit_wgmma_waits(Emitter *em, const IrOp *before, const IrRegion *end_of) {
+  for (int i = 0; !em->producer_mode && i < em->plan->nwaits; i++) {
+    const FaWgmmaWait *w = em->plan->waits[i];
+    if (before ? w->before != before : (w->before || w->region != end_of))
+      continue;
+    line(em, "fa::wgmma_wait<%d>();  // %d product%s complete%s", w->pending, w->nproducts,
+         w->nproducts == 1 ? "" : "s", w->pending ? aprintf(em, ", %d still in flight", w->pending) : "");
+    for (int j = 0; j < w->nproducts; j++) {
+      int idx = product_index(em, w->products[j]);
+      if (idx < 0 || !em->late_acc[idx]) {
+        fail(em, w->products[j]->dot->loc, "internal compiler error: a wait for a product not issued yet");
+        return;
+      }
+      line(em, "fa::fence_regs(%s);", em->late_acc[idx]);
+      if (em->late_af[idx])
+        line(em, "fa::fence_regs(%s);", em->late_af[idx]);
+    }
+  }
 }
 
 static void emit_wgmma(Emitter *em, const FaProductPlan *pp, const char *c) {
   const FaDotPlan *dp = pp->dot->aux;
-  const char *fn = emit_wgmma_helper(em, pp);
+  int idx = product_index(em, pp);
+  const char *fn = idx >= 0 && em->helper_names[idx] ? em->helper_names[idx] : emit_wgmma_helper(em, pp);
+  if (idx >= 0)
+    em->helper_names[idx] = fn;
   const char *b_tile = tile_address(em, pp->b_tile);
+  const char *afs = "";
+  if (pp->wait == FA_WAIT_LATE && idx >= 0) {
+    em->late_acc[idx] = c;
+    if (pp->a_src != FA_OPND_TILE) {
+      const char *name = fresh_tmp(em, "af");
+      line(em, "unsigned %s[%d][%d][4];  // A's fragments, read by the tensor cores until the wait", name, pp->mt, pp->kt);
+      em->late_af[idx] = name;
+      afs = aprintf(em, "%s, ", name);
+    }
+  }
   if (pp->a_src == FA_OPND_REGISTERS_F32)
-    line(em, "%s(%s, %s, %s, fa_warp);  // A = %s.to(%s)", fn, c, array_in(em, pp->a_regs, dp->a), b_tile,
+    line(em, "%s(%s, %s, %s%s, fa_warp);  // A = %s.to(%s)", fn, c, array_in(em, pp->a_regs, dp->a), afs, b_tile,
          names_of(em, pp->a_regs)->name, fa_dtype_name(pp->in));
   else if (pp->a_src == FA_OPND_REGISTERS)
-    line(em, "%s(%s, %s, %s, fa_warp);", fn, c, array_in(em, pp->a_regs, dp->a), b_tile);
+    line(em, "%s(%s, %s, %s%s, fa_warp);", fn, c, array_in(em, pp->a_regs, dp->a), afs, b_tile);
   else
     line(em, "%s(%s, %s, %s, fa_warp);", fn, c, tile_address(em, pp->a_tile), b_tile);
+  if (pp->wait == FA_WAIT_LATE)
+    line(em, "// (committed; waited for %s)",
+         pp->wait_at && pp->wait_at->before ? "before a later op" : "at the end of this block");
   line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", pp->mt, pp->wm / 4, pp->N,
        pp->kt);
 }
@@ -1014,15 +1246,15 @@ static void emit_fma(Emitter *em, const FaProductPlan *pp, const char *c) {
 
 /* r = dot(...) (+ the accumulator operand), or, for a fused add, r = the
  * add's other operand + dot(...). */
-static void emit_dot_into(Emitter *em, const FaProductPlan *pp, const IrValue *r) {
+static void emit_dot_into(Emitter *em, const FaProductPlan *pp, const IrValue *r, bool declare) {
   const IrOp *op = pp->dot, *add = r == op->results[0] ? NULL : pp->fused_add;
   const FaLayout *lc = ((const FaDotPlan *)op->aux)->acc;
   DType out = r->type.dtype, acc_dt = pp->acc;
   bool direct = acc_dt == out;
   const char *c = direct ? names_of(em, r)->name : fresh_tmp(em, "acc");
-  if (direct)
+  if (direct && declare)
     declare_block(em, r, layout_name(em, lc));
-  else
+  else if (!direct)
     line(em, "%s %s[%d];", ctype(acc_dt), c, nregs(lc));
   line(em, "#pragma unroll");
   line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(lc));
@@ -1032,11 +1264,15 @@ static void emit_dot_into(Emitter *em, const FaProductPlan *pp, const IrValue *r
     line(em, "  %s[fa_e] = %s;", c, cast_expr(em, acc_dt, op->operands[2]->type.dtype, operand(em, op, 2)));
   else
     line(em, "  %s[fa_e] = %s;", c, zero_of(em, acc_dt));
+  if (pp->takes_turn)
+    line(em, "fa::wait_turn(fa_warp >> 2);  // this warpgroup's turn to issue a product");
   switch (pp->instr) {
   case FA_INSTR_WGMMA: emit_wgmma(em, pp, c); break;
   case FA_INSTR_MMA_SYNC: emit_mma_sync(em, pp, c); break;
   case FA_INSTR_FMA: emit_fma(em, pp, c); break;
   }
+  if (pp->takes_turn)
+    line(em, "fa::pass_turn(fa_warp >> 2);  // the other warpgroup's turn");
   if (!direct) {
     declare_block(em, r, layout_name(em, lc));
     line(em, "#pragma unroll");
@@ -1055,7 +1291,12 @@ static void emit_dot(Emitter *em, const IrOp *op) {
     line(em, "// (computed by the addition below, accumulating onto its other operand)");
     return;
   }
-  emit_dot_into(em, pp, op->results[0]);
+  if (pp->rotated) {
+    line(em, "// %s: issued by the previous iteration (or before the loop), complete at its back edge",
+         names_of(em, op->results[0])->name);
+    return;
+  }
+  emit_dot_into(em, pp, op->results[0], true);
 }
 
 /* broadcast, expand_dims, reshape, trans of stored values. */
@@ -1172,6 +1413,79 @@ static const char *step_comment(const FaPipeStep *s) {
   return s->kind == FA_STEP_PROXY_FENCE ? "  // visible to the tensor cores' async proxy too" : "";
 }
 
+/* The block pointer of load ap for the iteration `times` ahead, before the
+ * loop (from its initial block pointers) or in it. */
+static const char *pipe_blockptr(Emitter *em, const FaPipelinePlan *pp, const FaAccessPlan *ap, int times,
+                                 bool before) {
+  const IrOp *loop = pp->loop, *adv = ap->advance;
+  const char *bp = before ? value_ref(em, loop->operands[3 + ap->carried - 1])
+                          : names_of(em, loop->regions[0]->args[ap->carried])->name;
+  StrBuf d;
+  fa_sb_init(&d);
+  for (int k = 1; k < adv->noperands; k++)
+    fa_sb_printf(&d, "%s(int)%s", k > 1 ? ", " : "", value_ref(em, adv->operands[k]));
+  const char *r = aprintf(em, "fa::advance_by(%s, {%s}, %d)", bp, d.data ? d.data : "", times);
+  fa_sb_free(&d);
+  return r;
+}
+
+/* A step of an mbarrier ring (FA_SYNC_MBARRIER).  Use n of the ring is
+ * counter + arg; its buffer is n % stages (fa::ring_slot), the parity of
+ * its phase (n / stages) & 1 (fa::ring_parity). */
+static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeStep *s, PipeWhere where) {
+  const IrOp *loop = pp->loop;
+  const char *counter = em->pipe_counter[pp->id];
+  const char *use = s->arg ? aprintf(em, "%s + %d", counter, s->arg) : counter;
+  const char *slot = aprintf(em, "fa::ring_slot<%d>(%s)", pp->stages, use);
+  const char *parity = aprintf(em, "fa::ring_parity<%d>(%s)", pp->stages, use);
+  bool before = where == PIPE_BEFORE;
+  const char *iv = before ? value_ref(em, loop->operands[0]) : names_of(em, loop->regions[0]->args[0])->name;
+  const char *exists = aprintf(em, "%s + %d * %s < %s", iv, s->arg, value_ref(em, loop->operands[2]),
+                               value_ref(em, loop->operands[1]));
+  if (s->by == FA_BY_PRODUCER) /* the producer's own iteration: it exists */
+    exists = "true";
+  switch (s->kind) {
+  case FA_STEP_WAIT_EMPTY:
+    if (s->by == FA_BY_PRODUCER) {
+      line(em, "fa::mbar_wait(%s, %s ^ 1u);  // this iteration's buffer is free", mbar_address(em, pp->empty, slot),
+           parity);
+      break;
+    }
+    line(em, "if (%s%s)  // the buffer of iteration +%d is free", s->by == FA_BY_ISSUER ? "threadIdx.x == 0 && " : "",
+         exists, s->arg);
+    line(em, "  fa::mbar_wait(%s, %s ^ 1u);", mbar_address(em, pp->empty, slot), parity);
+    break;
+  case FA_STEP_ISSUE: {
+    if (s->by == FA_BY_PRODUCER)
+      line(em, "{  // this iteration's copies");
+    else
+      line(em, "if (%s%s) {  // the copies of iteration +%d", s->by == FA_BY_ISSUER ? "threadIdx.x == 0 && " : "",
+           exists, s->arg);
+    em->indent++;
+    const char *full = mbar_address(em, pp->full, slot);
+    line(em, "fa::mbar_arrive_expect_tx(%s, %zuu);", full, pp->tx_bytes);
+    for (int j = 0; j < pp->nloads; j++) {
+      const FaAccessPlan *ap = pp->loads[j];
+      emit_tma_copies(em, ap, pipe_blockptr(em, pp, ap, s->arg, before),
+                      aprintf(em, "%s * %zuu", slot, ap->tile->buf_bytes), full);
+    }
+    em->indent--;
+    line(em, "}");
+    break;
+  }
+  case FA_STEP_WAIT_FULL:
+    line(em, "fa::mbar_wait(%s, %s);  // this iteration's tiles have landed", mbar_address(em, pp->full, slot), parity);
+    break;
+  case FA_STEP_RELEASE:
+    line(em, "__syncwarp();  // every lane of the warp is done with this iteration's buffers");
+    line(em, "if (fa_lane == 0)");
+    line(em, "  fa::mbar_arrive(%s);", mbar_address(em, pp->empty, slot));
+    break;
+  case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
+  default: fail(em, loop->loc, "internal compiler error: a cp.async step in an mbarrier ring"); break;
+  }
+}
+
 /* The steps of a pipeline before its loop (PIPE_BEFORE: from the loop's
  * initial block pointers), at the head of an iteration, or after it. */
 static void emit_pipe_steps(Emitter *em, const FaPipelinePlan *pp, const FaPipeStep *steps, int n, PipeWhere where) {
@@ -1181,8 +1495,12 @@ static void emit_pipe_steps(Emitter *em, const FaPipelinePlan *pp, const FaPipeS
   const char *counter = em->pipe_counter[pp->id];
   for (int i = 0; i < n; i++) {
     const FaPipeStep *s = &steps[i];
+    if (pp->sync == FA_SYNC_MBARRIER) {
+      emit_ring_step(em, pp, s, where);
+      continue;
+    }
     switch (s->kind) {
-    case FA_STEP_BARRIER: line(em, "__syncthreads();%s", step_comment(s)); break;
+    case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
     case FA_STEP_COMMIT: line(em, "fa::cp_async_commit();"); break;
     case FA_STEP_WAIT_GROUPS: line(em, "fa::cp_async_wait<%d>();%s", s->arg, step_comment(s)); break;
     case FA_STEP_PROXY_FENCE: line(em, "fa::fence_async_smem();%s", step_comment(s)); break;
@@ -1202,8 +1520,74 @@ static void emit_pipe_steps(Emitter *em, const FaPipelinePlan *pp, const FaPipeS
       line(em, "}");
       break;
     }
+    case FA_STEP_WAIT_EMPTY:
+    case FA_STEP_WAIT_FULL:
+    case FA_STEP_RELEASE: fail(em, loop->loc, "internal compiler error: an mbarrier step in a cp.async pipeline"); break;
     }
   }
+}
+
+
+/* ---- the next iteration's first product, issued ahead (FaPipelinePlan.rotated) -------------------
+ * Before the loop the first iteration's product is issued and waited for
+ * into the current accumulator; at the head of each iteration the next
+ * iteration's into the next one, from the ring's next buffer (waited on
+ * full[] first); at the back edge it is waited for and becomes current. */
+
+static void emit_rotated_product(Emitter *em, const FaPipelinePlan *pp, const char *into, int ahead) {
+  const FaProductPlan *rp = pp->rotated;
+  const IrValue *r = rp->dot->results[0];
+  const char *counter = em->pipe_counter[pp->id];
+  const char *use = ahead ? aprintf(em, "%s + %d", counter, ahead) : counter;
+  line(em, "fa::mbar_wait(%s, fa::ring_parity<%d>(%s));  // the tiles of iteration +%d have landed",
+       mbar_address(em, pp->full, aprintf(em, "fa::ring_slot<%d>(%s)", pp->stages, use)), pp->stages, use, ahead);
+  const char *saved = names_of(em, r)->name;
+  names_of(em, r)->name = into;
+  em->ring_ahead = ahead;
+  emit_dot_into(em, rp, r, false);
+  em->ring_ahead = 0;
+  names_of(em, r)->name = saved;
+}
+
+static const char *emit_rotated_first(Emitter *em, const FaPipelinePlan *pp, const char **next) {
+  const FaProductPlan *rp = pp->rotated;
+  const IrValue *r = rp->dot->results[0];
+  const FaLayout *lc = ((const FaDotPlan *)rp->dot->aux)->acc;
+  const char *cur = fresh_name(em, r->name ? r->name : "s");
+  *next = fresh_name(em, aprintf(em, "%s_next", cur));
+  names_of(em, r)->name = cur;
+  const IrOp *loop = pp->loop;
+  line(em, "// %s: each iteration's is issued by the one before, the first here", cur);
+  line(em, "%s %s[%d], %s[%d];  // %s", ctype(rp->acc), cur, nregs(lc), *next, nregs(lc), layout_name(em, lc));
+  line(em, "if (%s < %s) {", value_ref(em, loop->operands[0]), value_ref(em, loop->operands[1]));
+  em->indent++;
+  emit_rotated_product(em, pp, cur, 0);
+  line(em, "fa::wgmma_wait<0>();");
+  line(em, "fa::fence_regs(%s);", cur);
+  em->indent--;
+  line(em, "}");
+  return cur;
+}
+
+static void emit_rotated_next(Emitter *em, const FaPipelinePlan *pp, const char *next, const char *iv,
+                              const char *step, const char *ub) {
+  line(em, "if (%s + %s < %s) {  // the next iteration's %s, running under this one", iv, step, ub,
+       names_of(em, pp->rotated->dot->results[0])->name);
+  em->indent++;
+  emit_rotated_product(em, pp, next, 1);
+  em->indent--;
+  line(em, "}");
+}
+
+static void emit_rotated_back_edge(Emitter *em, const FaPipelinePlan *pp, const char *cur, const char *next,
+                                   const char *iv, const char *step, const char *ub) {
+  line(em, "fa::wgmma_wait<0>();  // the next iteration's %s too", cur);
+  line(em, "fa::fence_regs(%s);", next);
+  line(em, "if (%s + %s < %s) {", iv, step, ub);
+  line(em, "#pragma unroll");
+  line(em, "  for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(((const FaDotPlan *)pp->rotated->dot->aux)->acc));
+  line(em, "    %s[fa_e] = %s[fa_e];", cur, next);
+  line(em, "}");
 }
 
 static void emit_for(Emitter *em, const IrOp *op) {
@@ -1226,20 +1610,40 @@ static void emit_for(Emitter *em, const IrOp *op) {
   const char *counter = NULL;
   const char *lb = value_ref(em, op->operands[0]), *ub = value_ref(em, op->operands[1]);
   const char *step = value_ref(em, op->operands[2]);
-  if (pp) {
+  if (pp && pp->sync == FA_SYNC_MBARRIER) {
+    /* the ring's use counter runs over the whole kernel (declared at its top) */
+    counter = aprintf(em, "fa_ring%d", pp->ring);
+    em->pipe_counter[pp->id] = counter;
+    if (em->plan->warp_specialised)
+      line(em, "// software pipeline: the producer warp has the copy engine load the tiles of up to %d iterations "
+               "ahead (mbarrier ring %d)",
+           pp->stages, pp->ring);
+    else
+      line(em, "// software pipeline: the copy engine loads the tiles of the next %d iteration%s while this one "
+               "computes (mbarrier ring %d)",
+           pp->ahead, pp->ahead == 1 ? "" : "s", pp->ring);
+    emit_pipe_steps(em, pp, pp->prologue, pp->nprologue, PIPE_BEFORE);
+  } else if (pp) {
     counter = fresh_tmp(em, "it");
     em->pipe_counter[pp->id] = counter;
     line(em, "// software pipeline: the tiles of the next %d iterations are loaded while this one computes", pp->ahead);
     line(em, "int %s = 0;", counter);
     emit_pipe_steps(em, pp, pp->prologue, pp->nprologue, PIPE_BEFORE);
   }
+  const char *cur = NULL, *next = NULL;
+  if (pp && pp->rotated && !em->producer_mode)
+    cur = emit_rotated_first(em, pp, &next);
   line(em, "for (%s %s = %s; %s < %s; %s += %s) {", ctype(iv->type.dtype), ivn, lb, ivn, ub, ivn, step);
   em->indent++;
   if (pp)
     emit_pipe_steps(em, pp, pp->head, pp->nhead, PIPE_HEAD);
+  if (cur)
+    emit_rotated_next(em, pp, next, ivn, step, ub);
   for (int i = 0; i < n; i++)
     emit_conversions(em, body->args[1 + i]);
   emit_region(em, body);
+  if (cur)
+    emit_rotated_back_edge(em, pp, cur, next, ivn, step, ub);
   /* the yield: through temporaries when an update reads another carried value */
   const IrOp *y = body->last;
   if (y && y->kind == IR_YIELD && y->noperands == n) {
@@ -1281,6 +1685,8 @@ static void emit_for(Emitter *em, const IrOp *op) {
           }
         }
   }
+  if (pp)
+    emit_pipe_steps(em, pp, pp->tail, pp->ntail, PIPE_HEAD);
   if (counter)
     line(em, "++%s;", counter);
   em->indent--;
@@ -1629,14 +2035,17 @@ static void emit_while(Emitter *em, const IrOp *op) {
 static void emit_op(Emitter *em, const IrOp *op) {
   if (op->kind == IR_YIELD || op->kind == IR_RETURN)
     return;
+  emit_wgmma_waits(em, op, NULL);
   /* values computed at their uses need no code here */
   if (op->nresults == 1 && is_block(op->results[0]) && is_virtual(em, op->results[0]))
     return;
   if (op->kind == IR_CONST || !fa_plan_op_live(em->plan, op))
     return;
+  emit_tma_waits(em, op);
   source_comment(em, op->loc);
   const IrValue *r = op->nresults > 0 ? op->results[0] : NULL;
-  if (r && op->kind != IR_FOR && op->kind != IR_IF && op->kind != IR_WHILE) {
+  const FaProductPlan *dotp = op->kind == IR_DOT ? fa_plan_product(em->plan, op) : NULL;
+  if (r && op->kind != IR_FOR && op->kind != IR_IF && op->kind != IR_WHILE && !(dotp && dotp->rotated)) {
     for (int i = 0; i < op->nresults; i++)
       names_of(em, op->results[i])->name = fresh_name(em, op->results[i]->name);
   }
@@ -1645,8 +2054,15 @@ static void emit_op(Emitter *em, const IrOp *op) {
   case IR_NUM_PROGRAMS: {
     static const char axes[] = "xyz";
     int axis = op->axis >= 0 && op->axis < 3 ? op->axis : 0;
-    line(em, "const %s %s = (%s)%s.%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
-         op->kind == IR_PROGRAM_ID ? "blockIdx" : "gridDim", axes[axis]);
+    if (em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT && op->kind == IR_PROGRAM_ID)
+      line(em, "const %s %s = (%s)fa_pid.v[%d];", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
+           axis);
+    else if (em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT)
+      line(em, "const %s %s = (%s)fa_grid_%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
+           axes[axis]);
+    else
+      line(em, "const %s %s = (%s)%s.%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
+           op->kind == IR_PROGRAM_ID ? "blockIdx" : "gridDim", axes[axis]);
     break;
   }
   case IR_ARANGE:
@@ -1668,7 +2084,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
   case IR_BINARY:
     if (vplan(em, r)->fused_add_of) {
       source_comment(em, vplan(em, r)->fused_add_of->dot->loc);
-      emit_dot_into(em, vplan(em, r)->fused_add_of, r);
+      emit_dot_into(em, vplan(em, r)->fused_add_of, r, true);
       break;
     }
     emit_elementwise(em, r, binary_expr(em, op, operand(em, op, 0), operand(em, op, 1)));
@@ -1711,18 +2127,253 @@ static void emit_op(Emitter *em, const IrOp *op) {
 static void emit_region(Emitter *em, const IrRegion *r) {
   for (const IrOp *op = r->first; op && em->ok; op = op->next)
     emit_op(em, op);
+  emit_wgmma_waits(em, NULL, r);
+}
+
+
+/* ---- the producer warp (warp specialisation) ----------------------------------------------------
+ * One thread of the producer warpgroup runs the producer's slice of the
+ * kernel (fa_plan_in_producer): the scalars, block pointers and control flow
+ * the bulk copies need, and in each ring loop, each iteration, waits until
+ * the ring's next buffer is released and issues the copies into it; a
+ * load outside loops is issued where it stands.  Its loops carry only the
+ * values of the slice. */
+
+static void emit_producer_region(Emitter *em, const IrRegion *r);
+
+static void emit_producer_for(Emitter *em, const IrOp *op) {
+  IrRegion *body = op->regions[0];
+  int n = op->nresults;
+  for (int i = 0; i < n; i++) {
+    IrValue *arg = body->args[1 + i];
+    if (!vplan(em, arg)->producer)
+      continue;
+    const char *name = fresh_name(em, arg->name ? arg->name : op->results[i]->name);
+    names_of(em, arg)->name = name;
+    names_of(em, op->results[i])->name = name;
+    declare_var(em, arg, name);
+    assign_var(em, name, arg, op, 3 + i);
+  }
+  IrValue *iv = body->args[0];
+  const char *ivn = fresh_name(em, iv->name ? iv->name : "iv");
+  names_of(em, iv)->name = ivn;
+  const FaPipelinePlan *pp = fa_plan_pipeline(em->plan, op);
+  if (pp && pp->sync == FA_SYNC_MBARRIER)
+    em->pipe_counter[pp->id] = aprintf(em, "fa_ring%d", pp->ring);
+  else
+    pp = NULL;
+  source_comment(em, op->loc);
+  line(em, "for (%s %s = %s; %s < %s; %s += %s) {", ctype(iv->type.dtype), ivn, value_ref(em, op->operands[0]), ivn,
+       value_ref(em, op->operands[1]), ivn, value_ref(em, op->operands[2]));
+  em->indent++;
+  if (pp)
+    emit_pipe_steps(em, pp, pp->producer, pp->nproducer, PIPE_HEAD);
+  emit_producer_region(em, body);
+  const IrOp *y = body->last;
+  if (y && y->kind == IR_YIELD && y->noperands == n) {
+    /* through temporaries: an update may read another carried value */
+    const char **tmp = fa_arena_alloc(&em->fc->arena, (size_t)(n + 1) * sizeof *tmp);
+    if (!tmp) {
+      em->ok = false;
+      return;
+    }
+    for (int i = 0; i < n; i++) {
+      IrValue *arg = body->args[1 + i];
+      tmp[i] = NULL;
+      if (!vplan(em, arg)->producer || y->operands[i] == arg)
+        continue;
+      tmp[i] = fresh_tmp(em, "next");
+      declare_var(em, arg, tmp[i]);
+      assign_var(em, tmp[i], arg, y, i);
+    }
+    for (int i = 0; i < n; i++)
+      if (tmp[i])
+        line(em, "%s = %s;", names_of(em, body->args[1 + i])->name, tmp[i]);
+  }
+  if (pp)
+    line(em, "++%s;", em->pipe_counter[pp->id]);
+  em->indent--;
+  line(em, "}");
+}
+
+static void emit_producer_if(Emitter *em, const IrOp *op) {
+  for (int i = 0; i < op->nresults; i++) {
+    if (!vplan(em, op->results[i])->producer)
+      continue;
+    const char *name = fresh_name(em, op->results[i]->name);
+    names_of(em, op->results[i])->name = name;
+    declare_var(em, op->results[i], name);
+  }
+  source_comment(em, op->loc);
+  line(em, "if (%s) {", value_ref(em, op->operands[0]));
+  for (int r = 0; r < op->nregions; r++) {
+    if (r == 1)
+      line(em, "} else {");
+    em->indent++;
+    emit_producer_region(em, op->regions[r]);
+    const IrOp *y = op->regions[r]->last;
+    if (y && y->kind == IR_YIELD)
+      for (int i = 0; i < y->noperands && i < op->nresults; i++)
+        if (vplan(em, op->results[i])->producer)
+          assign_var(em, names_of(em, op->results[i])->name, op->results[i], y, i);
+    em->indent--;
+  }
+  line(em, "}");
+}
+
+static void emit_producer_region(Emitter *em, const IrRegion *r) {
+  for (const IrOp *op = r->first; op && em->ok; op = op->next) {
+    if (!fa_plan_in_producer(em->plan, op) || op->kind == IR_YIELD || op->kind == IR_RETURN)
+      continue;
+    switch (op->kind) {
+    case IR_FOR: emit_producer_for(em, op); break;
+    case IR_IF: emit_producer_if(em, op); break;
+    case IR_LOAD_BLOCK: {
+      const FaAccessPlan *ap = fa_plan_access(em->plan, op);
+      source_comment(em, op->loc);
+      if (ap && ap->method == FA_ACCESS_TMA)
+        emit_tma_once(em, ap);
+      break;
+    }
+    default: emit_op(em, op); break;
+    }
+  }
+}
+
+/* Persistent kernels: each role's body inside the loop over the programs
+ * this thread block runs (FaSchedulePlan); `fa_pid` replaces blockIdx. */
+static bool tiles_counted(const Emitter *em) {
+  for (int i = 0; i < em->plan->naccesses; i++)
+    if (em->plan->accesses[i]->method == FA_ACCESS_TMA && !em->plan->accesses[i]->pipeline)
+      return true;
+  return false;
+}
+
+static void emit_tile_loop_open(Emitter *em, bool compute) {
+  const FaSchedulePlan *s = &em->plan->schedule;
+  if (s->kind != FA_SCHEDULE_PERSISTENT)
+    return;
+  bool counted = tiles_counted(em);
+  if (counted)
+    line(em, "unsigned fa_tiles_done = 0;  // programs run so far: the phase of the mbarriers of loads outside loops");
+  line(em, "for (unsigned fa_tile = blockIdx.x; fa_tile < fa_grid_x * fa_grid_y * fa_grid_z; fa_tile += gridDim.x%s) {",
+       counted ? ", ++fa_tiles_done" : "");
+  em->indent++;
+  if (s->order == FA_ORDER_LONGEST_FIRST)
+    line(em,
+         "const fa::TileId fa_pid = fa::tile_coords<%d, %s, %d>(fa_tile, fa_grid_x, fa_grid_y, fa_grid_z);  // longest "
+         "first",
+         s->axis, s->descending ? "true" : "false", s->group);
+  else
+    line(em, "const fa::TileId fa_pid = fa::tile_coords<-1, false, 1>(fa_tile, fa_grid_x, fa_grid_y, fa_grid_z);");
+  if (!compute)
+    return;
+  /* the thread's ids and the shared memory's address, opaque to the
+     compiler in each program: else it computes the addresses derived from
+     them once, before the loop, and holds them in registers across every
+     program (in the compile sweep 8 to 20 more registers than the kernel
+     with one block per program, and spills) */
+  line(em, "int fa_lane_p = fa_lane, fa_warp_p = fa_warp;  // recomputed per program (see emit_tile_loop_open)");
+  line(em, "unsigned char *fa_smem_p = fa_smem;");
+  line(em, "asm volatile(\"\" : \"+r\"(fa_lane_p), \"+r\"(fa_warp_p), \"+l\"(fa_smem_p));");
+  line(em, "const int fa_lane = fa_lane_p, fa_warp = fa_warp_p;");
+  line(em, "unsigned char *const fa_smem = fa_smem_p;");
+  line(em, "(void)fa_lane, (void)fa_warp, (void)fa_smem;");
+  em->toff_at = (long)em->body.len;
+  em->toff_indent = em->indent;
+}
+
+static void emit_tile_loop_close(Emitter *em, bool compute) {
+  const FaSchedulePlan *s = &em->plan->schedule;
+  if (s->kind != FA_SCHEDULE_PERSISTENT)
+    return;
+  if (compute && s->tile_barrier >= 0)
+    line(em, "fa::mbar_arrive(%s);  // done with this program's copies outside loops",
+         mbar_address(em, s->tile_barrier, NULL));
+  if (compute)
+    line(em, "%s  // this program's shared memory is free for the next", barrier_stmt(em));
+  em->indent--;
+  line(em, "}");
+}
+
+/* The kernel's body split into its two roles, one branch each of a single
+ * if/else (what setmaxnreg needs): the producer warpgroup (whose other
+ * threads leave at once) and the compute warpgroups. */
+static void emit_roles(Emitter *em) {
+  const FaCudaPlan *p = em->plan;
+  int saved_names = em->names.len;
+  line(em, "if (fa_warp >= %d) {  // the producer warpgroup", p->warps);
+  em->indent++;
+  if (p->roles[1].max_registers)
+    line(em, "fa::setmaxnreg_dec<%d>();  // its registers go to the consumers", p->roles[1].max_registers);
+  line(em, "if (fa_warp == %d && fa_lane == 0) {  // one thread issues every bulk copy", p->warps);
+  em->indent++;
+  for (int i = 0; i < p->nrings; i++)
+    line(em, "int fa_ring%d = 0;  // uses of mbarrier ring %d so far", i, i);
+  em->producer_mode = true;
+  emit_tile_loop_open(em, false);
+  emit_producer_region(em, em->fn->body);
+  emit_tile_loop_close(em, false);
+  em->producer_mode = false;
+  em->indent--;
+  line(em, "}");
+  em->indent--;
+  line(em, "} else {  // the compute warpgroups (consumers)");
+  em->indent++;
+  /* the consumers name the values afresh */
+  for (int i = 0; i < p->nvalues; i++)
+    if (em->by_id[i]) {
+      em->vn[i].name = NULL;
+      em->vn[i].convs = NULL;
+    }
+  for (int i = 0; i < em->fn->nparams; i++) /* params keep their names */
+    (void)i;
+  em->names.len = saved_names;
+  em->last_line = 0;
+  em->last_src = NULL;
+  if (p->roles[0].max_registers)
+    line(em, "fa::setmaxnreg_inc<%d>();", p->roles[0].max_registers);
+  if (p->npingpong)
+    line(em, "if ((fa_warp >> 2) == 0) fa::named_arrive<2, 256>();  // warpgroup 0 issues first");
+  for (int i = 0; i < p->nrings; i++)
+    line(em, "int fa_ring%d = 0;  // uses of mbarrier ring %d so far", i, i);
+  emit_tile_loop_open(em, true);
+  emit_region(em, em->fn->body);
+  emit_tile_loop_close(em, true);
+  em->indent--;
+  line(em, "}");
 }
 
 /* ---- the kernel ----------------------------------------------------------------------------------------- */
+
+static void emit_mbarrier_init(Emitter *em, StrBuf *out);
+
+/* The thread offsets the layouts' accesses use (at the kernel's start, or
+ * in each program of a persistent kernel). */
+static void emit_thread_offsets(Emitter *em, StrBuf *out, int indent) {
+  for (int i = 0; i < em->layouts->layouts.len; i++) {
+    const FaLayout *l = em->layouts->layouts.items[i];
+    if (em->toff_used[l->id])
+      fa_sb_printf(out, "%*sconst int fa_t%d = fa_L%d::thread_offset(fa_lane, fa_warp);\n", 2 * indent, "", l->id,
+                   l->id);
+  }
+}
 
 static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   char arch[32];
   fa_cuda_target_name(em->plan->target, arch, sizeof arch);
   const char *file = em->fn->loc.src && em->fn->loc.src->name ? em->fn->loc.src->name : "<string>";
-  fa_sb_printf(out, "// %s: kernel '%s' for %s, %d warps (%d threads), %d stages.\n", file,
+  fa_sb_printf(out, "// %s: kernel '%s' for %s, %d warps (%d threads), %d stages", file,
                em->fn->name ? em->fn->name : "?", arch, em->plan->warps, kout->threads, em->k->stages);
+  if (em->plan->pipeline != FA_PIPELINE_CP_ASYNC)
+    fa_sb_printf(out, ", pipeline %s", fa_pipeline_name(em->plan->pipeline));
+  if (em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT)
+    fa_sb_puts(out, ", persistent");
+  fa_sb_puts(out, ".\n");
   fa_sb_puts(out, "// Generated by fadsl " PACKAGE_VERSION " from the kernel's specialised tile IR.\n");
   fa_sb_printf(out, "// Dynamic shared memory: %zu bytes.\n", kout->shared_bytes);
+  if (em->plan->warp_specialised) /* the library's barriers among the compute warps only */
+    fa_sb_printf(out, "#define FA_COMPUTE_THREADS %d\n", 32 * em->plan->warps);
   fa_sb_puts(out, "#include \"fadsl_device.cuh\"\n\n");
   bool any = false;
   for (int i = 0; i < em->layouts->layouts.len; i++) {
@@ -1743,12 +2394,20 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
     fa_sb_putc(out, '\n');
   if (em->helpers.data)
     fa_sb_puts(out, em->helpers.data);
-  fa_sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", kout->threads, kout->entry);
+  if (em->plan->min_blocks)
+    fa_sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", kout->threads, em->plan->min_blocks,
+                 kout->entry);
+  else
+    fa_sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", kout->threads, kout->entry);
   for (int i = 0; i < em->fn->nparams; i++) {
     const IrValue *v = em->fn->params[i].value;
     fa_sb_printf(out, "%s%s%s%s", i ? ", " : "", elem_ctype(em, v->type), v->type.dtype == DT_PTR ? "" : " ",
                  names_of(em, v)->name);
   }
+  for (int i = 0; i < em->plan->ntmaps; i++)
+    fa_sb_printf(out, ", const __grid_constant__ fa::TensorMap fa_tmap%d", i);
+  if (kout->persistent) /* the grid of programs (the launch's grid is the resident thread blocks) */
+    fa_sb_puts(out, ", const unsigned fa_grid_x, const unsigned fa_grid_y, const unsigned fa_grid_z");
   fa_sb_puts(out, ") {\n");
   if (em->plan->smem.tile_align >= 1024) {
     /* swizzled tiles need a 1024-byte boundary; the launch reserves 1024 more bytes for it */
@@ -1760,11 +2419,35 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   }
   /* (maybe_unused: a kernel of scalars only uses neither) */
   fa_sb_puts(out, "  [[maybe_unused]] const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
-  for (int i = 0; i < em->layouts->layouts.len; i++) {
-    const FaLayout *l = em->layouts->layouts.items[i];
-    if (em->toff_used[l->id])
-      fa_sb_printf(out, "  const int fa_t%d = fa_L%d::thread_offset(fa_lane, fa_warp);\n", l->id, l->id);
+  if (em->toff_at < 0)
+    emit_thread_offsets(em, out, 1);
+  emit_mbarrier_init(em, out);
+}
+
+/* The mbarriers, initialised by one thread and published to every thread
+ * and to the copy engine before anything uses them; the tensor maps
+ * fetched ahead; a use counter per ring. */
+static void emit_mbarrier_init(Emitter *em, StrBuf *out) {
+  const FaCudaPlan *p = em->plan;
+  bool any = false;
+  for (int i = 0; i < p->nbarriers; i++)
+    any |= p->barriers[i].kind == FA_BARRIER_MBARRIER;
+  if (!any)
+    return;
+  fa_sb_puts(out, "  if (threadIdx.x == 0) {  // the mbarriers (fa_hopper.cuh)\n");
+  for (int i = 0; i < p->nbarriers; i++) {
+    const FaBarrierPlan *b = &p->barriers[i];
+    if (b->kind != FA_BARRIER_MBARRIER)
+      continue;
+    static const char *const what[] = {"full", "empty", "load", "tile"};
+    fa_sb_printf(out, "    for (int fa_s = 0; fa_s < %d; ++fa_s)  // %s\n", b->slots, what[b->mbar]);
+    fa_sb_printf(out, "      fa::mbar_init(fa::smem_addr(fa_smem + %zu) + 8u * fa_s, %du);\n", b->offset, b->arrivals);
   }
+  for (int i = 0; i < p->ntmaps; i++)
+    fa_sb_printf(out, "    fa::tma_prefetch_map(fa_tmap%d);\n", i);
+  fa_sb_puts(out, "  }\n  fa::mbar_init_fence();\n  __syncthreads();\n");
+  for (int i = 0; !p->warp_specialised && i < p->nrings; i++) /* each role counts its own */
+    fa_sb_printf(out, "  int fa_ring%d = 0;  // uses of mbarrier ring %d so far\n", i, i);
 }
 
 bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
@@ -1778,15 +2461,25 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
   em.k = plan->k;
   em.fn = plan->fn;
   em.ok = true;
+  em.toff_at = -1;
   fa_sb_init(&em.body);
   em.indent = 1;
   int errors_before = fc->diag.errors;
   em.nlayouts = plan->layouts.layouts.len;
   em.vn = calloc((size_t)(plan->nvalues > 0 ? plan->nvalues : 1), sizeof *em.vn);
   em.pipe_counter = calloc((size_t)plan->npipelines + 1, sizeof *em.pipe_counter);
+  em.by_id = calloc((size_t)(plan->nvalues > 0 ? plan->nvalues : 1), sizeof *em.by_id);
+  em.late_acc = calloc((size_t)plan->nproducts + 1, sizeof *em.late_acc);
+  em.late_af = calloc((size_t)plan->nproducts + 1, sizeof *em.late_af);
+  em.helper_names = calloc((size_t)plan->nproducts + 1, sizeof *em.helper_names);
+  for (int n = 0; em.by_id && n < plan->nops; n++)
+    for (int r = 0; r < plan->order[n]->nresults; r++)
+      if (plan->order[n]->results[r]->id < plan->nvalues)
+        em.by_id[plan->order[n]->results[r]->id] = plan->order[n]->results[r];
   em.layout_used = calloc((size_t)em.nlayouts + 1, 1);
   em.toff_used = calloc((size_t)em.nlayouts + 1, 1);
-  if (!em.vn || !em.pipe_counter || !em.layout_used || !em.toff_used) {
+  if (!em.vn || !em.pipe_counter || !em.by_id || !em.late_acc || !em.late_af || !em.helper_names || !em.layout_used ||
+      !em.toff_used) {
     fa_error(&fc->diag, em.fn->loc, "out of memory in the CUDA emitter");
     em.ok = false;
   }
@@ -1795,18 +2488,46 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
     const IrValue *v = em.fn->params[i].value;
     names_of(&em, v)->name = fresh_name(&em, em.fn->params[i].name ? em.fn->params[i].name : v->name);
   }
-  if (em.ok)
+  if (em.ok && plan->warp_specialised) {
+    emit_roles(&em);
+  } else if (em.ok) {
+    emit_tile_loop_open(&em, true);
     emit_region(&em, em.fn->body);
+    emit_tile_loop_close(&em, true);
+  }
   bool ok = em.ok && fc->diag.errors == errors_before;
   if (ok) {
     out->entry = fresh_name(&em, em.fn->name ? em.fn->name : "kernel");
-    out->threads = 32 * plan->warps;
+    out->threads = plan->threads;
     out->shared_bytes = plan->smem.total;
-    out->nargs = em.fn->nparams;
+    out->persistent = plan->schedule.kind == FA_SCHEDULE_PERSISTENT;
+    out->nargs = em.fn->nparams + plan->ntmaps + (out->persistent ? 3 : 0);
     out->args = fa_arena_alloc(&fc->arena, (size_t)(out->nargs > 0 ? out->nargs : 1) * sizeof *out->args);
     if (!out->args)
       ok = false;
-    for (int i = 0; ok && i < out->nargs; i++) {
+    for (int i = 0; ok && i < plan->ntmaps; i++) {
+      const FaTensorMapPlan *m = plan->tmaps[i];
+      FaCudaArg *a = &out->args[em.fn->nparams + i];
+      memset(a, 0, sizeof *a);
+      a->kind = CUDA_ARG_TENSOR_MAP;
+      a->param = m->param;
+      a->dtype = em.fn->params[m->param].value->type.pointee;
+      a->rank = m->rank;
+      for (int d = 0; d < m->rank; d++) {
+        a->box[d] = m->box[d];
+        a->dims_end[d] = m->dims_end[d];
+      }
+      a->swizzle_bytes = m->swizzle;
+      a->nan_fill = m->nan_fill;
+    }
+    for (int d = 0; ok && out->persistent && d < 3; d++) {
+      FaCudaArg *a = &out->args[em.fn->nparams + plan->ntmaps + d];
+      memset(a, 0, sizeof *a);
+      a->kind = CUDA_ARG_GRID;
+      a->param = d;
+      a->dtype = DT_U32;
+    }
+    for (int i = 0; ok && i < em.fn->nparams; i++) {
       const IrValue *v = em.fn->params[i].value;
       out->args[i].kind = v->type.dtype == DT_PTR ? CUDA_ARG_POINTER : CUDA_ARG_SCALAR;
       out->args[i].param = i;
@@ -1819,7 +2540,14 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
     StrBuf src;
     fa_sb_init(&src);
     emit_prologue(&em, &src, out);
-    fa_sb_puts(&src, em.body.data ? em.body.data : "");
+    const char *body = em.body.data ? em.body.data : "";
+    if (em.toff_at >= 0 && (size_t)em.toff_at <= em.body.len) {
+      fa_sb_printf(&src, "%.*s", (int)em.toff_at, body);
+      emit_thread_offsets(&em, &src, em.toff_indent);
+      fa_sb_puts(&src, body + em.toff_at);
+    } else {
+      fa_sb_puts(&src, body);
+    }
     fa_sb_puts(&src, "}\n");
     out->source = fa_arena_strdup(&fc->arena, src.data ? src.data : "");
     fa_sb_free(&src);
@@ -1834,6 +2562,10 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
   fa_sb_free(&em.helpers);
   free(em.vn);
   free(em.pipe_counter);
+  free(em.by_id);
+  free(em.late_acc);
+  free(em.late_af);
+  free(em.helper_names);
   free(em.layout_used);
   free(em.toff_used);
   if (!ok)

@@ -361,9 +361,15 @@ static void usage(FILE *f) {
   const FaConfigAxis *axes = fa_config_axes(&naxes);
   for (int i = 0; i < naxes; i++) {
     char opt[32];
-    snprintf(opt, sizeof opt, "--%s N", axes[i].name);
-    fprintf(f, "  %-16s %s (default %d)\n", opt, axes[i].help, axes[i].default_value);
+    snprintf(opt, sizeof opt, "--%s %s", axes[i].name, axes[i].names ? "NAME" : "N");
+    const char *dflt = fa_config_value_name(&axes[i], axes[i].default_value);
+    if (dflt)
+      fprintf(f, "  %-16s %s (default %s)\n", opt, axes[i].help, dflt);
+    else
+      fprintf(f, "  %-16s %s (default %d)\n", opt, axes[i].help, axes[i].default_value);
   }
+  fprintf(f, "                   FADSL_PIPELINE=NAME and FADSL_SCHEDULE=NAME set the defaults of\n"
+             "                   --pipeline and --schedule, as for launches\n");
   fprintf(f,
           "  --assume N%%16    compile for runtime argument values with this property: an integer\n"
           "                   parameter a multiple of 16, a pointer aligned to 16 bytes (any power\n"
@@ -428,6 +434,17 @@ static bool config_option(int argc, char **argv, int *i, Options *opt, int *stat
     bool missing = false;
     if (!option_value(argc, argv, i, name, &value, &missing))
       continue;
+    if (axes[x].names) { /* a named value (or its number) */
+      int v;
+      if (missing || !fa_config_parse(&axes[x], value, &v)) {
+        char why[160];
+        snprintf(why, sizeof why, "%s needs %s", name, axes[x].allowed);
+        *status = usage_error("%s", why);
+      } else {
+        fa_config_set(&opt->config, &axes[x], v);
+      }
+      return true;
+    }
     char *end = NULL;
     long n = missing ? 0 : strtol(value, &end, 10);
     if (missing || !end || *end || n < 1 || n > 64) {
@@ -587,6 +604,15 @@ done:
 int main(int argc, char **argv) {
   Options opt;
   memset(&opt, 0, sizeof opt);
+  /* the pipeline and schedule launches would take (runtime/launch.c), unless
+     --pipeline / --schedule say otherwise */
+  const FaConfigAxis *bad = NULL;
+  char var[48];
+  if (!fa_config_from_env(&opt.config, &opt.config, &bad, var, sizeof var)) {
+    char what[160];
+    snprintf(what, sizeof what, "%s must be %s", var, bad->allowed);
+    return usage_error("%s", what);
+  }
   int status = parse_args(argc, argv, &opt);
   if (status < 0)
     status = run(&opt);

@@ -219,6 +219,8 @@ typedef struct IrKernel {
   IrFunction *extents;
   int warps;                  /* threads per program = 32 * warps */
   int stages;                 /* software pipelining depth hint */
+  int pipeline;               /* how loads feeding products are pipelined (FaPipelineKind, cuda.h) */
+  int schedule;               /* how programs map onto thread blocks (FaScheduleKind, cuda.h) */
 } IrKernel;
 
 /* ---- building ---------------------------------------------------------------

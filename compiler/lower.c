@@ -4372,5 +4372,7 @@ IrKernel *fa_specialize(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *
   K->extents = ext;
   K->warps = config.warps;
   K->stages = config.stages;
+  K->pipeline = config.pipeline;
+  K->schedule = config.schedule;
   return K;
 }

@@ -532,6 +532,9 @@ static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernel
     }
     for (int j = 0; cfg && j < ax->nvalues; j++) {
       FaConst v = ax->values[j];
+      int named;
+      if (v.kind == CK_STR && cfg->names && fa_config_parse(cfg, v.s, &named)) /* pipeline=["cp_async", "tma"] */
+        ax->values[j] = v = (FaConst){.kind = CK_INT, .i = named};
       if (v.kind != CK_INT || !fa_config_allowed(cfg, v.i)) {
         serr(C, kw->rhs->args.items[j]->loc, "%s must be %s", name, cfg->allowed);
         ok = false;

@@ -110,6 +110,8 @@ int fa_binding_index(const FaBinding *b, int n, const char *name);
 typedef struct FaLaunchConfig {
   int warps;                /* threads per program / 32 */
   int stages;               /* software pipelining depth */
+  int pipeline;             /* FaPipelineKind (cuda.h): how loads feeding products are pipelined */
+  int schedule;             /* FaScheduleKind (cuda.h): one thread block per program, or persistent */
 } FaLaunchConfig;
 
 typedef struct FaConfigAxis {
@@ -120,6 +122,7 @@ typedef struct FaConfigAxis {
   const char *allowed;      /* the same in words, for messages: "a power of two from 1 to 32" */
   size_t offset;            /* of its int field in FaLaunchConfig */
   const char *help;         /* one line for --help */
+  const char *const *names; /* value v's name is names[v - min] (printed and parsed so), or NULL */
 } FaConfigAxis;
 
 /* The table; *n receives its length. */
@@ -137,8 +140,21 @@ void fa_config_fill_defaults(FaLaunchConfig *c);
  * default.  Writes at most fa_config_axes' count to out; returns how many. */
 int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given, FaBinding *out);
 /* Appends "warps=4 stages=2" (the axes given, space separated; a space first
- * when out is not empty). */
+ * when out is not empty; named values by their names, and only where not
+ * their defaults: "pipeline=tma"). */
 void fa_config_print(const FaLaunchConfig *c, StrBuf *out);
+/* An axis value from text: a number, or one of the axis's names.  False
+ * when it is neither or not allowed. */
+bool fa_config_parse(const FaConfigAxis *ax, const char *text, int *value);
+/* The name of a value of a named axis, or NULL. */
+const char *fa_config_value_name(const FaConfigAxis *ax, int value);
+/* The environment's choice for each named axis that `given` does not set
+ * (<= 0): FADSL_<NAME> in upper case (FADSL_PIPELINE, FADSL_SCHEDULE), when
+ * set and not empty, stored into *out (given and out may be the same).
+ * False at the first variable whose value is not allowed: *bad gets its
+ * axis and var (var_size bytes) the variable's name. */
+bool fa_config_from_env(const FaLaunchConfig *given, FaLaunchConfig *out, const FaConfigAxis **bad, char *var,
+                        size_t var_size);
 
 /* Specialises a kernel: `binds` gives a value for constexpr parameters (those
  * with defaults may be left out; extra or unknown names are errors).  Returns

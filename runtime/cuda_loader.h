@@ -57,7 +57,8 @@
   X(cuEventRecord, NULL, false)                               \
   X(cuEventSynchronize, NULL, false)                          \
   X(cuEventElapsedTime, "cuEventElapsedTime", false)          \
-  X(cuTensorMapEncodeTiled, NULL, true)
+  X(cuTensorMapEncodeTiled, NULL, true)                       \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, NULL, true)
 
 #define FA_NVRTC_FUNCS(X)                                     \
   X(nvrtcVersion, NULL, false)                                \

@@ -140,6 +140,14 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
   fadsl_status st = fa_rt_default_point(ctx, a, known, nknown, &given, &plan->arena, &pt);
   if (st != FADSL_SUCCESS) return st;
   plan->config = pt.config;
+  /* FADSL_PIPELINE, FADSL_SCHEDULE: the pipeline (how loads feeding products
+     are pipelined on sm_90a, cuda.h) and the schedule (persistent or not) of
+     every launch that does not set them itself, over the database's */
+  const FaConfigAxis *bad = NULL;
+  char var[48];
+  if (!fa_config_from_env(&a->config, &plan->config, &bad, var, sizeof var))
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "%s=%s: not %s", var, getenv(var), bad->allowed);
+  fa_config_fill_defaults(&plan->config);
   plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest") : pt.source;
 
   /* the constexpr bindings, in parameter order */
@@ -646,24 +654,63 @@ static bool tensor_map_dtype(DType dt, CUtensorMapDataType *out) {
   }
 }
 
-/* Builds the TMA descriptor for a pointer parameter from its declared
- * extent (row-major).  A view of lower rank than the extent folds the
- * leading dims together (the tensor is contiguous). */
+/* Checks one tensor map against the copy engine's rules before the driver
+ * sees it, so that a refusal names what is wrong. */
+static fadsl_status check_tensor_map(fadsl_context *ctx, const fadsl_kernel *k, const IrParam *ip,
+                                     uint64_t ptr, int rank, const cuuint64_t *gdim,
+                                     const cuuint64_t *gstride, const cuuint32_t *box, uint64_t elem,
+                                     int swizzle) {
+  const char *why = NULL;
+  char detail[160] = "";
+  if (ptr % 16) {
+    why = "the pointer is not 16-byte aligned";
+  } else if (box[0] * elem % 16 || (swizzle && box[0] * elem > (uint64_t)swizzle)) {
+    why = "the box's rows are not a multiple of 16 bytes within the swizzle width";
+  }
+  for (int i = 0; !why && i < rank; i++) {
+    if (gdim[i] == 0 || gdim[i] > ((uint64_t)1 << 32)) {
+      why = "a dimension is empty or larger than 2^32";
+      snprintf(detail, sizeof detail, " (dimension %d: %" PRIu64 ")", rank - 1 - i, (uint64_t)gdim[i]);
+    } else if (box[i] < 1 || box[i] > 256) {
+      why = "a box dimension is not 1..256";
+    } else if (i > 0 && (gstride[i - 1] % 16 || gstride[i - 1] >= ((uint64_t)1 << 40))) {
+      why = "a stride is not a multiple of 16 bytes below 2^40";
+      snprintf(detail, sizeof detail, " (%" PRIu64 " bytes)", (uint64_t)gstride[i - 1]);
+    }
+  }
+  if (!why) return FADSL_SUCCESS;
+  return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                    "kernel '%s': argument '%s' cannot be read by the bulk copy engine: %s%s "
+                    "(the kernel was compiled for the pipeline that needs it; FADSL_PIPELINE=cp_async "
+                    "does without)",
+                    k->info->name, ip->name, why, detail);
+}
+
+/* Builds the TMA descriptor of a tensor-map argument from its pointer
+ * parameter's declared extent (row-major, contiguous): map dimension i
+ * (outermost first) merges the extent dimensions dims_end[i-1] ..
+ * dims_end[i] - 1; the box, the swizzle and the out-of-bounds fill are the
+ * plan's (see FaCudaArg). */
 static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
                                       const FaCudaArg *arg, const IrParam *ip, uint64_t ptr,
                                       const FaRtExtents *ext, CUtensorMap *map) {
   int p = arg->param, rank = arg->rank;
   int erank = p < 64 ? ext->rank[p] : 0;
   CUtensorMapDataType dt;
-  if (erank == 0 || rank < 1 || rank > erank || rank > FA_MAX_RANK ||
-      !tensor_map_dtype(arg->dtype, &dt))
+  bool groups_ok = rank >= 1 && rank <= FA_MAX_RANK && erank > 0 && arg->dims_end[rank - 1] == erank;
+  for (int i = 0; groups_ok && i < rank; i++)
+    groups_ok = arg->dims_end[i] > (i ? arg->dims_end[i - 1] : 0);
+  if (!groups_ok || !tensor_map_dtype(arg->dtype, &dt))
     return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
                       "kernel '%s': parameter '%s' needs a TMA descriptor of rank %d, but it "
                       "declares an extent of rank %d (or an unsupported dtype)",
                       k->info->name, ip->name, rank, erank);
-  int64_t dims[FA_MAX_RANK];   /* outermost first, folded to `rank` dims */
-  for (int d = 0; d < rank; d++) dims[d] = ext->dims[p][erank - rank + d];
-  for (int d = 0; d < erank - rank; d++) dims[0] *= ext->dims[p][d];
+  uint64_t dims[FA_MAX_RANK];   /* outermost first */
+  for (int i = 0, first = 0; i < rank; first = arg->dims_end[i++]) {
+    dims[i] = 1;
+    for (int e = first; e < arg->dims_end[i]; e++)
+      dims[i] *= ext->dims[p][e] > 0 ? (uint64_t)ext->dims[p][e] : 0;
+  }
   cuuint64_t gdim[FA_MAX_RANK], gstride[FA_MAX_RANK];
   cuuint32_t box[FA_MAX_RANK], estride[FA_MAX_RANK];
   uint64_t elem = (uint64_t)fa_dtype_size(arg->dtype), stride = elem;
@@ -674,6 +721,9 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
     if (i > 0) gstride[i - 1] = stride;
     stride *= gdim[i];
   }
+  fadsl_status st =
+      check_tensor_map(ctx, k, ip, ptr, rank, gdim, gstride, box, elem, arg->swizzle_bytes);
+  if (st != FADSL_SUCCESS) return st;
   CUtensorMapSwizzle sw = arg->swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                           : arg->swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                           : arg->swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
@@ -681,11 +731,15 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
   const FaDriverApi *d = ctx->drv;
   if (!d->cuTensorMapEncodeTiled)
     return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
-                      "the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12 or newer)");
-  CUresult r = d->cuTensorMapEncodeTiled(map, dt, (cuuint32_t)rank, (void *)(uintptr_t)ptr, gdim,
-                                         gstride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
-                                         CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                      "kernel '%s' reads '%s' with the bulk copy engine, but the CUDA driver has no "
+                      "cuTensorMapEncodeTiled (it needs CUDA 12 or newer); FADSL_PIPELINE=cp_async "
+                      "compiles the kernel without it",
+                      k->info->name, ip->name);
+  CUresult r = d->cuTensorMapEncodeTiled(
+      map, dt, (cuuint32_t)rank, (void *)(uintptr_t)ptr, gdim, gstride, box, estride,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      arg->nan_fill ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                    : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     char what[160];
     snprintf(what, sizeof what, "cuTensorMapEncodeTiled for '%s' of kernel '%s'", ip->name,
@@ -723,8 +777,37 @@ static fadsl_status ensure_loaded(fadsl_context *ctx, fadsl_program *prog, FaRtV
   return st;
 }
 
+/* A persistent kernel's thread blocks: as many as the GPU holds at once
+ * (the driver's occupancy for this block size and shared memory, times the
+ * multiprocessors; one per multiprocessor where the driver cannot say), at
+ * most one per program.  They loop over the programs. */
+static fadsl_status persistent_blocks(fadsl_context *ctx, fadsl_kernel *k, const FaRtVariant *v,
+                                      const unsigned grid[3], unsigned *blocks) {
+  uint64_t programs = (uint64_t)grid[0] * grid[1] * grid[2];
+  if (programs > UINT32_MAX)
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
+                      "kernel '%s': %" PRIu64 " programs are more than a persistent kernel counts "
+                      "(FADSL_SCHEDULE=grid runs them)",
+                      k->info->name, programs);
+  int per_sm = 1;
+  const FaDriverApi *d;
+  if (fa_rt_enter(ctx, &d) == FADSL_SUCCESS) {
+    int n = 0;
+    if (d->cuOccupancyMaxActiveBlocksPerMultiprocessor &&
+        d->cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, v->module.function, v->cuda.threads,
+                                                       v->cuda.shared_bytes) == CUDA_SUCCESS &&
+        n > 0)
+      per_sm = n;
+    fa_rt_leave(ctx);
+  }
+  int sms = ctx->info.multiprocessors > 0 ? ctx->info.multiprocessors : 1;
+  uint64_t resident = (uint64_t)per_sm * (uint64_t)sms;
+  *blocks = (unsigned)(programs < resident ? programs : resident);
+  return FADSL_SUCCESS;
+}
+
 static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVariant *v,
-                                   void *stream, unsigned grid[3]) {
+                                   void *stream, unsigned grid[3], unsigned blocks[3]) {
   fadsl_context *ctx = k->program->ctx;
   fadsl_status st = ensure_loaded(ctx, k->program, v);
   if (st == FADSL_SUCCESS) st = compute_grid(ctx, k, a, v, grid);
@@ -740,6 +823,13 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
   const IrFunction *dev = v->ir->device;
   for (int j = 0; st == FADSL_SUCCESS && j < n; j++) {
     const FaCudaArg *arg = &v->cuda.args[j];
+    if (arg->kind == CUDA_ARG_GRID) { /* persistent: the grid of programs, one dimension */
+      uint32_t g = arg->param >= 0 && arg->param < 3 ? grid[arg->param] : 0;
+      slots[j] = 0;
+      memcpy(&slots[j], &g, sizeof g);
+      params[j] = &slots[j];
+      continue;
+    }
     if (arg->param < 0 || arg->param >= dev->nparams) {
       st = fa_rt_fail(ctx, FADSL_ERROR_PROGRAM, "kernel '%s': argument %d names no parameter",
                       k->info->name, j);
@@ -766,10 +856,17 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
         st = encode_tensor_map(ctx, k, arg, ip, bound->value.v.ptr, ext, &maps[j]);
         params[j] = &maps[j];
         break;
+      case CUDA_ARG_GRID: /* handled above */
+        break;
     }
   }
+  memcpy(blocks, grid, 3 * sizeof *grid);
+  if (st == FADSL_SUCCESS && v->cuda.persistent && grid[0] && grid[1] && grid[2]) {
+    blocks[1] = blocks[2] = 1;
+    st = persistent_blocks(ctx, k, v, grid, &blocks[0]);
+  }
   if (st == FADSL_SUCCESS && grid[0] && grid[1] && grid[2])
-    st = fa_rt_launch_raw(ctx, &v->module, grid, (unsigned)v->cuda.threads, v->cuda.shared_bytes,
+    st = fa_rt_launch_raw(ctx, &v->module, blocks, (unsigned)v->cuda.threads, v->cuda.shared_bytes,
                           stream, params);
   free(params);
   free(slots);
@@ -790,16 +887,18 @@ FADSL_API fadsl_status fadsl_launch(fadsl_kernel *k, const fadsl_args *a, void *
   fa_arena_init(&plan.arena);
   FaRtVariant *v = NULL;
   FaCacheHit hit = FA_CACHE_MISS;
-  unsigned grid[3] = {0, 0, 0};
+  unsigned grid[3] = {0, 0, 0}, blocks[3] = {0, 0, 0};
   st = prepare(k, a, NULL, false, &plan, &v, &hit);
-  if (st == FADSL_SUCCESS) st = launch_variant(k, a, v, stream, grid);
+  if (st == FADSL_SUCCESS) st = launch_variant(k, a, v, stream, grid, blocks);
   if (st == FADSL_SUCCESS) {
+    char persistent[48] = "";
+    if (v->cuda.persistent) snprintf(persistent, sizeof persistent, " persistent blocks=%u", blocks[0]);
     if (ctx->log.level >= FA_LOG_INFO)
       fprintf(ctx->log.stream,
-              "fadsl: launch %s [%s] %s (%s) assume=[%s] arch=%s grid=(%u,%u,%u) "
+              "fadsl: launch %s [%s] %s (%s) assume=[%s] arch=%s grid=(%u,%u,%u)%s "
               "threads=%d smem=%zu cache=%s\n",
               k->info->name, v->constexprs, v->config_label, plan.source, v->assume, v->arch, grid[0],
-              grid[1], grid[2], v->cuda.threads, v->cuda.shared_bytes, hit_name(hit));
+              grid[1], grid[2], persistent, v->cuda.threads, v->cuda.shared_bytes, hit_name(hit));
     fill_info(k, v, &plan, hit, info);
     if (info) memcpy(info->grid, grid, sizeof grid);
   }

@@ -75,7 +75,7 @@ static void run_job(Run *r, Job *j) {
                         {"T", {CK_DTYPE, 0, 0, DT_F16, NULL}},
                         {"is_causal", {CK_BOOL, 0, 0, DT_VOID, NULL}}};
   int ng = k && fa_kernel_constexpr(k, "is_causal") ? 3 : 2;
-  FaLaunchConfig cfg = {0, 0};
+  FaLaunchConfig cfg = {.warps = 0, .stages = 0};
   FaBinding *binds = NULL;
   int nb = k ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, &binds, &cfg) : -1;
   FaCudaTarget target = {0, false};

@@ -366,7 +366,7 @@ START_TEST(test_pass_on_attention_like_kernel) {
   fa_ir_op(&b, IR_RETURN, loc, NULL, 0, NULL, 0);
   ck_assert_msg(fa_ir_verify(fn, &fc.diag), "%s", fc.diag.text.data ? fc.diag.text.data : "");
 
-  IrKernel k = {fn, NULL, NULL, 4, 2};
+  IrKernel k = {.device = fn, .warps = 4, .stages = 2};
   FaLayoutPlan plan;
   ck_assert(fa_assign_layouts(&fc, &k, &plan));
   const FaDotPlan *dp1 = s->def->aux, *dp2 = acc2->def->aux;

@@ -86,7 +86,7 @@ static bool has_helper(const FaProgram *p, const char *name) {
 static IrKernel *specialize(Ctx *c, const char *kernel) {
   FaKernelInfo *k = fa_program_kernel(c->prog, kernel);
   ck_assert_msg(k != NULL, "no kernel %s", kernel);
-  FaLaunchConfig cfg = {4, 2};
+  FaLaunchConfig cfg = {.warps = 4, .stages = 2};
   return fa_specialize(&c->fc, c->prog, k, NULL, 0, cfg);
 }
 

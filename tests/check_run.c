@@ -58,7 +58,7 @@ static void r_init(Run *r, const char *kernel, const char *constexprs) {
     ck_assert(fa_const_parse(eq + 1, &binds[nb].value));
     nb++;
   }
-  FaLaunchConfig cfg = {4, 2};
+  FaLaunchConfig cfg = {.warps = 4, .stages = 2};
   r->k = fa_specialize(&r->fc, p, ki, binds, nb, cfg);
   ck_assert_msg(r->k, "cannot specialise %s: %s", kernel, r->fc.diag.text.data ? r->fc.diag.text.data : "");
   r->in = fa_interp_new(&r->fc, r->k);

@@ -184,7 +184,7 @@ START_TEST(test_config_and_introspection) {
   ck_assert_int_eq(args->config.warps, 8);
   ck_error(fadsl_args_set_config_axis(args, "stages", 17), FADSL_ERROR_INVALID_ARGUMENT, "from 1 to 16");
   ck_error(fadsl_args_set_config_axis(args, "BLOCK_Q", 64), FADSL_ERROR_INVALID_ARGUMENT,
-           "not a launch-configuration axis (warps, stages)");
+           "not a launch-configuration axis (warps, stages, pipeline, schedule)");
   ck_assert_int_eq(fadsl_args_set_config(args, 0, 0), FADSL_SUCCESS);
   ck_assert_int_eq(args->config.stages, 0);
   ck_assert_int_eq(fadsl_args_set_config(args, 4, 2), FADSL_SUCCESS);

@@ -38,6 +38,9 @@ static void *fake;
 
 static void setup(void) {
   unsetenv("FADSL_NO_DRIVER");
+  unsetenv("FADSL_PIPELINE");
+  unsetenv("FADSL_SCHEDULE");
+  unsetenv("FAKE_CUDA_OCCUPANCY");
   unsetenv("FAKE_CUDA_CC");
   unsetenv("FAKE_CUDA_DEVICES");
   unsetenv("FAKE_CUDA_INIT_ERROR");
@@ -309,7 +312,7 @@ START_TEST(test_launch_parameters_and_grid) {
                     strstr(line, "libnvrtc"),
                 "%s", line);
   ck_assert_ptr_nonnull(fgets(line, sizeof line, log));
-  ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 (default) assume=[] arch=sm_90a "
+  ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 pipeline=cp_async schedule=grid (default) assume=[] arch=sm_90a "
                              "grid=(8,3,1) threads=128") &&
                     strstr(line, "cache=miss"),
                 "%s", line);
@@ -643,6 +646,201 @@ START_TEST(test_attention_launch) {
 }
 END_TEST
 
+/* FADSL_PIPELINE=tma: attention's forward kernel reads Q, K and V with the
+ * bulk copy engine.  The runtime encodes one tensor map per view from the
+ * declared extents ([B*H, N, D] and [B*KVH, N, D], row-major), innermost
+ * dimension first as the driver takes them: dims (D, N, heads), strides
+ * (D, N*D elements, in bytes), a box of one 128-byte swizzle width of a row
+ * (64 f16) by the block's rows, 128-byte swizzle, zero fill; the maps follow
+ * the kernel's parameters (the stand-in writes the address into a map's
+ * first bytes).  A pointer the copy engine cannot read and a driver without
+ * cuTensorMapEncodeTiled are refused with a message naming the way out. */
+typedef int (*FakeMapFn)(int, uint64_t *, uint64_t *, uint64_t *, unsigned *, int *, int *, int *);
+
+START_TEST(test_attention_tma_tensor_maps) {
+  enum { B = 2, H = 8, KVH = 2, G = H / KVH, N = 1000, D = 128, BQ = 128, BK = 32 };
+  fadsl_device_info dev;
+  ck_assert_int_eq(fadsl_context_device_info(ctx, &dev), FADSL_SUCCESS);
+  ck_assert_str_eq(dev.arch, "sm_90a");
+  setenv("FADSL_PIPELINE", "tma", 1);
+  fadsl_program *prog;
+  fadsl_status st = fadsl_program_load_file(ctx, FADSL_TOP_SRCDIR "/examples/attention/attention.fa", &prog);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "attn_fwd", &k), FADSL_SUCCESS);
+  size_t nq = (size_t)B * H * N * D * 2, nkv = (size_t)B * KVH * N * D * 2;
+  uint64_t q, kk, v, o, lse;
+  ck_assert_int_eq(fadsl_malloc(ctx, nq + 64, &q), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &kk), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &v), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nq, &o), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, (size_t)B * H * N * 4, &lse), FADSL_SUCCESS);
+  ck_assert_uint_eq(q % 16, 0);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  bind_attention(a, q, kk, v, lse, o, B * KVH, N, G, D);
+  fadsl_args_set_int(a, "BLOCK_Q", BQ);
+  fadsl_args_set_int(a, "BLOCK_K", BK);
+  fadsl_args_set_config(a, 4, 2);
+  int maps_before = fake_int("fake_cuda_tensor_maps");
+  fadsl_kernel_info info;
+  st = fadsl_launch(k, a, NULL, &info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  ck_assert_msg(strstr(info.cuda_source, "pipeline tma") && strstr(info.cuda_source, "fa::tma_load<3>"),
+                "the kernel was not generated for the bulk copy engine");
+  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_before + 3);
+  Launch l = last_launch();
+  ck_assert_int_eq(l.nparams, 9 + 3);
+  void *fp = dlsym(fake, "fake_cuda_tensor_map");
+  FakeMapFn map;
+  memcpy(&map, &fp, sizeof fp);
+  /* in the plan's order: the pipelined loads (K as its transposed view, V), then Q */
+  const uint64_t want_addr[3] = {kk, v, q};
+  const uint64_t want_heads[3] = {B * KVH, B * KVH, B * H};
+  const unsigned want_rows[3] = {BK, BK, BQ};
+  for (int i = 0; i < 3; i++) {
+    uint64_t addr, dims[5], strides[5];
+    unsigned box[5];
+    int sw, oob, dt;
+    ck_assert_int_eq(map(maps_before + i, &addr, dims, strides, box, &sw, &oob, &dt), 3);
+    ck_assert_uint_eq(addr, want_addr[i]);
+    ck_assert_uint_eq(l.params[9 + i], want_addr[i]);
+    ck_assert_uint_eq(dims[0], D);
+    ck_assert_uint_eq(dims[1], N);
+    ck_assert_uint_eq(dims[2], want_heads[i]);
+    ck_assert_uint_eq(strides[0], (uint64_t)D * 2);
+    ck_assert_uint_eq(strides[1], (uint64_t)N * D * 2);
+    ck_assert_uint_eq(box[0], 64);
+    ck_assert_uint_eq(box[1], want_rows[i]);
+    ck_assert_uint_eq(box[2], 1);
+    ck_assert_int_eq(sw, CU_TENSOR_MAP_SWIZZLE_128B);
+    ck_assert_int_eq(oob, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    ck_assert_int_eq(dt, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+  }
+
+  /* a Q only 2-byte aligned: the launch specialises on the pointer's
+     alignment, so its variant reads Q with vector loads and only K and V
+     with the copy engine */
+  int launches = fake_int("fake_cuda_launches");
+  maps_before = fake_int("fake_cuda_tensor_maps");
+  bind_attention(a, q + 2, kk, v, lse, o, B * KVH, N, G, D);
+  fadsl_args_set_int(a, "BLOCK_Q", BQ);
+  fadsl_args_set_int(a, "BLOCK_K", BK);
+  fadsl_args_set_config(a, 4, 2);
+  st = fadsl_launch(k, a, NULL, &info);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  ck_assert_int_eq(fake_int("fake_cuda_launches"), launches + 1);
+  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_before + 2);
+  ck_assert(strstr(info.cuda_source, "fa_tmap1") && !strstr(info.cuda_source, "fa_tmap2"));
+  launches = fake_int("fake_cuda_launches");
+
+  /* a driver without the entry point (CUDA 11) */
+  FaDriverApi *drv = (FaDriverApi *)ctx->drv;
+  ck_assert_ptr_nonnull(drv);
+  void *saved = (void *)drv->cuTensorMapEncodeTiled;
+  drv->cuTensorMapEncodeTiled = NULL;
+  bind_attention(a, q, kk, v, lse, o, B * KVH, N, G, D);
+  fadsl_args_set_int(a, "BLOCK_Q", BQ);
+  fadsl_args_set_int(a, "BLOCK_K", BK);
+  fadsl_args_set_config(a, 4, 2);
+  st = fadsl_launch(k, a, NULL, NULL);
+  memcpy(&drv->cuTensorMapEncodeTiled, &saved, sizeof saved);
+  ck_assert_int_eq(st, FADSL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "no cuTensorMapEncodeTiled") &&
+                    strstr(fadsl_context_last_error(ctx), "FADSL_PIPELINE=cp_async"),
+                "%s", fadsl_context_last_error(ctx));
+  ck_assert_int_eq(fake_int("fake_cuda_launches"), launches);
+
+  /* a pipeline that is not one */
+  setenv("FADSL_PIPELINE", "tmaa", 1);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, NULL), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "FADSL_PIPELINE=tmaa: not one of cp_async, tma"), "%s",
+                fadsl_context_last_error(ctx));
+  unsetenv("FADSL_PIPELINE");
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+  fadsl_args_destroy(a);
+  fadsl_program_destroy(prog);
+  fadsl_free(ctx, q);
+  fadsl_free(ctx, kk);
+  fadsl_free(ctx, v);
+  fadsl_free(ctx, o);
+  fadsl_free(ctx, lse);
+}
+END_TEST
+
+/* FADSL_SCHEDULE=persistent: the kernel is launched on as many thread
+ * blocks as the device holds at once (the driver's occupancy times the
+ * multiprocessors: 2 x 132 in the stand-in), at most one per program, in a
+ * one-dimensional grid; the grid of programs (@kernel(grid=...)) follows
+ * the parameters (and the tensor maps) as three 32-bit integers.  A grid of
+ * fewer programs gets one block each; the launch line says so; without the
+ * occupancy query one block per multiprocessor. */
+START_TEST(test_attention_persistent) {
+  enum { B = 2, H = 8, KVH = 2, G = H / KVH, N = 4096, D = 64, BQ = 128, BK = 32 };
+  setenv("FADSL_SCHEDULE", "persistent", 1);
+  fadsl_program *prog;
+  fadsl_status st = fadsl_program_load_file(ctx, FADSL_TOP_SRCDIR "/examples/attention/attention.fa", &prog);
+  ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "attn_fwd", &k), FADSL_SUCCESS);
+  size_t nq = (size_t)B * H * N * D * 2, nkv = (size_t)B * KVH * N * D * 2;
+  uint64_t q, kk, v, o, lse;
+  ck_assert_int_eq(fadsl_malloc(ctx, nq, &q), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &kk), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nkv, &v), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, nq, &o), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, (size_t)B * H * N * 4, &lse), FADSL_SUCCESS);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  for (int pass = 0; pass < 4; pass++) {
+    /* 0: 32 x 16 programs on 264 blocks; 1: 4 x 16 programs, one block each;
+       2: the tma pipeline (tensor maps before the grid); 3: no occupancy query */
+    int n = pass == 1 ? 512 : N;
+    bind_attention(a, q, kk, v, lse, o, B * KVH, n, G, D);
+    fadsl_args_set_int(a, "BLOCK_Q", BQ);
+    fadsl_args_set_int(a, "BLOCK_K", BK);
+    fadsl_args_set_config(a, 4, 2);
+    if (pass == 2) setenv("FADSL_PIPELINE", "tma", 1);
+    FaDriverApi *drv = (FaDriverApi *)ctx->drv;
+    void *saved = drv ? (void *)drv->cuOccupancyMaxActiveBlocksPerMultiprocessor : NULL;
+    if (pass == 3 && drv) drv->cuOccupancyMaxActiveBlocksPerMultiprocessor = NULL;
+    fadsl_kernel_info info;
+    st = fadsl_launch(k, a, NULL, &info);
+    if (pass == 3 && drv) memcpy(&drv->cuOccupancyMaxActiveBlocksPerMultiprocessor, &saved, sizeof saved);
+    unsetenv("FADSL_PIPELINE");
+    ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+    ck_assert_msg(strstr(info.cuda_source, ", persistent.") && strstr(info.cuda_source, "fa::tile_coords<0, true, 8>"),
+                  "not a persistent kernel with the longest programs first");
+    unsigned programs = (unsigned)(n / BQ) * (B * H);
+    ck_assert_uint_eq(info.grid[0], n / BQ);
+    ck_assert_uint_eq(info.grid[1], B * H);
+    Launch l = last_launch();
+    unsigned want = pass == 1 ? programs : pass == 3 ? 132 : 2 * 132;
+    ck_assert_uint_eq(l.grid[0], want);
+    ck_assert_uint_eq(l.grid[1], 1);
+    ck_assert_uint_eq(l.grid[2], 1);
+    int tmaps = pass == 2 ? 3 : 0;
+    ck_assert_int_eq(l.nparams, 9 + tmaps + 3);
+    ck_assert_uint_eq(l.params[9 + tmaps] & 0xffffffffu, n / BQ);
+    ck_assert_uint_eq(l.params[10 + tmaps] & 0xffffffffu, B * H);
+    ck_assert_uint_eq(l.params[11 + tmaps] & 0xffffffffu, 1);
+  }
+  setenv("FADSL_SCHEDULE", "persistant", 1);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, NULL), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "FADSL_SCHEDULE=persistant: not one of grid, persistent"), "%s",
+                fadsl_context_last_error(ctx));
+  unsetenv("FADSL_SCHEDULE");
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
+  fadsl_args_destroy(a);
+  fadsl_program_destroy(prog);
+  fadsl_free(ctx, q);
+  fadsl_free(ctx, kk);
+  fadsl_free(ctx, v);
+  fadsl_free(ctx, o);
+  fadsl_free(ctx, lse);
+}
+END_TEST
+
 /* Launches specialise on their runtime arguments: an integer that is a
  * multiple of 16 and a pointer's alignment are part of the variant's key,
  * so n = 1000 and n = 1024 run different code (scalar loads, and 16-byte
@@ -700,7 +898,7 @@ START_TEST(test_launches_specialise_on_arguments) {
   ck_assert_str_eq(info.cache, "miss");
   char *scalar_src = strdup(info.cuda_source);
   next_launch_line(log, &pos, line, sizeof line);
-  ck_assert_msg(strstr(line, "fadsl: launch rows [] warps=4 stages=2 (default) assume=[] arch="), "%s", line);
+  ck_assert_msg(strstr(line, "fadsl: launch rows [] warps=4 stages=2 pipeline=cp_async schedule=grid (default) assume=[] arch="), "%s", line);
 
   launch_rows(k, x, y, 33, 1024, &info);
   ck_assert_str_eq(info.cache, "miss");   /* other code: compiled */
@@ -826,6 +1024,8 @@ int main(void) {
   tcase_add_test(tc, test_default_point_at_launch);
   tcase_add_test(tc, test_tuned_launch_follows_the_database);
   tcase_add_test(tc, test_attention_launch);
+  tcase_add_test(tc, test_attention_tma_tensor_maps);
+  tcase_add_test(tc, test_attention_persistent);
   tcase_add_test(tc, test_launches_specialise_on_arguments);
   tcase_add_test(tc, test_dynamic_shared_attribute);
   tcase_add_test(tc, test_device_helpers);

@@ -245,7 +245,7 @@ START_TEST(test_attention_compiles) {
   fadsl_status st =
       fadsl_program_load_file(ctx, FADSL_TOP_SRCDIR "/examples/attention/attention.fa", &p);
   ck_assert_msg(st == FADSL_SUCCESS, "%s", err());
-  ck_assert_int_eq(fadsl_program_kernel_count(p), 4);
+  ck_assert_int_eq(fadsl_program_kernel_count(p), 7);
   const char *archs[] = {"sm_80", "sm_90a"};
   for (int i = 0; i < fadsl_program_kernel_count(p); i++) {
     fadsl_kernel *k;

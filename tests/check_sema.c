@@ -47,7 +47,7 @@ static FaProgram *program(Ctx *c, const char *text) {
 static IrKernel *specialize(Ctx *c, const char *kernel, const FaBinding *b, int n) {
   FaKernelInfo *k = fa_program_kernel(c->prog, kernel);
   ck_assert_msg(k != NULL, "no kernel %s", kernel);
-  FaLaunchConfig cfg = {4, 2};
+  FaLaunchConfig cfg = {.warps = 4, .stages = 2};
   return fa_specialize(&c->fc, c->prog, k, b, n, cfg);
 }
 
@@ -818,7 +818,7 @@ START_TEST(test_config_axes) {
   ck_assert(fa_config_allowed(w, 8) && !fa_config_allowed(w, 6) && !fa_config_allowed(w, 64) &&
             !fa_config_allowed(w, 0));
   ck_assert(fa_config_allowed(st, 3) && !fa_config_allowed(st, 17) && !fa_config_allowed(st, 0));
-  FaLaunchConfig c = {0, 5};
+  FaLaunchConfig c = {.stages = 5};
   fa_config_fill_defaults(&c);
   ck_assert_int_eq(c.warps, 4);
   ck_assert_int_eq(c.stages, 5);
@@ -831,6 +831,16 @@ START_TEST(test_config_axes) {
   fa_config_print(&c, &sb);
   ck_assert_str_eq(sb.data, "[BLOCK=64] warps=16 stages=5");
   fa_sb_free(&sb);
+  /* a named axis: printed and parsed by name (or number) */
+  const FaConfigAxis *pl = fa_config_axis("pipeline");
+  ck_assert_ptr_nonnull(pl);
+  int v = 0;
+  ck_assert(fa_config_parse(pl, "tma_ws", &v) && v == 4);
+  ck_assert(fa_config_parse(pl, "2", &v) && v == 2);
+  ck_assert(!fa_config_parse(pl, "tma_wz", &v) && !fa_config_parse(pl, "6", &v) && !fa_config_parse(pl, "", &v));
+  ck_assert_str_eq(fa_config_value_name(pl, 5), "tma_ws_pp");
+  ck_assert_ptr_null(fa_config_value_name(w, 4));
+  ck_assert(fa_config_parse(w, "8", &v) && v == 8 && !fa_config_parse(w, "7", &v));
   for (int i = 0; i < n; i++) {
     ck_assert(fa_config_allowed(&axes[i], axes[i].default_value));
     ck_assert_ptr_eq(fa_config_axis(axes[i].name), &axes[i]);
@@ -842,7 +852,7 @@ START_TEST(test_config_axes) {
   FaKernelInfo *k = fa_program_kernel(ctx.prog, "k");
   ck_assert_ptr_nonnull(k);
   FaBinding b[8];
-  FaLaunchConfig given = {8, 0};
+  FaLaunchConfig given = {.warps = 8};
   ck_assert_int_eq(fa_config_prune_bindings(k, &given, b), n - 1);
   ck_assert_str_eq(b[0].name, "warps");
   ck_assert_int_eq(b[0].value.i, 8);
@@ -853,6 +863,18 @@ START_TEST(test_config_axes) {
   ck_assert_int_eq(fa_kernel_default_bindings(&ctx.fc, ctx.prog, k, &defs, &dflt), 1);
   ck_assert_int_eq(dflt.warps, 4);
   ck_assert_int_eq(dflt.stages, 2);
+  ctx_free(&ctx);
+  /* a named axis in @autotune: its values by name */
+  ctx_init(&ctx);
+  program(&ctx, "@kernel(grid=(1,))\n@autotune(B=[16], pipeline=[\"cp_async\", \"tma_ws_pp\"])\n"
+                "def k(x: *f32, B: constexpr):\n    pass\n");
+  k = fa_program_kernel(ctx.prog, "k");
+  ck_assert_ptr_nonnull(k);
+  ck_assert_int_eq(k->ntune, 2);
+  ck_assert_str_eq(k->tune[1].name, "pipeline");
+  ck_assert_int_eq(k->tune[1].nvalues, 2);
+  ck_assert(k->tune[1].values[0].kind == CK_INT && k->tune[1].values[0].i == 1);
+  ck_assert(k->tune[1].values[1].kind == CK_INT && k->tune[1].values[1].i == 5);
   ctx_free(&ctx);
 }
 END_TEST
@@ -900,7 +922,7 @@ START_TEST(test_autotune_default_point) {
   /* a runtime value the prune reads, and a given configuration axis outside
      the space: n=40 admits A=32, B=32; stages=3 (given) rejects everything */
   FaBinding known[3] = {bind("n", fa_const_int(40))};
-  FaLaunchConfig given = {0, 3};
+  FaLaunchConfig given = {.warps = 0, .stages = 3};
   ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, NULL, &pt));
   ck_assert_str_eq(point_text(k, &pt), "A=32 B=32 warps=8 warps=8 stages=2");
   ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, &given, &pt));
@@ -923,7 +945,7 @@ START_TEST(test_autotune_default_point) {
      B and warps open, and none of their values passes with it */
   known[1] = bind("A", fa_const_int(16));
   known[2] = bind("B", fa_const_int(64));
-  given = (FaLaunchConfig){4, 0};
+  given = (FaLaunchConfig){.warps = 4, .stages = 0};
   ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 3, &given, &pt));
   ck_assert(!pt.none_passes);
   ck_assert_int_eq(pt.nchosen, 0);

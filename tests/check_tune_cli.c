@@ -117,15 +117,15 @@ static json_t *result_for(json_t *root, const char *kernel) {
 
 /* ---- the space, recomputed ------------------------------------------------------------- */
 
-/* The prune rules of attention.fa, as the file writes them:
- *   attn_fwd, attn_bwd_dq: BLOCK_Q % BLOCK_K == 0 and (warps == 4 or BLOCK_Q * BLOCK_K >= 128 * 128)
- *   attn_bwd_dkdv:         BLOCK_K % BLOCK_Q == 0 and (warps == 4 or BLOCK_Q * BLOCK_K >= 128 * 128) */
 /* attention.fa's prunes, at its problem's d_head (64, so the d_head <= 128
- * clauses hold): attn_fwd admits 8 warps from 128x64 tiles on, the others
- * from 128x128. */
+ * clauses hold): the loop over keys (attn_fwd, attn_bwd_dq) needs
+ * BLOCK_Q % BLOCK_K == 0, the loop over queries (attn_bwd_dkdv, attn_bwd)
+ * BLOCK_K % BLOCK_Q == 0; attn_fwd and attn_bwd admit 8 warps from 128x64
+ * tiles on, the others from 128x128. */
 static bool attention_prune(const char *kernel, long bq, long bk, long warps) {
-  bool divides = !strcmp(kernel, "attn_bwd_dkdv") ? bk % bq == 0 : bq % bk == 0;
-  long big = !strcmp(kernel, "attn_fwd") ? 128 * 64 : 128 * 128;
+  bool loop_over_queries = !strcmp(kernel, "attn_bwd_dkdv") || !strcmp(kernel, "attn_bwd");
+  bool divides = loop_over_queries ? bk % bq == 0 : bq % bk == 0;
+  long big = !strcmp(kernel, "attn_fwd") || !strcmp(kernel, "attn_bwd") ? 128 * 64 : 128 * 128;
   return divides && (warps == 4 || bq * bk >= big);
 }
 
@@ -216,10 +216,14 @@ START_TEST(dry_run_attention_space) {
   ck_assert_str_eq(json_string_value(json_object_get(root, "mode")), "dry-run");
   Program p;
   program_load(&p, attention);
+  /* the problem's default launches: the forward pass and the fused backward
+     pass (the deterministic kernels with --size deterministic=True below) */
+  static const char *const launched[] = {"attn_fwd", "attn_bwd"};
   int tunable = 0;
-  for (int i = 0; i < p.prog->nkernels; i++) {
-    const FaKernelInfo *k = p.prog->kernels[i];
-    if (k->ntune == 0) continue;
+  for (size_t i = 0; i < sizeof launched / sizeof *launched; i++) {
+    const FaKernelInfo *k = fa_program_kernel(p.prog, launched[i]);
+    ck_assert_ptr_nonnull(k);
+    ck_assert_int_gt(k->ntune, 0);
     tunable++;
     json_t *res = result_for(root, k->name);
     check_space(res, k);
@@ -232,8 +236,8 @@ START_TEST(dry_run_attention_space) {
     /* and the text output names each surviving point */
     ck_assert_ptr_nonnull(strstr(r.out, k->name));
   }
-  ck_assert_int_eq(tunable, 3);
-  ck_assert_int_eq(json_array_size(json_object_get(root, "results")), 3);
+  ck_assert_int_eq(tunable, 2);
+  ck_assert_int_eq(json_array_size(json_object_get(root, "results")), 2);
   fa_compiler_free(&p.fc);
   json_decref(root);
   result_free(&r);
@@ -241,7 +245,7 @@ START_TEST(dry_run_attention_space) {
 END_TEST
 
 START_TEST(dry_run_size_override) {
-  Result r = tune("--dry-run --kernel attn_bwd_dkdv --size N=2048 --size causal=True --size D=128 --json - " FADSL_TOP_SRCDIR
+  Result r = tune("--dry-run --kernel attn_bwd_dkdv --size N=2048 --size causal=True --size D=128 --size deterministic=True --json - " FADSL_TOP_SRCDIR
                   "/examples/attention/attention.fa");
   ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
   json_error_t je;
@@ -406,7 +410,7 @@ START_TEST(bad_input_exits_2) {
   expect_failure("--dry-run --kernel attn_bwd_d " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
                  "kernel 'attn_bwd_d' has no @autotune space");
   expect_failure("--dry-run --size Q=3 " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
-                 "unknown size 'Q' (problem 'attention': B, H, KVH, N, D, causal, T)");
+                 "unknown size 'Q' (problem 'attention': B, H, KVH, N, D, causal, T, deterministic, fuse_delta)");
   expect_failure("--dry-run --size N " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2, "--size wants NAME=VALUE");
   expect_failure("--dry-run --only BLOCK_X=1 " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
                  "--only BLOCK_X: no kernel being tuned has an @autotune axis of that name");

@@ -64,8 +64,8 @@ static void make_entry(Ent *x, const char *program, const char *gpu, int64_t n, 
   e->gpu_name = gpu;
   e->arch = "sm_90a";
   e->fadsl_version = "0.1.0";
-  e->best = (FaTuneTiming){x->vals, 1, {w, 2}, 0.5};
-  e->dflt = (FaTuneTiming){x->vals, 1, {4, 2}, 0.75};
+  e->best = (FaTuneTiming){x->vals, 1, {.warps = w, .stages = 2}, 0.5};
+  e->dflt = (FaTuneTiming){x->vals, 1, {.warps = 4, .stages = 2}, 0.75};
   e->tflops = 123.0;
   e->candidates = 7;
 }

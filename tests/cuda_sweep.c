@@ -30,6 +30,9 @@
 enum { MAX_BINDS = 16 };
 
 typedef struct Job {
+  const char *file;          /* NULL: attention.fa; else relative to SRCDIR, with */
+  const char *defines;       /* its constexprs, "NAME=VALUE ..." (d_head, dtype, causal unused) */
+  const char *assume;        /* facts about its runtime arguments, "M%16,N%16" (fadslc --assume), or NULL */
   const char *kernel;
   int d_head;
   const char *dtype;
@@ -37,15 +40,24 @@ typedef struct Job {
   FaBinding tune[MAX_BINDS]; /* the @autotune constexprs of this configuration */
   int ntune;
   int warps, stages;
+  int pipeline;              /* FaPipelineKind; 0: the default */
+  int schedule;              /* FaScheduleKind; 0: the default */
+  int baseline;              /* Hopper pipelines: the job of the same kernel and config with cp_async;
+                                persistent ones: with the same pipeline, one thread block per program */
   const char *arch;
   /* results */
   bool ok;
+  int spills, stack;         /* bytes, from ptxas */
+  size_t shared;
+  unsigned notes;            /* ptxas' notes C7500..C7531 (bit n: C75nn), e.g. wgmma serialised
+                                (C7512, C7518), a wait injected (C7517), setmaxnreg ignored (C7508) */
   char line[512];
   char *error;
 } Job;
 
 typedef struct Sweep {
   const char *path;
+  const char *srcdir;
   const FaNvrtcApi *api;
   Job *jobs;
   int njobs;
@@ -68,7 +80,9 @@ static void job_fail(Job *j, const char *what, const char *detail) {
 }
 
 static void describe(const Job *j, char *buf, size_t size) {
-  int n = snprintf(buf, size, "%-14s D=%-3d %-4s %s", j->kernel, j->d_head, j->dtype, j->causal ? "causal" : "full  ");
+  int n = j->defines ? snprintf(buf, size, "%s %s %s", j->file, j->kernel, j->defines)
+                     : snprintf(buf, size, "%-14s D=%-3d %-4s %s", j->kernel, j->d_head, j->dtype,
+                                j->causal ? "causal" : "full  ");
   for (int i = 0; i < j->ntune && n > 0 && (size_t)n < size; i++) {
     StrBuf v;
     fa_sb_init(&v);
@@ -77,21 +91,52 @@ static void describe(const Job *j, char *buf, size_t size) {
     fa_sb_free(&v);
   }
   if (n > 0 && (size_t)n < size)
-    snprintf(buf + n, size - (size_t)n, " warps=%d stages=%d %s", j->warps, j->stages, j->arch);
+    n += snprintf(buf + n, size - (size_t)n, " warps=%d stages=%d %s", j->warps, j->stages, j->arch);
+  if (j->pipeline && n > 0 && (size_t)n < size)
+    n += snprintf(buf + n, size - (size_t)n, " pipeline=%s", fa_pipeline_name(j->pipeline));
+  if (j->schedule == FA_SCHEDULE_PERSISTENT && n > 0 && (size_t)n < size)
+    snprintf(buf + n, size - (size_t)n, " schedule=persistent");
+}
+
+/* The ptxas notes (C7500 .. C7531) in a compile log, as a bit set. */
+static unsigned ptxas_notes(const char *log) {
+  unsigned set = 0;
+  for (const char *p = log; p && (p = strstr(p, "(C75")); p += 4)
+    if (p[4] >= '0' && p[4] <= '9' && p[5] >= '0' && p[5] <= '9') {
+      int n = (p[4] - '0') * 10 + (p[5] - '0');
+      if (n < 32)
+        set |= 1u << n;
+    }
+  return set;
 }
 
 static void run_job(Sweep *s, Job *j) {
   double t0 = now();
   FaCompiler fc;
   fa_compiler_init(&fc, NULL);
-  const Source *src = fa_source_read(&fc, s->path);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", s->srcdir, j->file ? j->file : "");
+  const Source *src = fa_source_read(&fc, j->file ? path : s->path);
   Node *mod = src ? fa_parse(&fc, src) : NULL;
   FaProgram *p = mod ? fa_program_check(&fc, mod) : NULL;
   FaKernelInfo *k = p ? fa_program_kernel(p, j->kernel) : NULL;
   FaBinding given[MAX_BINDS + 4];
   int ng = 0;
-  given[ng++] = (FaBinding){"d_head", {CK_INT, j->d_head, 0, DT_VOID, NULL}};
-  given[ng++] = (FaBinding){"T", {CK_DTYPE, 0, 0, fa_dtype_from_name(j->dtype), NULL}};
+  char defs[512];
+  snprintf(defs, sizeof defs, "%s", j->defines ? j->defines : "");
+  for (char *tok = strtok(defs, " "); j->defines && tok && ng < MAX_BINDS; tok = strtok(NULL, " ")) {
+    char *eq = strchr(tok, '=');
+    if (!eq)
+      continue;
+    *eq = '\0';
+    given[ng].name = fa_arena_strdup(&fc.arena, tok);
+    if (given[ng].name && fa_const_parse(eq + 1, &given[ng].value))
+      ng++;
+  }
+  if (!j->defines) {
+    given[ng++] = (FaBinding){"d_head", {CK_INT, j->d_head, 0, DT_VOID, NULL}};
+    given[ng++] = (FaBinding){"T", {CK_DTYPE, 0, 0, fa_dtype_from_name(j->dtype), NULL}};
+  }
   for (int i = 0; i < j->ntune; i++)
     given[ng++] = j->tune[i];
   bool has_causal = false;
@@ -100,14 +145,22 @@ static void run_job(Sweep *s, Job *j) {
       has_causal = true;
   if (has_causal)
     given[ng++] = (FaBinding){"is_causal", {CK_BOOL, j->causal, 0, DT_VOID, NULL}};
-  FaLaunchConfig cfg = {j->warps, j->stages};
+  FaLaunchConfig cfg = {.warps = j->warps, .stages = j->stages, .pipeline = j->pipeline, .schedule = j->schedule};
   FaBinding *binds = NULL;
   int nb = k ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, &binds, &cfg) : -1;
   FaCudaTarget target = {0, false};
   FaCudaKernel ck;
   IrKernel *ir = NULL;
   bool parsed = fa_cuda_target_parse(j->arch, &target);
-  FaCudaSpec spec = {p, k, binds, nb, cfg, target, NULL, 0};
+  FaArgFact *facts = NULL;
+  int nfacts = 0;
+  const char *why = NULL;
+  if (j->assume && !fa_arg_facts_parse(&fc.arena, j->assume, &facts, &nfacts, &why)) {
+    job_fail(j, "bad facts", why);
+    fa_compiler_free(&fc);
+    return;
+  }
+  FaCudaSpec spec = {p, k, binds, nb, cfg, target, facts, nfacts};
   if (nb < 0 || !parsed || fa_cuda_compile(&fc, &spec, &ir, &ck, NULL) != FA_CUDA_DONE) {
     job_fail(j, "could not emit CUDA", fc.diag.text.data);
     fa_compiler_free(&fc);
@@ -141,13 +194,64 @@ static void run_job(Sweep *s, Job *j) {
     }
     char d[256];
     describe(j, d, sizeof d);
-    snprintf(j->line, sizeof j->line, "ok   %s: %3d registers, %4d+%-4d bytes spilled, %6zu bytes shared, %.1f s", d,
-             r.registers, r.spill_stores, r.spill_loads, ck.shared_bytes, now() - t0);
+    j->spills = (r.spill_stores > 0 ? r.spill_stores : 0) + (r.spill_loads > 0 ? r.spill_loads : 0);
+    j->stack = r.stack_frame > 0 ? r.stack_frame : 0;
+    j->shared = ck.shared_bytes;
+    j->notes = ptxas_notes(out.log);
+    char notes[64] = "";
+    for (int b = 0, n = 0; b < 32; b++)
+      if (j->notes & (1u << b))
+        n += snprintf(notes + n, sizeof notes - (size_t)n, " C75%02d,", b);
+    snprintf(j->line, sizeof j->line, "ok   %s: %3d registers, %4d+%-4d bytes spilled, %6zu bytes shared,%s %.1f s", d,
+             r.registers, r.spill_stores, r.spill_loads, ck.shared_bytes, notes, now() - t0);
     j->ok = true;
   }
   fa_sb_free(&err);
   fa_nvrtc_output_free(&out);
   fa_compiler_free(&fc);
+}
+
+/* The Hopper pipelines cannot run here, so they are held to what a launch
+ * on an H200 needs and to their cp_async baseline (same kernel, config,
+ * dtype): at most 227 KB of shared memory per block, no spills or stack
+ * where the baseline has none (where it has, the configuration does not fit
+ * the registers whatever the pipeline: a note is printed), no ptxas note the
+ * baseline does not have (wgmma serialized, a wait injected: asynchronous
+ * products that are not; setmaxnreg ignored).  Persistent kernels are held
+ * the same way to their twin with one thread block per program. */
+static int hopper_verdicts(const Job *jobs, int n, int first) {
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    const Job *j = &jobs[i];
+    if (!j->ok || j->baseline < 0)
+      continue;
+    const Job *b = &jobs[j->baseline - first];
+    if (!b->ok)
+      continue;
+    char d[256];
+    describe(j, d, sizeof d);
+    /* a configuration that spills with cp_async already does not fit the
+       registers whatever the pipeline: said, not failed (the choice of
+       configuration is the remedy) */
+    bool spills = j->spills > b->spills || j->stack > b->stack;
+    if (spills && b->spills > 0) {
+      printf("note %s: spills %d bytes (%s: %d): the configuration does not fit the registers\n", d, j->spills,
+             j->schedule == FA_SCHEDULE_PERSISTENT ? "one block per program" : "cp_async", b->spills);
+      spills = false;
+    }
+    const char *why = j->shared > 227 * 1024 ? "more than 227 KB of shared memory"
+                      : spills ? "spills more than its baseline"
+                      : (j->notes & ~b->notes) ? "a ptxas performance note that its baseline does not have"
+                                                : NULL;
+    if (why) {
+      printf("FAIL %s: %s (%d bytes spilled, %d stack, %zu shared, notes 0x%x; %s: %d, %d, %zu, 0x%x)\n", d,
+             why, j->spills, j->stack, j->shared, j->notes,
+             j->schedule == FA_SCHEDULE_PERSISTENT ? "one block per program" : "cp_async", b->spills, b->stack,
+             b->shared, b->notes);
+      failed++;
+    }
+  }
+  return failed;
 }
 
 static void *worker(void *arg) {
@@ -211,7 +315,7 @@ static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, 
     /* the rest of the constexprs, as a stand-alone compile would take them */
     FaBinding given = {"d_head", {CK_INT, d_head, 0, DT_VOID, NULL}};
     FaBinding *all = NULL;
-    FaLaunchConfig cfg = {0, 0};
+    FaLaunchConfig cfg = {0};
     int na = fa_kernel_bindings_for_compile(fc, p, k, &given, 1, &all, &cfg);
     for (int i = 0; i < na && ne < MAX_BINDS + 8; i++) {
       bool dup = false;
@@ -330,11 +434,106 @@ int main(int argc, char **argv) {
       }
     }
   }
+  /* the Hopper pipelines on sm_90a: for each kernel with products and
+     D = 64, 128, 256, the kernel's default configuration (what launches use
+     untuned) compiled with every pipeline choice, the dtype and the causal
+     flag rotating from one (kernel, D) to the next so that every choice
+     meets both of each; each group's cp_async compile is the baseline its
+     other choices are held to (see hopper_verdicts) */
+  int hopper_first = njobs;
+  for (int ki = 0; ki < p->nkernels; ki++) {
+    const FaKernelInfo *k = p->kernels[ki];
+    if (k->ntune == 0)
+      continue;
+    static const int hopper_d[] = {64, 128, 256};
+    for (int di = 0; di < 3; di++) {
+      int nc = enumerate(&fc, p, k, hopper_d[di], configs, 4096);
+      if (nc <= 0)
+        continue;
+      int pick = ki + di, group = njobs;
+      for (int pl = FA_PIPELINE_CP_ASYNC; pl < FA_PIPELINE_COUNT && njobs < cap; pl++) {
+        Job *j = &jobs[njobs++];
+        j->kernel = k->name;
+        j->d_head = hopper_d[di];
+        j->dtype = dtypes[pick % 2];
+        j->causal = (pick / 2) % 2;
+        memcpy(j->tune, configs[0].tune, sizeof j->tune);
+        j->ntune = configs[0].ntune;
+        j->warps = configs[0].warps;
+        j->stages = configs[0].stages;
+        j->pipeline = pl;
+        j->baseline = pl == FA_PIPELINE_CP_ASYNC ? -1 : njobs - 1 - (pl - FA_PIPELINE_CP_ASYNC);
+        j->arch = "sm_90a";
+      }
+      /* persistent, against the same pipeline's one-block-per-program compile */
+      static const int persistent_pl[] = {FA_PIPELINE_CP_ASYNC, FA_PIPELINE_TMA, FA_PIPELINE_TMA_WS_PP};
+      bool complete = njobs - group == FA_PIPELINE_COUNT - 1;
+      for (int x = 0; x < 3 && njobs < cap && complete; x++) {
+        Job *j = &jobs[njobs];
+        *j = jobs[group + persistent_pl[x] - FA_PIPELINE_CP_ASYNC];
+        j->schedule = FA_SCHEDULE_PERSISTENT;
+        j->baseline = group + persistent_pl[x] - FA_PIPELINE_CP_ASYNC;
+        njobs++;
+      }
+    }
+  }
+  /* the kernels written for the Hopper pipelines (tests/gpu/hopper.fa, the
+     configurations gpu_codegen runs), every pipeline against cp_async */
+  static const struct {
+    const char *file, *kernel, *defines, *assume;
+    int warps, stages;
+  } hopper_cases[] = {
+      {"tests/gpu/hopper.fa", "kmm", "K=200 N=96 T=f16 BM=128 BN=64 BK=64 NAN_PAD=False", NULL, 4, 2},
+      {"tests/gpu/hopper.fa", "kmm", "K=200 N=96 T=bf16 BM=64 BN=64 BK=32 NAN_PAD=False", NULL, 4, 3},
+      {"tests/gpu/hopper.fa", "kmm", "K=200 N=64 T=f16 BM=64 BN=64 BK=64 NAN_PAD=True", NULL, 4, 2},
+      {"tests/gpu/hopper.fa", "heads", "D=64 T=f16 BN=128 BK=64", NULL, 4, 2},
+      {"tests/gpu/hopper.fa", "heads", "D=128 T=bf16 BN=64 BK=32", NULL, 4, 3},
+      /* the Triton-style matmul at its default configuration, with runtime
+         sizes that are multiples of 16 (what launches at such sizes compile) */
+      {"examples/matmul/matmul.fa", "matmul", "T=f16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8", "M%16,N%16,K%16",
+       8, 3},
+      {"examples/matmul/matmul.fa", "matmul", "T=bf16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8",
+       "M%16,N%16,K%16", 8, 3},
+      /* two consumer warpgroups (8 warps): setmaxnreg, and ping-pong with tma_ws_pp */
+      {"examples/attention/attention.fa", "attn_fwd", "d_head=64 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64", NULL, 8,
+       2},
+      {"examples/attention/attention.fa", "attn_fwd", "d_head=128 is_causal=False T=bf16 BLOCK_Q=128 BLOCK_K=64", NULL,
+       8, 2},
+      /* two ring loops (causal) with two consumer warpgroups: persistent, only one of them rotated */
+      {"examples/attention/attention.fa", "attn_fwd", "d_head=128 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64", NULL, 8,
+       2},
+      {"examples/attention/attention.fa", "attn_bwd_dq", "d_head=64 is_causal=False T=f16 BLOCK_Q=128 BLOCK_K=128", NULL,
+       8, 2},
+  };
+  for (size_t c = 0; c < sizeof hopper_cases / sizeof *hopper_cases; c++) {
+    int group = njobs;
+    for (int pl = FA_PIPELINE_CP_ASYNC; pl < FA_PIPELINE_COUNT && njobs < cap; pl++) {
+      Job *j = &jobs[njobs++];
+      j->file = hopper_cases[c].file;
+      j->assume = hopper_cases[c].assume;
+      j->defines = hopper_cases[c].defines;
+      j->kernel = hopper_cases[c].kernel;
+      j->dtype = "";
+      j->warps = hopper_cases[c].warps;
+      j->stages = hopper_cases[c].stages;
+      j->pipeline = pl;
+      j->baseline = pl == FA_PIPELINE_CP_ASYNC ? -1 : njobs - 1 - (pl - FA_PIPELINE_CP_ASYNC);
+      j->arch = "sm_90a";
+    }
+    /* the last pipeline, persistent */
+    if (njobs < cap && njobs - group == FA_PIPELINE_COUNT - 1) {
+      Job *j = &jobs[njobs];
+      *j = jobs[njobs - 1];
+      j->schedule = FA_SCHEDULE_PERSISTENT;
+      j->baseline = njobs - 1;
+      njobs++;
+    }
+  }
   printf("%d compiles (%s sweep) on %d threads\n", njobs,
          full ? "full" : space ? "every configuration" : "quick; FADSL_SWEEP=space or FADSL_FULL_SWEEP=1 for more",
          nthreads);
   fflush(stdout);
-  Sweep s = {path, api, jobs, njobs, 0, PTHREAD_MUTEX_INITIALIZER};
+  Sweep s = {path, srcdir, api, jobs, njobs, 0, PTHREAD_MUTEX_INITIALIZER};
   pthread_t th[64];
   if (nthreads > 64)
     nthreads = 64;
@@ -347,8 +546,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < njobs; i++) {
     if (!jobs[i].ok)
       failed++;
-    free(jobs[i].error);
   }
+  failed += hopper_verdicts(jobs + hopper_first, njobs - hopper_first, hopper_first);
+  for (int i = 0; i < njobs; i++)
+    free(jobs[i].error);
   printf("%d of %d compiles succeeded in %.0f s\n", njobs - failed, njobs, now() - t0);
   free(jobs);
   free(configs);

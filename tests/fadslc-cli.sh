@@ -84,7 +84,9 @@ check 0 '^arg b: \*f16 aligned to 16 bytes (assumed)$' - --emit=plan --kernel ma
 if "$fadslc" --list "$attention" > "$dir/list" 2> "$dir/err"; then
   cat > "$dir/want" <<'LIST'
 helper attention_core.fwd_tiles_ok
+helper attention_core.dkdv_acc_regs
 helper attention_core.dkdv_tiles_ok
+helper attention_core.bwd_tiles_ok
 helper attention_core.dq_tiles_ok
 helper attention_core.no_score
 helper attention_core.no_score_grad
@@ -114,10 +116,17 @@ helper attention_core.attn_bwd_dkdv_program
 helper attention_core.attn_bwd_dkdv_inner
 helper attention_core.attn_bwd_dq_program
 helper attention_core.attn_bwd_dq_inner
+helper attention_core.attn_bwd_prep_program
+helper attention_core.attn_bwd_program
+helper attention_core.attn_bwd_inner
+helper attention_core.attn_bwd_dq_convert_program
 kernel attn_fwd
 kernel attn_bwd_d
 kernel attn_bwd_dkdv
 kernel attn_bwd_dq
+kernel attn_bwd_prep
+kernel attn_bwd
+kernel attn_bwd_dq_convert
 problem attention
 LIST
   if cmp -s "$dir/list" "$dir/want"; then echo "ok: fadslc --list attention.fa"

@@ -21,7 +21,33 @@
 #   FADSL_GPU_WRAPPER="..."    run every GPU command under this prefix, e.g.
 #                              "compute-sanitizer --tool memcheck" (with the
 #                              installed tools or after libtool --mode=execute)
+#   FADSL_GPU_PIPELINES="..."  the pipeline choices to run it with, one run each
+#                              (default: all, cp_async tma tma_async tma_ws tma_ws_pp);
+#                              FADSL_PIPELINE=X runs once with X
+#   FADSL_GPU_SCHEDULES="..."  the schedules each pipeline runs with (default:
+#                              grid persistent); FADSL_SCHEDULE=X runs with X only
 set -u
+
+# ---- one run per pipeline choice (how loads feeding products are pipelined)
+#      and schedule (one thread block per program, or persistent) ----
+if [ -z "${FADSL_PIPELINE:-}" ] || [ -z "${FADSL_SCHEDULE:-}" ]; then
+  failed=""
+  for s in ${FADSL_SCHEDULE:-${FADSL_GPU_SCHEDULES:-grid persistent}}; do
+    for p in ${FADSL_PIPELINE:-${FADSL_GPU_PIPELINES:-cp_async tma tma_async tma_ws tma_ws_pp}}; do
+      echo "==== FADSL_PIPELINE=$p FADSL_SCHEDULE=$s"
+      FADSL_PIPELINE=$p FADSL_SCHEDULE=$s sh "$0" "$@"
+      st=$?
+      [ "$st" -eq 77 ] && exit 77
+      [ "$st" -ne 0 ] && failed="$failed $p/$s"
+    done
+  done
+  if [ -n "$failed" ]; then
+    echo "FAIL: attention on the GPU failed with (FADSL_PIPELINE/FADSL_SCHEDULE) =$failed"
+    exit 1
+  fi
+  exit 0
+fi
+echo "pipeline $FADSL_PIPELINE, schedule $FADSL_SCHEDULE"
 attn=${FADSL_ATTN:-$(pwd)/examples/attention/fadsl-attn}
 run=${FADSL_RUN:-$(pwd)/tools/fadsl-run}
 srcdir=${srcdir:-.}

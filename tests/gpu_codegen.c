@@ -40,6 +40,7 @@ typedef struct Case {
 } Case;
 
 #define CG "tests/gpu/codegen.fa"
+#define HOP "tests/gpu/hopper.fa"
 #define ATT "examples/attention/attention.fa"
 #define MM "examples/matmul/matmul.fa"
 
@@ -130,6 +131,16 @@ static const Case cases[] = {
     {CG, "shapes", "T=f32 BM=16 BN=64 BK=16", "", 4, 2, "a=-1:1 b=-1:1", 1e-5, 1e-5},
     /* device_print (the lines go to standard output) */
     {CG, "printer", "", "", 1, 2, "x=-100:100", 0, 0},
+    /* views the Hopper pipelines copy with the bulk copy engine (with
+       FADSL_PIPELINE=tma or later on sm_90a): K and N blocks reaching past
+       the matrices (zero and NaN fill), a [B, H, N, D] tensor's merged outer
+       coordinate and its transposed view */
+    {HOP, "kmm", "K=200 N=96 T=f16 BM=128 BN=64 BK=64 NAN_PAD=False", "M=300", 4, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
+    {HOP, "kmm", "K=200 N=96 T=bf16 BM=64 BN=64 BK=32 NAN_PAD=False", "M=70", 4, 3, "a=-1:1 b=-1:1", 1e-2, 1e-2},
+    {HOP, "kmm", "K=256 N=128 T=f16 BM=128 BN=128 BK=64 NAN_PAD=True", "M=130", 8, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
+    {HOP, "kmm", "K=200 N=64 T=f16 BM=64 BN=64 BK=64 NAN_PAD=True", "M=64", 4, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
+    {HOP, "heads", "D=64 T=f16 BN=128 BK=64", "B=2 H=3 N=200", 4, 2, "x=-0.5:0.5 v=-1:1", 2e-3, 2e-3},
+    {HOP, "heads", "D=128 T=bf16 BN=64 BK=32", "B=1 H=2 N=77", 4, 3, "x=-0.5:0.5 v=-1:1", 1e-2, 1e-2},
     /* the Triton-style matmul with runtime sizes: multiples of 16 (launches
        specialise on them: 16-byte cp.async pipelines) and odd sizes (scalar
        loads), default and small tiles */
@@ -288,7 +299,7 @@ static IrKernel *specialise_case(FaCompiler *fc, const char *path, const Case *c
       (*nb)++;
     }
   }
-  FaLaunchConfig cfg = {c->warps, c->stages};
+  FaLaunchConfig cfg = {.warps = c->warps, .stages = c->stages};
   return fa_specialize(fc, p, ki, binds, *nb, cfg);
 }
 
@@ -457,8 +468,17 @@ static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
              den > 0 ? sqrt(num / den) : 0.0);
     }
   }
-  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared)\n", failed ? "FAIL" : "ok  ", label,
-         info.registers, info.spill_bytes, info.shared_bytes);
+  /* which pipeline the code took: bulk copies and producer warps are plan
+     decisions, so a case that should exercise them says whether it did */
+  int copies = 0;
+  for (const char *t = info.cuda_source; t && (t = strstr(t, "fa::tma_load<")); t++)
+    copies++;
+  const char *pipeline = getenv("FADSL_PIPELINE");
+  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared; pipeline %s, %d bulk-copy sites%s%s)\n",
+         failed ? "FAIL" : "ok  ", label, info.registers, info.spill_bytes, info.shared_bytes,
+         pipeline && *pipeline ? pipeline : "cp_async", copies,
+         info.cuda_source && strstr(info.cuda_source, "setmaxnreg") ? ", a producer warpgroup" : "",
+         info.cuda_source && strstr(info.cuda_source, "for (unsigned fa_tile") ? ", persistent" : "");
 done:
   for (int i = 0; i < nbufs; i++) {
     if (bufs[i].dev)

@@ -5,8 +5,11 @@
  * Device memory is host memory; modules must be CUDA ELF files and contain
  * the entry name asked for; a launch runs nothing but is recorded (grid,
  * block, shared memory, the first 8 bytes of each parameter) for the test to
- * inspect through fake_cuda_*().  FAKE_CUDA_CC (e.g. 86), FAKE_CUDA_DEVICES
- * and FAKE_CUDA_INIT_ERROR shape the device the runtime sees. */
+ * inspect through fake_cuda_*(); so is every tensor map encoded (its
+ * dimensions, strides, box, swizzle and fill, fake_cuda_tensor_map()).
+ * FAKE_CUDA_CC (e.g. 86), FAKE_CUDA_DEVICES and FAKE_CUDA_INIT_ERROR shape
+ * the device the runtime sees (132 multiprocessors); the occupancy query
+ * answers FAKE_CUDA_OCCUPANCY (2) thread blocks per multiprocessor. */
 #include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,15 @@ static unsigned last_grid[3], last_block[3], last_shared;
 static uint64_t last_params[MAX_PARAMS];
 static int max_dynamic_shared, tensor_maps;
 static char last_entry[256];
+
+/* The arguments of the tensor maps encoded, the latest MAX_MAPS kept. */
+enum { MAX_MAPS = 16 };
+typedef struct FakeTensorMap {
+  int dtype, rank, swizzle, oob;
+  uint64_t addr, dims[5], strides[5];
+  unsigned box[5];
+} FakeTensorMap;
+static FakeTensorMap maps[MAX_MAPS];
 
 static int env_int(const char *name, int dflt) {
   const char *v = getenv(name);
@@ -138,6 +150,14 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
   return CUDA_SUCCESS;
 }
 
+FAKE_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int threads, size_t shared) {
+  (void)f;
+  (void)shared;
+  if (threads <= 0 || threads > 1024) return CUDA_ERROR_INVALID_VALUE;
+  *n = env_int("FAKE_CUDA_OCCUPANCY", 2);
+  return CUDA_SUCCESS;
+}
+
 FAKE_API CUresult cuMemAlloc(CUdeviceptr *p, size_t n) {
   for (int i = 0; i < MAX_ALLOCS; i++)
     if (!allocs[i].base) {
@@ -180,8 +200,23 @@ FAKE_API CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, 
                                          const cuuint64_t *dim, const cuuint64_t *stride, const cuuint32_t *box,
                                          const cuuint32_t *estride, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
                                          CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
-  (void)t; (void)dim; (void)stride; (void)box; (void)estride; (void)il; (void)sw; (void)l2; (void)oob;
+  (void)il; (void)l2;
   if (rank < 1 || rank > 5 || ((uintptr_t)addr & 15)) return CUDA_ERROR_INVALID_VALUE;
+  for (cuuint32_t i = 0; i < rank; i++)
+    if (estride[i] != 1 || box[i] < 1 || box[i] > 256 || dim[i] == 0 || (i > 0 && stride[i - 1] % 16))
+      return CUDA_ERROR_INVALID_VALUE;
+  FakeTensorMap *f = &maps[tensor_maps % MAX_MAPS];
+  memset(f, 0, sizeof *f);
+  f->dtype = (int)t;
+  f->rank = (int)rank;
+  f->swizzle = (int)sw;
+  f->oob = (int)oob;
+  f->addr = (uint64_t)(uintptr_t)addr;
+  for (cuuint32_t i = 0; i < rank; i++) {
+    f->dims[i] = dim[i];
+    f->box[i] = box[i];
+    if (i > 0) f->strides[i - 1] = stride[i - 1];
+  }
   memset(m, 0, sizeof *m);
   memcpy(m, &addr, sizeof addr);
   tensor_maps++;
@@ -193,6 +228,22 @@ FAKE_API int fake_cuda_launches(void) { return launches; }
 FAKE_API int fake_cuda_context_depth(void) { return ctx_depth; }
 FAKE_API int fake_cuda_max_dynamic_shared(void) { return max_dynamic_shared; }
 FAKE_API int fake_cuda_tensor_maps(void) { return tensor_maps; }
+/* Tensor map i (0: the first encoded; only the latest MAX_MAPS are kept):
+ * dims, strides (rank - 1 of them, bytes) and box innermost first, as the
+ * driver takes them.  Returns its rank, 0 when it is not kept. */
+FAKE_API int fake_cuda_tensor_map(int i, uint64_t *addr, uint64_t dims[5], uint64_t strides[5], unsigned box[5],
+                                  int *swizzle, int *oob, int *dtype) {
+  if (i < 0 || i >= tensor_maps || i < tensor_maps - MAX_MAPS) return 0;
+  const FakeTensorMap *f = &maps[i % MAX_MAPS];
+  *addr = f->addr;
+  memcpy(dims, f->dims, sizeof f->dims);
+  memcpy(strides, f->strides, sizeof f->strides);
+  memcpy(box, f->box, sizeof f->box);
+  *swizzle = f->swizzle;
+  *oob = f->oob;
+  *dtype = f->dtype;
+  return f->rank;
+}
 FAKE_API const char *fake_cuda_last_launch(unsigned grid[3], unsigned block[3], unsigned *shared,
                                            uint64_t *params, int *nparams) {
   memcpy(grid, last_grid, sizeof last_grid);

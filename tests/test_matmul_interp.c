@@ -72,7 +72,7 @@ static bool run_case(const FaProgram *p, FaCompiler *fc, const Case *c) {
                     {"BLOCK_K", {CK_INT, c->bk ? c->bk : 64, 0, DT_VOID, NULL}},
                     {"GROUP_M", {CK_INT, 8, 0, DT_VOID, NULL}}};
   int nb = 5;
-  FaLaunchConfig cfg = {8, 3};
+  FaLaunchConfig cfg = {.warps = 8, .stages = 3};
   IrKernel *ir = fa_specialize(fc, p, k, b, nb, cfg);
   if (!ir) {
     fprintf(stderr, "%s", fc->diag.text.data ? fc->diag.text.data : "specialisation failed\n");

@@ -54,7 +54,7 @@ FA_DEV void dot_fma(Acc (&c)[LC::nregs], const T (&a)[LA::nregs], const T (&b)[L
 #pragma unroll
   for (int e = 0; e < LB::nregs; ++e)
     sb[tb | LB::reg_offset(e)] = b[e];
-  __syncthreads();
+  sync_compute();
   const int tc = LC::thread_offset(lane, warp);
 #pragma unroll
   for (int e = 0; e < LC::nregs; ++e) {
@@ -64,7 +64,7 @@ FA_DEV void dot_fma(Acc (&c)[LC::nregs], const T (&a)[LA::nregs], const T (&b)[L
       acc = acc + convert<Acc>(sa[m * K + k]) * convert<Acc>(sb[k * N + n]);
     c[e] = acc;
   }
-  __syncthreads();
+  sync_compute();
 }
 
 /* ---- shared memory ------------------------------------------------------------------------ */

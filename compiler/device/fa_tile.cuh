@@ -22,6 +22,20 @@
 
 namespace fa {
 
+/* The barrier that library routines (conversions and reductions through
+ * shared memory, FMA products, the emitted code's tile writes) use among
+ * the threads that compute.  Where a kernel has a producer warpgroup that
+ * never reaches these, it defines FA_COMPUTE_THREADS (the compute threads,
+ * warps 0 .. n-1) before including the library, and they synchronise on
+ * named barrier 1 instead of __syncthreads' barrier 0. */
+FA_DEV void sync_compute() {
+#ifdef FA_COMPUTE_THREADS
+  asm volatile("bar.sync 1, %0;" ::"n"(FA_COMPUTE_THREADS) : "memory");
+#else
+  __syncthreads();
+#endif
+}
+
 /* ---- bit lists ---------------------------------------------------------------------- */
 
 /* Bits<p0, p1, ...>: bit i of an index selects flat-index bit p_i (none if p_i < 0). */
@@ -111,12 +125,12 @@ FA_DEV void convert(T (&dst)[LD::nregs], const T (&src)[LS::nregs], int lane, in
 #pragma unroll
   for (int e = 0; e < LS::nregs; ++e)
     buf[ts | LS::reg_offset(e)] = src[e];
-  __syncthreads();
+  sync_compute();
   const int td = LD::thread_offset(lane, warp);
 #pragma unroll
   for (int e = 0; e < LD::nregs; ++e)
     dst[e] = buf[td | LD::reg_offset(e)];
-  __syncthreads();
+  sync_compute();
 }
 
 /* ---- warp shuffles ------------------------------------------------------------------------------ */
@@ -190,7 +204,7 @@ FA_DEV void reduce(T (&dst)[ND], const T (&src)[NS], int lane, int warp, void *s
 #pragma unroll
     for (int r = 0; r < ND; ++r)
       buf[(warp * 32 + lane) * ND + r] = dst[r];
-    __syncthreads();
+    sync_compute();
     const int base = warp & ~WARP_MASK;
 #pragma unroll
     for (int r = 0; r < ND; ++r) {
@@ -200,7 +214,7 @@ FA_DEV void reduce(T (&dst)[ND], const T (&src)[NS], int lane, int warp, void *s
         acc = Op::apply(acc, buf[((base | deposit(k, WARP_MASK)) * 32 + lane) * ND + r]);
       dst[r] = acc;
     }
-    __syncthreads();
+    sync_compute();
   }
 }
 
@@ -581,6 +595,45 @@ FA_DEV void red_block(const BlockPtr<T, R> &p, const T (&src)[L::nregs], int tof
     else
       red_add(p.base + off, src[g]);
   }
+}
+
+/* ---- persistent kernels: which program a thread block runs next ----------------------------------------------- */
+
+/* A persistent kernel's thread block b runs the programs t = b, b + G,
+ * b + 2G, ... (G thread blocks) of an order over the grid (gx, gy, gz) of
+ * programs; tile_coords gives program t's ids.  AXIS < 0: the hardware's
+ * order, x fastest.  Else longest first along AXIS (DESCENDING: from the
+ * largest id down), in groups of GROUP programs along the other two axes
+ * (flattened, the lower one fastest): the group's programs at the first id
+ * along AXIS, then at the next, ...; then the next group.  Every t below
+ * gx * gy * gz maps to one program and back. */
+struct TileId {
+  unsigned v[3];
+};
+
+template <int AXIS, bool DESCENDING, int GROUP>
+FA_DEV TileId tile_coords(unsigned t, unsigned gx, unsigned gy, unsigned gz) {
+  TileId r;
+  if constexpr (AXIS < 0) {
+    r.v[0] = t % gx;
+    t /= gx;
+    r.v[1] = t % gy;
+    r.v[2] = t / gy;
+  } else {
+    static_assert(AXIS < 3 && GROUP >= 1, "tile_coords: AXIS is 0, 1 or 2");
+    const unsigned g[3] = {gx, gy, gz};
+    constexpr int A1 = AXIS == 0 ? 1 : 0, A2 = AXIS == 2 ? 1 : 2; /* the other axes, lower first */
+    const unsigned along = g[AXIS], others = g[A1] * g[A2];
+    const unsigned group = t / (along * (unsigned)GROUP);  /* which group of other programs */
+    const unsigned first = group * (unsigned)GROUP;
+    const unsigned width = others - first < (unsigned)GROUP ? others - first : (unsigned)GROUP;
+    const unsigned in = t - group * along * (unsigned)GROUP; /* < along * width */
+    const unsigned a = in / width, o = first + in % width;
+    r.v[AXIS] = DESCENDING ? along - 1 - a : a;
+    r.v[A1] = o % g[A1];
+    r.v[A2] = o / g[A1];
+  }
+  return r;
 }
 
 /* ---- device-side assertions ----------------------------------------------------------------------------------- */

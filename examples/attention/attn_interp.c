@@ -135,7 +135,7 @@ static bool run_kernel(FaAttnRunner *r, const char *kernel, const FaBinding *con
     for (int p = 0; p < k->nparams; p++)
       if (k->params[p].kind == PARAM_CONSTEXPR && !strcmp(k->params[p].name, consts[i].name))
         binds[nb++] = consts[i];
-  FaLaunchConfig cfg = {4, 2};
+  FaLaunchConfig cfg = {.warps = 4, .stages = 2};
   IrKernel *ik = fa_specialize(fc, r->prog, k, binds, nb, cfg);
   if (!ik)
     return false;
