@@ -735,11 +735,16 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
                       "cuTensorMapEncodeTiled (it needs CUDA 12 or newer); FADSL_PIPELINE=cp_async "
                       "compiles the kernel without it",
                       k->info->name, ip->name);
+  /* the driver encodes only with a context current (CUDA_ERROR_INVALID_CONTEXT
+     otherwise) */
+  st = fa_rt_enter(ctx, NULL);
+  if (st != FADSL_SUCCESS) return st;
   CUresult r = d->cuTensorMapEncodeTiled(
       map, dt, (cuuint32_t)rank, (void *)(uintptr_t)ptr, gdim, gstride, box, estride,
       CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
       arg->nan_fill ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
                     : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  fa_rt_leave(ctx);
   if (r != CUDA_SUCCESS) {
     char what[160];
     snprintf(what, sizeof what, "cuTensorMapEncodeTiled for '%s' of kernel '%s'", ip->name,

@@ -201,6 +201,7 @@ FAKE_API CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, 
                                          const cuuint32_t *estride, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
                                          CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
   (void)il; (void)l2;
+  if (ctx_depth <= 0) return CUDA_ERROR_INVALID_CONTEXT;   /* as the real driver: it needs a current context */
   if (rank < 1 || rank > 5 || ((uintptr_t)addr & 15)) return CUDA_ERROR_INVALID_VALUE;
   for (cuuint32_t i = 0; i < rank; i++)
     if (estride[i] != 1 || box[i] < 1 || box[i] > 256 || dim[i] == 0 || (i > 0 && stride[i - 1] % 16))
