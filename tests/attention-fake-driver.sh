@@ -48,7 +48,7 @@ for k in attn_bwd_d attn_bwd_dkdv attn_bwd_dq; do
   has "$dir/out2" "  $k " "--deterministic: $k launched and its config printed"
 done
 has "$dir/out2" "deterministic: attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq" "--deterministic names its kernels"
-has "$dir/out" "n_groups=3 d_head=32 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=32 warps=4 stages=2 (default)" \
+has "$dir/out" "n_groups=3 d_head=32 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=2 (default)" \
   "attn_fwd: GQA 3:1, the default config"
 has "$dir/out" "o   ||out - ref|| / max(||ref||, ||ref_rss||) = nan  (14784 NaN/inf values in the output)" \
   "poisoned O is caught"
@@ -92,7 +92,7 @@ fa=$srcdir/examples/attention/attention.fa
   --arg t_q="$dir/in_q.npy" --arg t_k="$dir/in_k.npy" --arg t_v="$dir/in_v.npy" --arg sm_scale=0.125 \
   --arg n_zh=4 --arg q_seq_len=100 --arg kv_seq_len=100 --arg t_o="$dir/in_q.npy" --out t_o="$dir/o2.npy" \
   --out t_lse="$dir/lse2.npy" > "$dir/out" 2>&1 || { fail "fadsl-run --gpu attn_fwd"; cat "$dir/out"; }
-has "$dir/out" "attn_fwd on sm_90a [n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK_Q=128 BLOCK_K=32] warps=4 stages=2 (default)" \
+has "$dir/out" "attn_fwd on sm_90a [n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK_Q=128 BLOCK_K=64] warps=8 stages=2 (default)" \
   "fadsl-run --gpu prints the launch"
 r=$($relerr "$dir/o2.npy" "$dir/in_q.npy")
 [ "$r" = "0.000e+00 0 51200" ] && echo "ok: an --arg buffer makes the round trip ($r)" || fail "o2.npy vs q: $r"

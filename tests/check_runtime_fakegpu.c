@@ -800,7 +800,7 @@ START_TEST(test_attention_persistent) {
     fadsl_args_set_int(a, "BLOCK_Q", BQ);
     fadsl_args_set_int(a, "BLOCK_K", BK);
     fadsl_args_set_config(a, 4, 2);
-    if (pass == 2) setenv("FADSL_PIPELINE", "tma", 1);
+    setenv("FADSL_PIPELINE", pass == 2 ? "tma" : "cp_async", 1);
     FaDriverApi *drv = (FaDriverApi *)ctx->drv;
     void *saved = drv ? (void *)drv->cuOccupancyMaxActiveBlocksPerMultiprocessor : NULL;
     if (pass == 3 && drv) drv->cuOccupancyMaxActiveBlocksPerMultiprocessor = NULL;
