@@ -8,9 +8,9 @@
 # record per shape to OUT.jsonl (replacing it).  Each record has provider
 # "fadsl", B, H, KVH, N, D, causal, dtype, the config of every kernel and
 # where it came from, fwd/bwd ms and TFLOP/s (4*B*H*N*N*D, x0.5 causal, x2.5
-# backward) of the fused backward pass (bwd_mode "fused"; with the extra
-# option --deterministic the deterministic one), the other backward pass's
-# beside it (bwd_deterministic_ms / _tflops, or bwd_fused_*), the device
+# backward) of the deterministic backward pass (bwd_mode "deterministic";
+# with the extra option --fused the fused one), the other backward pass's
+# beside it (bwd_fused_ms / _tflops, or bwd_deterministic_*), the device
 # memory used and, unless FADSL_BENCH_CHECK=0, the errors against float64
 # (on a stated subset of heads and rows).
 # Extra options go to every fadsl-attn run (e.g. --block-q 128 --block-k 64).
@@ -22,8 +22,8 @@
 # default, one thread block per program) or persistent (thread blocks
 # looping over the programs, the longest first); records say "schedule".
 # FADSL_BENCH_TUNE=1 first tunes every shape with fadsl-tune (each kernel of
-# attention.fa at that shape's sizes, those of the fused backward pass and,
-# with --size deterministic=True, of the deterministic one, into the database
+# attention.fa at that shape's sizes, those of the deterministic backward pass
+# and, with --size deterministic=False, of the fused one, into the database
 # libfadsl reads: FADSL_TUNE_DB, else the cache root's tune.json), so the
 # records show the tuned configurations; the tuner's output goes to
 # OUT.jsonl.tune.log.
@@ -66,8 +66,8 @@ bench() {   # B H N D causal|full
   if [ "${FADSL_BENCH_TUNE:-0}" = 1 ]; then
     tc=False
     [ "$5" = causal ] && tc=True
-    # every kernel of the fused pass, then the deterministic pass's two tunable ones
-    for only in "" "--size deterministic=True --kernel attn_bwd_dkdv" "--size deterministic=True --kernel attn_bwd_dq"; do
+    # every kernel of the default (deterministic) pass, then the fused pass's tunable one
+    for only in "" "--size deterministic=False --kernel attn_bwd"; do
       if ! "$tune" "$srcdir/examples/attention/attention.fa" --size B="$1" --size H="$2" --size KVH="$2" \
           --size N="$3" --size D="$4" --size causal=$tc --size T=f16 $only >> "$out.tune.log" 2>&1; then
         echo "run-attention: tuning B=$1 H=$2 N=$3 D=$4 $5 ($only) FAILED (see $out.tune.log)" >&2

@@ -37,17 +37,20 @@ if grep -q "NVRTC not available" "$dir/out"; then
 fi
 [ "$status" -eq 1 ] && echo "ok: kernels that did not run fail --check (status 1)" || fail "status $status, want 1"
 has "$dir/out" "GPU 0: Fake GPU" "the device is named"
-# the backward pass is the fused one by default, the other with --deterministic
-for k in attn_fwd attn_bwd_prep attn_bwd attn_bwd_dq_convert; do
+# the backward pass is the deterministic one by default, the other with --fused
+for k in attn_fwd attn_bwd_d attn_bwd_dkdv attn_bwd_dq; do
   has "$dir/out" "  $k " "$k launched and its config printed"
 done
-has "$dir/out" "fused: attn_bwd_prep + attn_bwd + attn_bwd_dq_convert" "the fused backward pass by default"
-"$attn" --gpu --shape 1,6,2,77,32 --causal --backward --check --seed 1 --deterministic > "$dir/out2" 2>&1
-[ $? -eq 1 ] && echo "ok: --deterministic: kernels that did not run fail --check" || fail "--deterministic status"
-for k in attn_bwd_d attn_bwd_dkdv attn_bwd_dq; do
-  has "$dir/out2" "  $k " "--deterministic: $k launched and its config printed"
+has "$dir/out" "deterministic: attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq" "the deterministic backward pass by default"
+"$attn" --gpu --shape 1,6,2,77,32 --causal --backward --check --seed 1 --fused > "$dir/out2" 2>&1
+[ $? -eq 1 ] && echo "ok: --fused: kernels that did not run fail --check" || fail "--fused status"
+for k in attn_bwd_prep attn_bwd attn_bwd_dq_convert; do
+  has "$dir/out2" "  $k " "--fused: $k launched and its config printed"
 done
-has "$dir/out2" "deterministic: attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq" "--deterministic names its kernels"
+has "$dir/out2" "fused: attn_bwd_prep + attn_bwd + attn_bwd_dq_convert" "--fused names its kernels"
+"$attn" --gpu --shape 1,6,2,77,32 --causal --backward --fused --deterministic > "$dir/out3" 2>&1
+[ $? -eq 2 ] && grep -q "give one" "$dir/out3" && echo "ok: --fused with --deterministic is refused" ||
+  { fail "--fused --deterministic"; cat "$dir/out3"; }
 has "$dir/out" "n_groups=3 d_head=32 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=2 (default)" \
   "attn_fwd: GQA 3:1, the default config"
 has "$dir/out" "o   ||out - ref|| / max(||ref||, ||ref_rss||) = nan  (14784 NaN/inf values in the output)" \
@@ -55,7 +58,7 @@ has "$dir/out" "o   ||out - ref|| / max(||ref||, ||ref_rss||) = nan  (14784 NaN/
 has "$dir/out" "dv  ||out - ref|| / max(||ref||, ||ref_rss||) = nan  (4928 NaN/inf values in the output)" \
   "poisoned dV is caught"
 
-"$attn" --gpu --shape 2,4,2,100,64 --dtype bf16 --backward --block-q 128 --block-k 64 --warps 8 --stages 3 \
+"$attn" --gpu --shape 2,4,2,100,64 --dtype bf16 --backward --fused --block-q 128 --block-k 64 --warps 8 --stages 3 \
   --save-inputs "$dir/in_" --o "$dir/o.npy" > "$dir/out" 2>&1
 has "$dir/out" "T=bf16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=3 (explicit)" "a forced config is explicit"
 has "$dir/out" "attn_bwd       n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=128" \
@@ -75,14 +78,14 @@ has "$dir/b.jsonl" '"fwd_ms": 1.5' "the JSON record has the time"
 # the backward benchmark times both passes (the kernels are in the cache from above)
 "$attn" --gpu --shape 1,6,2,77,32 --causal --bench --iters 3 --min-ms 1 --json "$dir/b2.jsonl" --seed 1 \
   > "$dir/out" 2>&1 || { fail "--bench with the backward pass"; cat "$dir/out"; }
-has "$dir/out" "median of 3 runs; fused: attn_bwd_prep + attn_bwd + attn_bwd_dq_convert" "--bench times the fused pass"
-has "$dir/out" "median of 3 runs; deterministic: attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq" "... and the deterministic one"
-has "$dir/b2.jsonl" '"bwd_mode": "fused"' "the JSON record names the pass"
-has "$dir/b2.jsonl" '"bwd_deterministic_ms": 1.5' "the JSON record has the deterministic pass's time"
+has "$dir/out" "median of 3 runs; deterministic: attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq" "--bench times the deterministic pass"
+has "$dir/out" "median of 3 runs; fused: attn_bwd_prep + attn_bwd + attn_bwd_dq_convert" "... and the fused one"
+has "$dir/b2.jsonl" '"bwd_mode": "deterministic"' "the JSON record names the pass"
+has "$dir/b2.jsonl" '"bwd_fused_ms": 1.5' "the JSON record has the fused pass's time"
 "$attn" --gpu --shape 1,6,2,77,32 --causal --bench --iters 3 --min-ms 1 --json "$dir/b3.jsonl" --seed 1 \
-  --deterministic > "$dir/out" 2>&1 || { fail "--bench --deterministic"; cat "$dir/out"; }
-has "$dir/b3.jsonl" '"bwd_mode": "deterministic"' "--deterministic: the JSON record names the pass"
-has "$dir/b3.jsonl" '"bwd_fused_ms": 1.5' "--deterministic: the fused pass's time beside it"
+  --fused > "$dir/out" 2>&1 || { fail "--bench --fused"; cat "$dir/out"; }
+has "$dir/b3.jsonl" '"bwd_mode": "fused"' "--fused: the JSON record names the pass"
+has "$dir/b3.jsonl" '"bwd_deterministic_ms": 1.5' "--fused: the deterministic pass's time beside it"
 
 # fadsl-run --gpu: an input buffer goes to the device and comes back unchanged
 # (nothing ran); a buffer made for --out comes back zero-filled (NaN with

@@ -42,8 +42,13 @@ if grep -q "NVRTC not available" "$dir/out"; then
   echo "SKIP: no NVRTC here"; grep "NVRTC" "$dir/out"; exit 77
 fi
 [ "$status" -eq 1 ] && echo "ok: kernels that did not run fail --check (status 1)" || fail "status $status, want 1"
-for k in attn_fwd attn_bwd_prep attn_bwd attn_bwd_dq_convert; do
+for k in attn_fwd attn_bwd_d attn_bwd_dkdv attn_bwd_dq; do
   has "$dir/out" "  $k " "$k of the variant program launched and its config printed"
+done
+"$attn" --gpu --shape 1,4,2,60,16 --window 8,0 --softcap 20 --alibi "$dir/s4.npy" --sinks "$dir/s4.npy" \
+  --dsinks "$dir/ds.npy" --cu-seqlens "$dir/cu.npy" --backward --fused --check --seed 1 > "$dir/out2" 2>&1
+for k in attn_bwd_prep attn_bwd attn_bwd_dq_convert; do
+  has "$dir/out2" "  $k " "--fused: $k of the variant program launched and its config printed"
 done
 has "$dir/out" "HAS_WINDOW=True HAS_SOFTCAP=True HAS_ALIBI=True HAS_SINKS=True VARLEN=True" \
   "the flags of every variant are on"

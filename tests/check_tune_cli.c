@@ -216,9 +216,9 @@ START_TEST(dry_run_attention_space) {
   ck_assert_str_eq(json_string_value(json_object_get(root, "mode")), "dry-run");
   Program p;
   program_load(&p, attention);
-  /* the problem's default launches: the forward pass and the fused backward
-     pass (the deterministic kernels with --size deterministic=True below) */
-  static const char *const launched[] = {"attn_fwd", "attn_bwd"};
+  /* the problem's default launches: the forward pass and the deterministic
+     backward pass (the fused one with --size deterministic=False below) */
+  static const char *const launched[] = {"attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"};
   int tunable = 0;
   for (size_t i = 0; i < sizeof launched / sizeof *launched; i++) {
     const FaKernelInfo *k = fa_program_kernel(p.prog, launched[i]);
@@ -236,8 +236,26 @@ START_TEST(dry_run_attention_space) {
     /* and the text output names each surviving point */
     ck_assert_ptr_nonnull(strstr(r.out, k->name));
   }
-  ck_assert_int_eq(tunable, 2);
+  ck_assert_int_eq(tunable, 3);
+  ck_assert_int_eq(json_array_size(json_object_get(root, "results")), 3);
+  fa_compiler_free(&p.fc);
+  json_decref(root);
+  result_free(&r);
+}
+END_TEST
+
+START_TEST(dry_run_fused_pass) {
+  Result r = tune("--dry-run --size deterministic=False --json - " FADSL_TOP_SRCDIR "/examples/attention/attention.fa");
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  json_error_t je;
+  json_t *root = json_loads(r.out, 0, &je);
+  ck_assert_msg(root != NULL, "stdout is not JSON: %s", je.text);
+  /* the forward pass and the fused pass's one tunable kernel */
   ck_assert_int_eq(json_array_size(json_object_get(root, "results")), 2);
+  Program p;
+  program_load(&p, attention);
+  check_space(result_for(root, "attn_fwd"), fa_program_kernel(p.prog, "attn_fwd"));
+  check_space(result_for(root, "attn_bwd"), fa_program_kernel(p.prog, "attn_bwd"));
   fa_compiler_free(&p.fc);
   json_decref(root);
   result_free(&r);
@@ -245,7 +263,7 @@ START_TEST(dry_run_attention_space) {
 END_TEST
 
 START_TEST(dry_run_size_override) {
-  Result r = tune("--dry-run --kernel attn_bwd_dkdv --size N=2048 --size causal=True --size D=128 --size deterministic=True --json - " FADSL_TOP_SRCDIR
+  Result r = tune("--dry-run --kernel attn_bwd_dkdv --size N=2048 --size causal=True --size D=128 --json - " FADSL_TOP_SRCDIR
                   "/examples/attention/attention.fa");
   ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
   json_error_t je;
@@ -474,6 +492,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, dry_run_attention_space);
   tcase_add_test(tc, dry_run_size_override);
+  tcase_add_test(tc, dry_run_fused_pass);
   tcase_add_test(tc, dry_run_prune_sees_runtime_arguments);
   tcase_add_test(tc, compile_only_small);
   tcase_add_test(tc, compile_only_attention_reduced);

@@ -11,8 +11,8 @@
 #     same .npy inputs and config (agreement within the dtype's bound), the
 #     deterministic backward kernels and the fused pass's attn_bwd and
 #     attn_bwd_dq_convert.
-# fadsl-attn runs its default backward pass (the fused one);
-# FADSL_ATTN_OPTIONS="--deterministic" runs every case with the other.
+# fadsl-attn runs its default backward pass (the deterministic one);
+# FADSL_ATTN_OPTIONS="--fused" runs every case with the other.
 # Exits 77 (skipped) where the runtime finds no GPU (fadsl-attn --gpu cannot
 # create a context on device 0); a failing case prints everything fadsl-attn
 # or fadsl-run said.

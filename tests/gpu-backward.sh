@@ -5,7 +5,7 @@
 #     odd lengths, Nq != Nkv, GQA 4:1 and 3:1, causal and not, one key,
 #     D 16 to 256, f16 and bf16, forced configurations, a long sequence; the
 #     fused pass with D computed in attn_bwd (--fuse-delta); variants with
-#     --deterministic (the fused pass is theirs in tests/gpu-variants.sh);
+#     --fused (the deterministic pass is theirs in tests/gpu-variants.sh);
 #  2. the deterministic pass bitwise the same across two runs (the dq, dk and
 #     dv .npy files compared byte for byte), and whether the fused pass's
 #     gradients differ between two runs (reported, not failed);
@@ -64,8 +64,8 @@ check() {
 }
 
 echo "== 1. both passes against float64"
-for mode in "" --deterministic; do
-  echo "-- backward: ${mode:-fused}"
+for mode in --fused --deterministic; do
+  echo "-- backward: ${mode#--}"
   check 1,2,2,1,16 f16 full $mode
   check 1,2,2,77,1,64 bf16 full $mode          # one key for 77 queries
   check 2,2,2,77,16 f16 causal $mode
@@ -89,9 +89,9 @@ done
 echo "-- the fused pass with D in attn_bwd"
 check 1,4,2,77,64 f16 causal --fuse-delta
 check 2,3,1,200,150,128 bf16 full --fuse-delta
-echo "-- variants, deterministic"
-check 1,4,2,300,64 f16 causal --window 64,0 --deterministic
-check 1,4,2,300,64 bf16 full --softcap 20 --deterministic
+echo "-- variants, fused"
+check 1,4,2,300,64 f16 causal --window 64,0 --fused
+check 1,4,2,300,64 bf16 full --softcap 20 --fused
 
 echo "== 2. bitwise reproducibility across two runs"
 # twice SHAPE DTYPE CAUSAL TAG OPTIONS: dq, dk, dv of two runs on the same
@@ -127,7 +127,7 @@ for shape in 2,8,2,1000,64 1,4,1,777,1234,128 1,2,2,513,256 1,12,12,4096,64; do
         fail "--deterministic $shape $causal: these differ between two runs:$differ"
       fi
     fi
-    twice "$shape" bf16 $causal fused && echo "note: fused $shape $causal: differing between two runs:${differ:- nothing}"
+    twice "$shape" bf16 $causal fused --fused && echo "note: fused $shape $causal: differing between two runs:${differ:- nothing}"
   done
 done
 
@@ -152,11 +152,11 @@ else
   run="$cs"
   [ -x ./libtool ] && run="./libtool --mode=execute $cs"
   for tool in memcheck racecheck; do
-    for mode in "" --deterministic; do
+    for mode in --fused --deterministic; do
       cases=$((cases + 1))
       if $run --tool $tool --error-exitcode 3 "$attn" --gpu --shape 1,4,2,200,64 --causal --backward --seed 2 $mode \
           > "$dir/out" 2>&1; then
-        echo "ok: $tool ${mode:-fused}: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$dir/out" | tail -n 1)"
+        echo "ok: $tool ${mode#--}: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$dir/out" | tail -n 1)"
       else
         fail "compute-sanitizer --tool $tool on the ${mode:-fused} backward pass:"
         tail -n 40 "$dir/out" | sed 's/^/    /'

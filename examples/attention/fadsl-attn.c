@@ -22,9 +22,9 @@
  * copied to device memory, outputs are filled with NaN before the kernels run
  * (so that an element a kernel does not write shows), and the configuration
  * of every kernel is printed with where it came from.  The backward pass is
- * the fused one (attn_bwd_prep + attn_bwd + attn_bwd_dq_convert, dQ added
- * with atomics) unless --deterministic asks for the bitwise-reproducible one
- * (attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq).  --bench times the forward pass
+ * the deterministic one (attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq, the same
+ * bits on every run) unless --fused asks for the fused one (attn_bwd_prep +
+ * attn_bwd + attn_bwd_dq_convert, dQ added with atomics).  --bench times the forward pass
  * and both backward passes with CUDA events.
  *
  * Variants (docs/variants.md) run attention_variants.fa (or --program, e.g.
@@ -63,7 +63,9 @@ enum { EXIT_ERRORS = 1, EXIT_USAGE = 2 };
 
 typedef struct Options {
   bool interpret, gpu, causal, check, backward, bench;
-  bool deterministic, fuse_delta;                     /* the backward pass: which one */
+  bool deterministic, fused, fuse_delta;              /* the backward pass: which one (--deterministic,
+                                                         --fused and --fuse-delta as given; after
+                                                         parse_options deterministic is the choice) */
   DType dtype;
   const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
   const char *alibi, *sinks, *dsinks, *cu_seqlens;   /* variants' files */
@@ -105,7 +107,8 @@ static void usage(FILE *f) {
         "  --backward           with --shape: a random dO too, and the backward pass\n"
         "  --deterministic      the backward pass that gives the same gradients to the bit on every run\n"
         "                       (attn_bwd_d, attn_bwd_dkdv, attn_bwd_dq: no atomics, the scores computed\n"
-        "                       twice); default: the fused pass (attn_bwd_prep, attn_bwd, attn_bwd_dq_convert:\n"
+        "                       twice); the default (on an H200 the faster one)\n"
+        "  --fused              the fused backward pass (attn_bwd_prep, attn_bwd, attn_bwd_dq_convert:\n"
         "                       the scores once, dQ summed with atomic additions in a varying order)\n"
         "  --fuse-delta         the fused pass with D = rowsum(dO * O) computed inside attn_bwd (plain\n"
         "                       attention; for measurements)\n"
@@ -231,6 +234,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->backward = true;
     } else if (!strcmp(a, "--deterministic")) {
       o->deterministic = true;
+    } else if (!strcmp(a, "--fused")) {
+      o->fused = true;
     } else if (!strcmp(a, "--fuse-delta")) {
       o->fuse_delta = true;
     } else if (!strcmp(a, "--bench")) {
@@ -335,8 +340,9 @@ static int parse_options(int argc, char **argv, Options *o) {
     if (!o->has_decode_shape && (!o->q || !o->k_cache || !o->v_cache || !o->block_table || !o->cache_seqlens))
       return usage_error("%s", "--decode needs --q, --k-cache, --v-cache, --block-table and --cache-seqlens, or "
                                "--decode-shape for random inputs");
-    if (o->deterministic || o->fuse_delta)
-      return usage_error("%s", "--deterministic and --fuse-delta choose the backward pass; --decode has none");
+    if (o->deterministic || o->fused || o->fuse_delta)
+      return usage_error("%s", "--deterministic, --fused and --fuse-delta choose the backward pass; --decode has "
+                               "none");
     if (o->has_decode_shape && (o->q || o->k_cache || o->v_cache || o->block_table || o->cache_seqlens))
       return usage_error("%s", "--decode-shape makes random inputs: give it without the input files");
     if (o->json && !o->bench)
@@ -370,17 +376,21 @@ static int parse_options(int argc, char **argv, Options *o) {
     return usage_error("%s", "--dsinks is the gradient of --sinks: give --sinks too");
   if (o->dsinks && !o->dO && !o->backward)
     return usage_error("%s", "--dsinks needs the backward pass (--do, or --backward with --shape)");
-  if ((o->deterministic || o->fuse_delta) && !o->dO && !o->backward)
-    return usage_error("%s", "--deterministic and --fuse-delta choose the backward pass: give --do (or --backward "
-                             "with --shape)");
-  if (o->deterministic && o->fuse_delta)
-    return usage_error("%s", "--fuse-delta is a form of the fused backward pass, not of --deterministic");
+  if ((o->deterministic || o->fused || o->fuse_delta) && !o->dO && !o->backward)
+    return usage_error("%s", "--deterministic, --fused and --fuse-delta choose the backward pass: give --do (or "
+                             "--backward with --shape)");
+  if (o->deterministic && (o->fused || o->fuse_delta))
+    return usage_error("%s", o->fused ? "--fused and --deterministic are the two backward passes: give one"
+                                      : "--fuse-delta is a form of the fused backward pass, not of --deterministic");
   if (o->fuse_delta && (o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens))
     return usage_error("%s", "--fuse-delta is for plain attention (no variant)");
   if (o->interpret && !o->block_q)
     o->block_q = o->block_k = 32;
   if (o->interpret && (o->block_q % o->block_k && o->block_k % o->block_q))
     return usage_error("%s", "--block-q and --block-k must divide one another");
+  /* the deterministic pass unless the fused one is asked for: on an H200 it
+     measured 1.5 to 1.8x the fused one (bench/results/2026-12-01-h200) */
+  o->deterministic = !(o->fused || o->fuse_delta);
   return 0;
 }
 

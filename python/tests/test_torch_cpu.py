@@ -83,8 +83,7 @@ def test_opcheck_custom_ops():
 @pytest.mark.parametrize("deterministic", [False, True, None])
 def test_deterministic_backward(deterministic, monkeypatch):
     """Both backward passes against float64; the deterministic one the same to
-    the bit on 1 and 3 interpreter threads; None follows
-    torch.use_deterministic_algorithms."""
+    the bit on 1 and 3 interpreter threads."""
     def grads(threads):
         monkeypatch.setenv("FADSL_THREADS", str(threads))
         q, k, v = _inputs(H=4, KVH=2, Nq=70, Nkv=45, D=32, seed=5)
@@ -99,16 +98,18 @@ def test_deterministic_backward(deterministic, monkeypatch):
         assert torch.equal(q.grad, q3.grad) and torch.equal(k.grad, k3.grad) and torch.equal(v.grad, v3.grad)
 
 
-def test_deterministic_follows_torch_switch():
+def test_deterministic_by_default():
+    """None is the deterministic pass, whatever torch's own switch says;
+    False asks for the fused one."""
     from fadsl._attention import resolve_deterministic
     q, _, _ = _inputs(grad=False)
     before = torch.are_deterministic_algorithms_enabled()
     try:
-        torch.use_deterministic_algorithms(True)
-        assert resolve_deterministic(None, q) is True
-        assert resolve_deterministic(False, q) is False
-        torch.use_deterministic_algorithms(False)
-        assert resolve_deterministic(None, q) is False
+        for switch in (True, False):
+            torch.use_deterministic_algorithms(switch)
+            assert resolve_deterministic(None, q) is True
+            assert resolve_deterministic(False, q) is False
+            assert resolve_deterministic(True, q) is True
     finally:
         torch.use_deterministic_algorithms(before)
 
