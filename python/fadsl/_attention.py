@@ -88,8 +88,8 @@ def _host_input(x):
 
 def resolve_deterministic(deterministic, q):
     """The backward pass's mode: the flag given, else (None) the deterministic
-    pass, which is also the faster one measured on an H200
-    (bench/results/2026-12-01-h200: 1.5 to 1.8x the fused pass)."""
+    pass, which is also the faster one measured on an H200 (1.45 to 1.9x the
+    fused pass at the default configurations, bench/results/2026-12-01-h200)."""
     del q  # the same rule for numpy arrays and torch tensors
     if deterministic is not None:
         return bool(deterministic)
