@@ -15,26 +15,15 @@ that occurs twice: the last one counts.  A missing value or a peer's "error" lea
 Needs matplotlib.
 """
 import argparse
-import json
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import load as load_records  # noqa: E402  (the records reader of bench/compare.py)
 
 PEER_COLORS = {"sdpa_cudnn": "0.25", "sdpa_flash": "0.6"}
 DTYPES = {"float16": "f16", "f16": "f16", "bfloat16": "bf16", "bf16": "bf16"}
-
-
-def load(path):
-    recs = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                recs.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                sys.exit(f"{path}:{n}: not a JSON record: {e}")
-    return recs
 
 
 def shape_key(r):
@@ -69,7 +58,7 @@ def collect(fadsl_path, peer_paths):
     """Returns the shapes in order, fadsl's records by label and shape, the peers' (fwd, bwd) TFLOP/s
     by provider and shape (only shapes fadsl measured), and the backward modes fadsl's records timed."""
     order, mine, modes = [], {}, set()
-    for r in load(fadsl_path):
+    for r in load_records([fadsl_path]):
         if r.get("provider", "fadsl") != "fadsl" or r.get("decode"):
             continue
         k = shape_key(r)
@@ -81,7 +70,7 @@ def collect(fadsl_path, peer_paths):
         modes.add(r.get("bwd_mode", "fused"))
     peers = {}
     for path in peer_paths:
-        for r in load(path):
+        for r in load_records([path]):
             p = r.get("provider")
             k = shape_key(r)
             if p and p != "fadsl" and k is not None and k in order and "error" not in r:
