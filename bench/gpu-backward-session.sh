@@ -5,9 +5,9 @@
 #   tests   tests/gpu-backward.sh (both passes against float64, bitwise
 #           reproducibility, block-pointer atomics, compute-sanitizer, the
 #           Python GPU tests) and tests/gpu-attention.sh with --fused
-#           (the quick set: the fused pass is its default already)
+#           (the quick set; the deterministic pass is its default)
 #   bench   bench/run-attention.sh (every standard shape and the trading day:
-#           the fused backward pass timed with the deterministic one beside it)
+#           the deterministic backward pass timed with the fused one beside it)
 #           into OUTDIR/attention.jsonl, then the GQA shape of cuDNN's
 #           benchmark (B=1, 64 query heads over 8, D=128, N=16k, bf16) and
 #           D=256, and the table (bench/compare.py, with OUTDIR/peers.jsonl
