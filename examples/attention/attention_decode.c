@@ -119,13 +119,6 @@ fadsl_status fadsl_attention_decode_plan(fadsl_attention *attn, const fadsl_atte
   return FADSL_SUCCESS;
 }
 
-static const char *text_of(const char *name) {
-  for (int i = 0; i < fa_attention_nmodules; i++)
-    if (!strcmp(fa_attention_modules[i].name, name))
-      return fa_attention_modules[i].text;
-  return NULL;
-}
-
 /* The handle's own program when it has the decoding kernels, else the built-in decode.fa. */
 static fadsl_status open_decode(FaAttnHandle *h, FaAttnExtra **out) {
   FaAttnExtra *x = *h->extra ? *h->extra : calloc(1, sizeof *x);
@@ -140,7 +133,7 @@ static fadsl_status open_decode(FaAttnHandle *h, FaAttnExtra **out) {
   if (fadsl_program_kernel(h->prog, dk_names[0], &own) == FADSL_SUCCESS) {
     x->dprog = h->prog;
   } else {
-    const char *text = text_of("decode.fa");
+    const char *text = fa_attn_module_text("decode.fa");
     if (!text)
       return fail(h, FADSL_ERROR_PROGRAM, "the library carries no decode.fa");
     st = fadsl_program_load_with_modules(h->ctx, "decode.fa", text, fa_attention_modules, fa_attention_nmodules,

@@ -63,4 +63,10 @@ void fa_attn_extra_free(FaAttnExtra *x);
 extern const fadsl_module_text fa_attention_modules[];
 extern const int fa_attention_nmodules;
 
+/* fadsl_attention.c: the embedded text of module `name` (NULL if none), and
+ * whether a kernel (NULL: none) has a parameter of that name (a constexpr the
+ * built-in programs have and a program of the caller's may lack). */
+const char *fa_attn_module_text(const char *name);
+bool fa_attn_kernel_has(fadsl_kernel *k, const char *name);
+
 #endif

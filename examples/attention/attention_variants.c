@@ -83,24 +83,6 @@ static bool any_variant(const fadsl_attention_options *o) {
 
 /* ---- the variant program --------------------------------------------------------- */
 
-static bool kernel_has(fadsl_kernel *k, const char *name) {
-  int n = fadsl_kernel_param_count(k);
-  for (int i = 0; k && i < n; i++) {
-    const char *p;
-    fadsl_param_kind kind;
-    if (fadsl_kernel_param(k, i, &p, &kind) == FADSL_SUCCESS && !strcmp(p, name))
-      return true;
-  }
-  return false;
-}
-
-static const char *text_of(const char *name) {
-  for (int i = 0; i < fa_attention_nmodules; i++)
-    if (!strcmp(fa_attention_modules[i].name, name))
-      return fa_attention_modules[i].text;
-  return NULL;
-}
-
 /* The handle's own program when its attn_fwd takes variant parameters, else
  * the built-in attention_variants.fa. */
 static fadsl_status open_variants(FaAttnHandle *h, FaAttnExtra **out) {
@@ -117,12 +99,12 @@ static fadsl_status open_variants(FaAttnHandle *h, FaAttnExtra **out) {
   bool own_variants = false;
   if (fadsl_program_kernel(h->prog, "attn_fwd", &own) == FADSL_SUCCESS)
     for (int i = 0; i < FA_ATTN_ARRAY_LEN(variant_params); i++)
-      own_variants |= kernel_has(own, variant_params[i]);
+      own_variants |= fa_attn_kernel_has(own, variant_params[i]);
   fadsl_status st = FADSL_SUCCESS;
   if (own_variants) {
     x->prog = h->prog;
   } else {
-    const char *text = text_of("attention_variants.fa");
+    const char *text = fa_attn_module_text("attention_variants.fa");
     if (!text)
       return fail(h, FADSL_ERROR_PROGRAM, "the library carries no attention_variants.fa");
     st = fadsl_program_load_with_modules(h->ctx, "attention_variants.fa", text, fa_attention_modules,
@@ -224,19 +206,19 @@ static fadsl_status check_call(FaAttnHandle *h, const char *fn, Call *c, fadsl_a
 static fadsl_status check_support(FaAttnHandle *h, const char *fn, FaAttnExtra *x, const Call *c) {
   fadsl_kernel *k = x->k[VK_FWD];
   const fadsl_attention_options *o = &c->o;
-  bool causal_param = kernel_has(k, "is_causal"), window_param = kernel_has(k, "window_left");
+  bool causal_param = fa_attn_kernel_has(k, "is_causal"), window_param = fa_attn_kernel_has(k, "window_left");
   const char *missing = NULL;
   if (o->causal && !causal_param && !window_param)
     missing = "causal attention";
   else if ((o->window_left != -1 || o->window_right != -1) && !window_param)
     missing = "a window (window_left, window_right)";
-  else if (o->softcap > 0 && !kernel_has(k, "softcap"))
+  else if (o->softcap > 0 && !fa_attn_kernel_has(k, "softcap"))
     missing = "softcap";
-  else if (o->alibi && !kernel_has(k, "t_alibi"))
+  else if (o->alibi && !fa_attn_kernel_has(k, "t_alibi"))
     missing = "ALiBi slopes (t_alibi)";
-  else if (o->sinks && !kernel_has(k, "t_sinks"))
+  else if (o->sinks && !fa_attn_kernel_has(k, "t_sinks"))
     missing = "attention sinks (t_sinks)";
-  else if (c->packed && !kernel_has(k, "t_cu_seqlens_q"))
+  else if (c->packed && !fa_attn_kernel_has(k, "t_cu_seqlens_q"))
     missing = "packed sequences (t_cu_seqlens_q)";
   if (missing)
     return fail(h, FADSL_ERROR_UNSUPPORTED, "%s: the variant program has no parameters for %s", fn, missing);
@@ -273,7 +255,7 @@ static const Named *find(const Table *t, const char *name) {
  * variants that are off. */
 static void fill_table(Table *t, const Call *c, fadsl_kernel *fwd, uint64_t q) {
   const fadsl_attention_options *o = &c->o;
-  bool causal_param = kernel_has(fwd, "is_causal");
+  bool causal_param = fa_attn_kernel_has(fwd, "is_causal");
   int left = o->window_left, right = o->window_right;
   if (o->causal && !causal_param)
     right = 0;

@@ -293,9 +293,7 @@ fadsl_status fa_attn_api_forward(fadsl_attention *a, const FaAttnTensors *t, con
   return st;
 }
 
-/* Whether a kernel has a parameter (a constexpr the built-in program has
- * and a program of its own may lack). */
-static bool kernel_has(fadsl_kernel *k, const char *name) {
+bool fa_attn_kernel_has(fadsl_kernel *k, const char *name) {
   int n = k ? fadsl_kernel_param_count(k) : 0;
   for (int i = 0; i < n; i++) {
     const char *p;
@@ -306,12 +304,19 @@ static bool kernel_has(fadsl_kernel *k, const char *name) {
   return false;
 }
 
+const char *fa_attn_module_text(const char *name) {
+  for (int i = 0; i < fa_attention_nmodules; i++)
+    if (!strcmp(fa_attention_modules[i].name, name))
+      return fa_attention_modules[i].text;
+  return NULL;
+}
+
 /* The fused pass: attn_bwd_prep (delta and zeros in the accumulator),
  * attn_bwd (dK, dV; dQ added into the accumulator), attn_bwd_dq_convert.
  * The lock is held. */
 static fadsl_status fused_backward(fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c,
                                    const FaAttnTarget *where, bool fuse_delta) {
-  if (fuse_delta && !kernel_has(a->kernels[FADSL_ATTENTION_BWD], "FUSE_D"))
+  if (fuse_delta && !fa_attn_kernel_has(a->kernels[FADSL_ATTENTION_BWD], "FUSE_D"))
     return fa_attn_api_fail(a, FADSL_ERROR_UNSUPPORTED, "fuse_delta: the program's attn_bwd has no FUSE_D");
   fadsl_args *args = a->args[FADSL_ATTENTION_BWD_PREP];
   fadsl_args_clear(args);
