@@ -15,9 +15,11 @@
 # (on a stated subset of heads and rows).
 # Extra options go to every fadsl-attn run (e.g. --block-q 128 --block-k 64).
 # --pipeline NAME (or FADSL_PIPELINE=NAME) chooses how the kernels pipeline
-# the loads that feed their products on sm_90a: cp_async (the default), tma,
-# tma_async, tma_ws, tma_ws_pp (docs/performance.md); each record then says
-# "pipeline": NAME, so one output file per choice compares them with
+# the loads that feed their products on sm_90a: cp_async, tma (the default
+# there; other targets use cp_async), tma_async, tma_ws, tma_ws_pp
+# (docs/performance.md); each record then says "pipeline": NAME ("default"
+# without a choice: the record's "arch" says which), so one output file per
+# choice compares them with
 # bench/compare.py.  --schedule NAME (or FADSL_SCHEDULE=NAME): grid (the
 # default, one thread block per program) or persistent (thread blocks
 # looping over the programs, the longest first); records say "schedule".
@@ -41,7 +43,7 @@ while [ "${1:-}" = --pipeline ] || [ "${1:-}" = --schedule ]; do
   if [ "$1" = --pipeline ]; then export FADSL_PIPELINE="$2"; else export FADSL_SCHEDULE="$2"; fi
   shift 2
 done
-pipeline=${FADSL_PIPELINE:-cp_async}
+pipeline=${FADSL_PIPELINE:-default}
 schedule=${FADSL_SCHEDULE:-grid}
 extra="$*"   # options for every run (simple words: no quoting needed)
 build=${FADSL_BUILD:-./build}

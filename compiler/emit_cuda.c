@@ -1001,6 +1001,15 @@ static void emit_reduce(Emitter *em, const IrOp *op) {
   }
 }
 
+/* Whether any product of the kernel is a wgmma (whose descriptors want the
+ * warp's index in uniform registers, see emit_prologue). */
+static bool plan_has_wgmma(const FaCudaPlan *plan) {
+  for (int i = 0; i < plan->nproducts; i++)
+    if (plan->products[i]->instr == FA_INSTR_WGMMA)
+      return true;
+  return false;
+}
+
 /* ---- wgmma (sm_90a) ------------------------------------------------------------------------------------
  * A product the plan gives to wgmma (see cuda_plan.c) becomes one device
  * function written ahead of the kernel: per 16-row block of the warp, the
@@ -1068,18 +1077,38 @@ static void wgmma_a_fragments(Emitter *em, const FaProductPlan *w) {
 }
 
 /* The descriptors of step kt: B's, and A's when A is a tile (its rows start
- * at the warpgroup's 64-row block of row block mt). */
+ * at the warpgroup's 64-row block of row block mt).  Each is the operand's
+ * base descriptor (wgmma_descriptor_bases, built once per product) with the
+ * step's byte offset added to its address field: encoding every step from
+ * scratch cost ptxas a dozen instructions per wgmma, as many as the softmax's
+ * arithmetic in attention's loop. */
 static void wgmma_descriptors(Emitter *em, const FaProductPlan *w) {
   StrBuf *h = &em->helpers;
-  const char *off;
+  const char *off, *off0;
   int lbo, sbo;
   wgmma_operand(em, w->b_tile, w->b_k_inner, "0", "kt * 16", &off, &lbo, &sbo);
-  fa_sb_printf(h, "      const unsigned long long db = fa::wgmma_desc(b_tile + %s, %d, %d, %d);\n", off, lbo, sbo,
-               swizzle_mode(w->b_tile->swizzle));
+  wgmma_operand(em, w->b_tile, w->b_k_inner, "0", "0", &off0, &lbo, &sbo);
+  fa_sb_printf(h, "      const unsigned long long db = fa::desc_add(db0, (%s) - (%s));\n", off, off0);
   if (w->a_src == FA_OPND_TILE) {
     wgmma_operand(em, w->a_tile, w->a_k_inner, aprintf(em, "(mt * %d + 4 * g) * 16", w->wm), "kt * 16", &off, &lbo,
                   &sbo);
-    fa_sb_printf(h, "      const unsigned long long da = fa::wgmma_desc(a_tile + %s, %d, %d, %d);\n", off, lbo, sbo,
+    wgmma_operand(em, w->a_tile, w->a_k_inner, "(4 * g) * 16", "0", &off0, &lbo, &sbo);
+    fa_sb_printf(h, "      const unsigned long long da = fa::desc_add(da0, (%s) - (%s));\n", off, off0);
+  }
+}
+
+/* The base descriptors of a product's operands (their first step), before
+ * the loops over row blocks and steps. */
+static void wgmma_descriptor_bases(Emitter *em, const FaProductPlan *w) {
+  StrBuf *h = &em->helpers;
+  const char *off0;
+  int lbo, sbo;
+  wgmma_operand(em, w->b_tile, w->b_k_inner, "0", "0", &off0, &lbo, &sbo);
+  fa_sb_printf(h, "  const unsigned long long db0 = fa::wgmma_desc(b_tile + %s, %d, %d, %d);\n", off0, lbo, sbo,
+               swizzle_mode(w->b_tile->swizzle));
+  if (w->a_src == FA_OPND_TILE) {
+    wgmma_operand(em, w->a_tile, w->a_k_inner, "(4 * g) * 16", "0", &off0, &lbo, &sbo);
+    fa_sb_printf(h, "  const unsigned long long da0 = fa::wgmma_desc(a_tile + %s, %d, %d, %d);\n", off0, lbo, sbo,
                  swizzle_mode(w->a_tile->swizzle));
   }
 }
@@ -1128,6 +1157,7 @@ static const char *emit_wgmma_helper(Emitter *em, const FaProductPlan *w) {
      instructions, and ptxas serialises them (C7517) */
   if (em->plan->pipeline != FA_PIPELINE_CP_ASYNC)
     fa_sb_puts(h, "  fa::fence_regs(c);\n");
+  wgmma_descriptor_bases(em, w);
   fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
   if (w->a_src != FA_OPND_TILE)
     wgmma_a_fragments(em, w);
@@ -2417,8 +2447,16 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
   } else {
     fa_sb_puts(out, "  extern __shared__ __attribute__((aligned(16))) unsigned char fa_smem[];\n");
   }
-  /* (maybe_unused: a kernel of scalars only uses neither) */
-  fa_sb_puts(out, "  [[maybe_unused]] const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
+  /* (maybe_unused: a kernel of scalars only uses neither).  The warp's index
+     comes through a shuffle from lane 0 so that ptxas knows it is the same
+     in every lane and keeps what derives from it (the warpgroup's wgmma
+     descriptors, above all) in uniform registers instead of moving it there
+     before every instruction. */
+  if (plan_has_wgmma(em->plan))
+    fa_sb_puts(out, "  [[maybe_unused]] const int fa_lane = (int)threadIdx.x & 31, "
+                    "fa_warp = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 5, 0);\n");
+  else /* (elsewhere the shuffle only hides from the compiler what it can fold) */
+    fa_sb_puts(out, "  [[maybe_unused]] const int fa_lane = (int)threadIdx.x & 31, fa_warp = (int)threadIdx.x >> 5;\n");
   if (em->toff_at < 0)
     emit_thread_offsets(em, out, 1);
   emit_mbarrier_init(em, out);

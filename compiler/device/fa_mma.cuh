@@ -278,6 +278,14 @@ FA_DEV unsigned long long wgmma_desc(unsigned addr, int lbo, int sbo, int mode) 
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) |
          ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | ((unsigned long long)mode << 62);
 }
+/* The descriptor of the address BYTES (a multiple of 16, >= 0) past D's:
+ * the address field (bits 0-13, the address over 16) takes the addition
+ * without a carry into the fields above it, because shared-memory addresses
+ * are below 2^18; the upper word (the stride and swizzle fields) is the same. */
+FA_DEV unsigned long long desc_add(unsigned long long d, int bytes) {
+  const unsigned lo = (unsigned)d + ((unsigned)bytes >> 4);
+  return (d & 0xFFFFFFFF00000000ull) | lo;
+}
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 /* Shared memory written by ordinary stores (or cp.async) and read next by
  * wgmma: each writer fences before the barrier. */
