@@ -139,8 +139,15 @@ static const Case cases[] = {
     {HOP, "kmm", "K=200 N=96 T=bf16 BM=64 BN=64 BK=32 NAN_PAD=False", "M=70", 4, 3, "a=-1:1 b=-1:1", 1e-2, 1e-2},
     {HOP, "kmm", "K=256 N=128 T=f16 BM=128 BN=128 BK=64 NAN_PAD=True", "M=130", 8, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
     {HOP, "kmm", "K=200 N=64 T=f16 BM=64 BN=64 BK=64 NAN_PAD=True", "M=64", 4, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
-    {HOP, "heads", "D=64 T=f16 BN=128 BK=64", "B=2 H=3 N=200", 4, 2, "x=-0.5:0.5 v=-1:1", 2e-3, 2e-3},
-    {HOP, "heads", "D=128 T=bf16 BN=64 BK=32", "B=1 H=2 N=77", 4, 3, "x=-0.5:0.5 v=-1:1", 1e-2, 1e-2},
+    /* (X X^T is rounded to T before it meets V, so its entries must stay
+       small: with x in [-0.5, 0.5] the diagonal |x_i|^2 was about 5, where
+       one f16 step is 2^-8, and the GPU's and the interpreter's f32 sums
+       rounded one of them apart for some inputs (seed 1796177205, with
+       every pipeline and the code of before: 6 elements of O off by 3.4e-3).
+       In [-0.125, 0.125] it is about 0.3 (f16 step 2^-12), and 0.7 at
+       D=128 (bf16 step 2^-8): a step flipped stays within the tolerances.) */
+    {HOP, "heads", "D=64 T=f16 BN=128 BK=64", "B=2 H=3 N=200", 4, 2, "x=-0.125:0.125 v=-1:1", 2e-3, 2e-3},
+    {HOP, "heads", "D=128 T=bf16 BN=64 BK=32", "B=1 H=2 N=77", 4, 3, "x=-0.125:0.125 v=-1:1", 1e-2, 1e-2},
     /* the Triton-style matmul with runtime sizes: multiples of 16 (launches
        specialise on them: 16-byte cp.async pipelines) and odd sizes (scalar
        loads), default and small tiles */
