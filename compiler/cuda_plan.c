@@ -2343,25 +2343,11 @@ static long long loop_trips(Planner *pl, const IrOp *loop) {
   return ub > lb ? (ub - lb + step - 1) / step : 0;
 }
 
-static void plan_schedule(Planner *pl) {
+/* The programs' order where their work differs (FaSchedulePlan.order):
+ * the program id whose value changes the loops' iterations most. */
+static void plan_tile_order(Planner *pl) {
   FaCudaPlan *p = pl->p;
   FaSchedulePlan *s = &p->schedule;
-  s->kind = FA_SCHEDULE_GRID;
-  s->tile_barrier = -1;
-  s->axis = -1;
-  if (p->k->schedule != FA_SCHEDULE_PERSISTENT)
-    return;
-  /* a load outside loops waits for the phase of its mbarrier that is the
-     count of programs run: it must run in every program */
-  for (int i = 0; i < p->naccesses; i++)
-    if (p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline &&
-        p->accesses[i]->op->parent != p->fn->body) {
-      s->no_persistent = "a bulk copy outside loops is inside a condition (its mbarrier's phases would not count "
-                         "the programs)";
-      return;
-    }
-  s->kind = FA_SCHEDULE_PERSISTENT;
-  /* the tile order */
   bool used[3] = {false, false, false};
   for (int n = 0; n < p->nops; n++)
     if (p->order[n]->kind == IR_PROGRAM_ID && p->order[n]->axis >= 0 && p->order[n]->axis < 3)
@@ -2388,6 +2374,35 @@ static void plan_schedule(Planner *pl) {
       s->linear_why = NULL;
     }
   }
+}
+
+static void plan_schedule(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  FaSchedulePlan *s = &p->schedule;
+  s->kind = FA_SCHEDULE_GRID;
+  s->tile_barrier = -1;
+  s->axis = -1;
+  /* one thread block per program: the hardware starts them in the order of
+     their linear index, so where larger ids along an axis run longer the
+     ids along it are reversed (the longest first, the short ones filling
+     in at the end; the other axes keep the hardware's order, and with it
+     the programs that share operands in L2 together) */
+  plan_tile_order(pl);
+  s->grid_reversed = s->order == FA_ORDER_LONGEST_FIRST && s->descending;
+  if (p->k->schedule != FA_SCHEDULE_PERSISTENT)
+    return;
+  s->grid_reversed = false;
+  /* a load outside loops waits for the phase of its mbarrier that is the
+     count of programs run: it must run in every program */
+  for (int i = 0; i < p->naccesses; i++)
+    if (p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline &&
+        p->accesses[i]->op->parent != p->fn->body) {
+      s->no_persistent = "a bulk copy outside loops is inside a condition (its mbarrier's phases would not count "
+                         "the programs)";
+      s->grid_reversed = s->order == FA_ORDER_LONGEST_FIRST && s->descending;
+      return;
+    }
+  s->kind = FA_SCHEDULE_PERSISTENT;
   /* with a producer warp that loads tiles outside loops (Q), the compute
      threads say when they are done with a tile's, before the producer
      loads the next tile's into the same buffers */
@@ -2399,6 +2414,7 @@ static void plan_schedule(Planner *pl) {
     if (s->tile_barrier < 0) {
       s->kind = FA_SCHEDULE_GRID;
       s->no_persistent = "too many barriers";
+      s->grid_reversed = s->order == FA_ORDER_LONGEST_FIRST && s->descending;
     }
   }
 }

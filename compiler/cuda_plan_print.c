@@ -99,6 +99,10 @@ static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
   const FaSchedulePlan *s = &p->schedule;
   if (s->kind != FA_SCHEDULE_PERSISTENT) {
     fa_sb_puts(out, "schedule: one thread block per program of the grid");
+    if (s->grid_reversed)
+      fa_sb_printf(out, ", program_id(%c) counting down from the last thread block: longest first (the loops run "
+                        "%lld iterations at program_id(%c) = 1, %lld at 2)",
+                   "012"[s->axis], s->work[0], "012"[s->axis], s->work[1]);
     if (s->no_persistent)
       fa_sb_printf(out, " (not persistent: %s)", s->no_persistent);
     fa_sb_putc(out, '\n');

@@ -2090,6 +2090,9 @@ static void emit_op(Emitter *em, const IrOp *op) {
     else if (em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT)
       line(em, "const %s %s = (%s)fa_grid_%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
            axes[axis]);
+    else if (op->kind == IR_PROGRAM_ID && em->plan->schedule.grid_reversed && axis == em->plan->schedule.axis)
+      line(em, "const %s %s = (%s)(gridDim.%c - 1u - blockIdx.%c);  // longest first (the plan's schedule)",
+           ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype), axes[axis], axes[axis]);
     else
       line(em, "const %s %s = (%s)%s.%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
            op->kind == IR_PROGRAM_ID ? "blockIdx" : "gridDim", axes[axis]);

@@ -91,6 +91,11 @@ template <int... D> struct Shape {
  * index, lane id and warp id selects. */
 template <class S, class Regs, class Lanes, class Warps> struct Layout {
   using shape = S;
+  /* each flat-index bit is selected by at most one of register, lane and
+     warp: coord() and the tile addresses add the parts instead of or-ing them */
+  static_assert((Regs::gather(-1) & (Lanes::gather(-1) | Warps::gather(-1))) == 0 &&
+                    (Lanes::gather(-1) & Warps::gather(-1)) == 0,
+                "a layout's register, lane and warp bits select disjoint flat-index bits");
   /* (enums rather than static members: they need no storage in the PTX) */
   enum : int { nregs = 1 << Regs::n, lane_dups = Lanes::dup_mask(), warp_dups = Warps::dup_mask() };
   FA_CX static int reg_offset(int e) { return Regs::gather(e); }
@@ -98,9 +103,13 @@ template <class S, class Regs, class Lanes, class Warps> struct Layout {
   FA_DEV static int thread_offset(int lane, int warp) { return Lanes::gather(lane) | Warps::gather(warp); }
   /* Among the threads holding copies of the same elements, exactly one owns them. */
   FA_DEV static bool owner(int lane, int warp) { return ((lane & lane_dups) | (warp & warp_dups)) == 0; }
-  /* Coordinate along dimension d of register e, given thread_offset(). */
+  /* Coordinate along dimension d of register e, given thread_offset().  The
+   * thread's bits and the register's are disjoint, so the coordinate is the
+   * sum of the thread's part and a constant for each register: written as
+   * that sum, the compiler folds the constant into address offsets and
+   * comparisons instead of recomputing the coordinate for every element. */
   FA_CX static int coord(int toff, int e, int d) {
-    return ((toff | reg_offset(e)) >> S::shift(d)) & (S::dim(d) - 1);
+    return ((toff >> S::shift(d)) & (S::dim(d) - 1)) + ((reg_offset(e) >> S::shift(d)) & (S::dim(d) - 1));
   }
 };
 
@@ -418,10 +427,15 @@ FA_DEV long long block_address(const BlockPtr<T, R> &p, int toff, int e, bool &i
   in = true;
 #pragma unroll
   for (int d = 0; d < R; ++d) {
-    const long long c = (long long)p.offset[d] + L::coord(toff, e, d);
-    off += c * p.stride[d];
-    if ((CHECK >> d) & 1)
+    /* the block's origin and the element's place in the block apart: the
+       origin is the same for every element and computed once, the place a
+       per-thread part plus a constant the address can carry */
+    const int k = L::coord(toff, e, d);
+    off += (long long)p.offset[d] * p.stride[d] + (long long)k * p.stride[d];
+    if ((CHECK >> d) & 1) {
+      const long long c = (long long)p.offset[d] + k;
       in = in && c >= 0 && c < p.shape[d];
+    }
   }
   return off;
 }
