@@ -105,6 +105,11 @@ helper attention_core.tile_runs
 helper attention_core.run_of
 helper attention_core.bounded_keys
 helper attention_core.bounded_queries
+helper attention_core.consecutive_runs
+helper attention_core.runs_extent
+helper attention_core.any_run_masked
+helper attention_core.run_of_runs
+helper attention_core.in_masked_run
 helper attention_core.band_bounds
 helper attention_core.band_mask
 helper attention_core.attn_fwd_program
