@@ -2376,22 +2376,12 @@ static void plan_tile_order(Planner *pl) {
   }
 }
 
-static void plan_schedule(Planner *pl) {
+/* Persistent when asked for and possible (else FaSchedulePlan.no_persistent). */
+static void plan_persistent(Planner *pl) {
   FaCudaPlan *p = pl->p;
   FaSchedulePlan *s = &p->schedule;
-  s->kind = FA_SCHEDULE_GRID;
-  s->tile_barrier = -1;
-  s->axis = -1;
-  /* one thread block per program: the hardware starts them in the order of
-     their linear index, so where larger ids along an axis run longer the
-     ids along it are reversed (the longest first, the short ones filling
-     in at the end; the other axes keep the hardware's order, and with it
-     the programs that share operands in L2 together) */
-  plan_tile_order(pl);
-  s->grid_reversed = s->order == FA_ORDER_LONGEST_FIRST && s->descending;
   if (p->k->schedule != FA_SCHEDULE_PERSISTENT)
     return;
-  s->grid_reversed = false;
   /* a load outside loops waits for the phase of its mbarrier that is the
      count of programs run: it must run in every program */
   for (int i = 0; i < p->naccesses; i++)
@@ -2399,7 +2389,6 @@ static void plan_schedule(Planner *pl) {
         p->accesses[i]->op->parent != p->fn->body) {
       s->no_persistent = "a bulk copy outside loops is inside a condition (its mbarrier's phases would not count "
                          "the programs)";
-      s->grid_reversed = s->order == FA_ORDER_LONGEST_FIRST && s->descending;
       return;
     }
   s->kind = FA_SCHEDULE_PERSISTENT;
@@ -2414,9 +2403,23 @@ static void plan_schedule(Planner *pl) {
     if (s->tile_barrier < 0) {
       s->kind = FA_SCHEDULE_GRID;
       s->no_persistent = "too many barriers";
-      s->grid_reversed = s->order == FA_ORDER_LONGEST_FIRST && s->descending;
     }
   }
+}
+
+static void plan_schedule(Planner *pl) {
+  FaSchedulePlan *s = &pl->p->schedule;
+  s->kind = FA_SCHEDULE_GRID;
+  s->tile_barrier = -1;
+  s->axis = -1;
+  plan_tile_order(pl);
+  plan_persistent(pl);
+  /* one thread block per program: the hardware starts them in the order of
+     their linear index, so where larger ids along an axis run longer the
+     ids along it are reversed (the longest first, the short ones filling
+     in at the end; the other axes keep the hardware's order, and with it
+     the programs that share operands in L2 together) */
+  s->grid_reversed = s->kind == FA_SCHEDULE_GRID && s->order == FA_ORDER_LONGEST_FIRST && s->descending;
 }
 
 /* ---- the kernel as a whole ---------------------------------------------------------------------------- */
