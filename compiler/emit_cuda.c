@@ -535,6 +535,7 @@ static const char *unary_expr(Emitter *em, const IrOp *op, const char *a) {
   case UN_CEIL: return aprintf(em, "fa::ceil(%s)", a);
   case UN_SIGMOID: return aprintf(em, "fa::sigmoid(%s)", a);
   case UN_TANH: return aprintf(em, "fa::tanh(%s)", a);
+  case UN_TANH_APPROX: return aprintf(em, "fa::tanh_approx(%s)", a);
   case UN_ERF: return aprintf(em, "fa::erf(%s)", a);
   }
   fail(em, op->loc, "the CUDA backend does not support this unary operation");

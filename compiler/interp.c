@@ -498,7 +498,8 @@ static double un_float(IrUnaryOp u, DType dt, double a, bool *ok) {
     case UN_FLOOR: return floor(a);
     case UN_CEIL: return ceil(a);
     case UN_SIGMOID: return 1.0 / (1.0 + exp(-a));
-    case UN_TANH: return tanh(a);
+    case UN_TANH:
+    case UN_TANH_APPROX: return tanh(a);
     case UN_ERF: return erf(a);
     default: *ok = false; return 0;
     }
@@ -518,7 +519,8 @@ static double un_float(IrUnaryOp u, DType dt, double a, bool *ok) {
   case UN_FLOOR: return floorf(f);
   case UN_CEIL: return ceilf(f);
   case UN_SIGMOID: return 1.0f / (1.0f + expf(-f));
-  case UN_TANH: return tanhf(f);
+  case UN_TANH:
+  case UN_TANH_APPROX: return tanhf(f);
   case UN_ERF: return erff(f);
   default: *ok = false; return 0;
   }

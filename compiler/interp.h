@@ -8,7 +8,8 @@
  *     dtype is produced: loads, casts, arithmetic on f16/bf16 operands
  *     (computed in f32, then rounded);
  *   - f32 arithmetic rounds every result to f32; exp2, log2, exp, log, sqrt,
- *     sin, cos, tanh, pow use the C library's f32 functions;
+ *     sin, cos, tanh, pow use the C library's f32 functions (tanh_approx
+ *     too: the GPU's tanh.approx differs from it by up to about 2^-11);
  *   - dot multiplies operands of their own dtype (f16/bf16 values, or f32;
  *     with precision TF32, f32 operands are first rounded to tf32) and
  *     accumulates in f32 (f64 for f64 operands; integers exactly), adding the

@@ -275,7 +275,7 @@ static const char *const unary_names[] = {
     [UN_NEG] = "neg",   [UN_NOT] = "not",     [UN_INVERT] = "invert", [UN_ABS] = "abs",
     [UN_EXP] = "exp",   [UN_EXP2] = "exp2",   [UN_LOG] = "log",       [UN_LOG2] = "log2",
     [UN_SQRT] = "sqrt", [UN_RSQRT] = "rsqrt", [UN_SIN] = "sin",       [UN_COS] = "cos",
-    [UN_FLOOR] = "floor", [UN_CEIL] = "ceil", [UN_SIGMOID] = "sigmoid", [UN_TANH] = "tanh",
+    [UN_FLOOR] = "floor", [UN_CEIL] = "ceil", [UN_SIGMOID] = "sigmoid", [UN_TANH] = "tanh", [UN_TANH_APPROX] = "tanh_approx",
     [UN_ERF] = "erf",
 };
 static const char *const binary_names[] = {

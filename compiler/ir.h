@@ -138,7 +138,7 @@ typedef enum IrOpKind {
 typedef enum IrUnaryOp {
   UN_NEG, UN_NOT /* logical, i1 */, UN_INVERT /* bitwise */, UN_ABS,
   UN_EXP, UN_EXP2, UN_LOG, UN_LOG2, UN_SQRT, UN_RSQRT,
-  UN_SIN, UN_COS, UN_FLOOR, UN_CEIL, UN_SIGMOID, UN_TANH, UN_ERF,
+  UN_SIN, UN_COS, UN_FLOOR, UN_CEIL, UN_SIGMOID, UN_TANH, UN_TANH_APPROX, UN_ERF,
 } IrUnaryOp;
 
 typedef enum IrBinaryOp {

@@ -1600,7 +1600,8 @@ static double fold_math(int sub, double x) {
   case UN_FLOOR: return floor(x);
   case UN_CEIL: return ceil(x);
   case UN_SIGMOID: return 1.0 / (1.0 + exp(-x));
-  case UN_TANH: return tanh(x);
+  case UN_TANH:
+  case UN_TANH_APPROX: return tanh(x);
   case UN_ERF: return erf(x);
   default: return x;
   }
@@ -2679,6 +2680,7 @@ static const Builtin builtins[] = {
     {"ceil", b_math, 1, true, UN_CEIL, P("x"), 0},
     {"sigmoid", b_math, 1, true, UN_SIGMOID, P("x"), 0},
     {"tanh", b_math, 1, true, UN_TANH, P("x"), 0},
+    {"tanh_approx", b_math, 1, true, UN_TANH_APPROX, P("x"), 0},
     {"erf", b_math, 1, true, UN_ERF, P("x"), 0},
     {"fma", b_fma, 3, true, 0, P("x", "y", "z"), 0},
     {"clamp", b_clamp, 3, true, 0, P("x", "min", "max", "propagate_nan"), 0},
@@ -2778,7 +2780,7 @@ static const char *const method_names[] = {
     "sum", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "associative_scan", "reduce", "xor_sum", "reshape",
     "permute",
     "trans", "broadcast_to", "expand_dims", "ravel", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin",
-    "cos", "floor", "ceil", "sigmoid", "tanh", "erf", "fma", "cdiv",
+    "cos", "floor", "ceil", "sigmoid", "tanh", "tanh_approx", "erf", "fma", "cdiv",
 };
 
 static bool is_method(const char *name) {
