@@ -134,7 +134,7 @@ def reference_attention(q, k, v, chunk=1024):
         s = torch.matmul(q64[:, :, i:i + chunk], k64[:, :, : i + chunk].transpose(-2, -1)) * scale
         rows = torch.arange(i, min(i + chunk, n), device=q.device)[:, None]
         s = s.masked_fill(torch.arange(s.shape[-1], device=q.device)[None, :] > rows, float("-inf"))
-        out[:, :, i:i + chunk] = torch.matmul(torch.softmax(s, -1), v64)
+        out[:, :, i:i + chunk] = torch.matmul(torch.softmax(s, -1), v64[:, :, : i + chunk])
     return out
 
 
