@@ -51,6 +51,18 @@ for t in o dk; do
     || fail "$t from files differs from $t of the same inputs: $r"
 done
 
+# random inputs are filled in chunks of 2^16 elements, on as many threads as
+# --threads allows: the same values for any thread count (K here spans 18
+# chunks), and K and V drawn apart
+for t in 1 3; do
+  "$attn" --interpret --shape 1,1,1,1,70000,16 --seed 6 --threads $t --save-inputs "$dir/r${t}_" > "$dir/out" 2>&1 \
+    || { fail "random inputs on $t threads"; cat "$dir/out"; }
+done
+r=$($relerr "$dir/r3_k.npy" "$dir/r1_k.npy")
+[ "${r%% *}" = "0.000e+00" ] && echo "ok: random K on 3 threads = on 1 thread" || fail "random K depends on the threads: $r"
+r=$($relerr "$dir/r1_v.npy" "$dir/r1_k.npy")
+[ "${r%% *}" != "0.000e+00" ] && echo "ok: random V differs from K ($r)" || fail "random V equals K"
+
 # fadsl-run runs attn_fwd on the same files and config: the same bits
 "$run" "$fa" attn_fwd --interpret -D n_groups=2 -D d_head=64 -D is_causal=True -D T=f16 -D BLOCK_Q=32 \
   -D BLOCK_K=32 --arg t_q="$dir/in_q.npy" --arg t_k="$dir/in_k.npy" --arg t_v="$dir/in_v.npy" \

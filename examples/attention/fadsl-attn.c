@@ -42,6 +42,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,7 +398,7 @@ static int parse_options(int argc, char **argv, Options *o) {
 
 /* ---- inputs ------------------------------------------------------------------- */
 
-/* splitmix64 + Box-Muller: standard normal samples, seeded */
+/* splitmix64, seeded; random_tensor turns it into standard normal samples */
 typedef struct Rng {
   uint64_t state;
 } Rng;
@@ -408,10 +410,6 @@ static uint64_t rng_next(Rng *r) {
   return z ^ (z >> 31);
 }
 
-static double rng_normal(Rng *r) {
-  double u1 = ((double)(rng_next(r) >> 11) + 0.5) * 0x1p-53, u2 = (double)(rng_next(r) >> 11) * 0x1p-53;
-  return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
-}
 
 /* A tensor in the kernels' dtype (f16/bf16 as 16-bit patterns, or f32). */
 typedef struct Tensor {
@@ -429,11 +427,64 @@ static bool alloc_tensor(Tensor *t, DType dt, const int64_t *shape) {
   return t->data != NULL;
 }
 
-static bool random_tensor(Tensor *t, DType dt, const int64_t *shape, Rng *r) {
+/* Random tensors are filled in chunks of RANDOM_CHUNK elements, each from a
+ * stream of its own (the tensor's seed, drawn from the caller's generator,
+ * and the chunk's index), so that threads may fill the chunks in any order
+ * and the values depend on the seed alone.  A paged KV cache for decoding
+ * holds billions of elements: one thread took minutes over them. */
+enum { RANDOM_CHUNK = 1 << 16, RANDOM_MAX_THREADS = 64 };
+
+typedef struct RandomFill {
+  Tensor *t;
+  DType dt;
+  uint64_t seed;
+  int64_t nchunks;
+  atomic_llong next;   /* the next chunk to fill */
+} RandomFill;
+
+/* Box-Muller, both outputs: a pair of standard normals per two draws. */
+static void fill_chunk(RandomFill *f, int64_t c) {
+  Rng r = {f->seed ^ ((uint64_t)c * 0xd1b54a32d192ed03ULL)};
+  rng_next(&r);
+  int64_t lo = c * RANDOM_CHUNK, hi = lo + RANDOM_CHUNK < f->t->n ? lo + RANDOM_CHUNK : f->t->n;
+  for (int64_t i = lo; i < hi; i += 2) {
+    double u1 = ((double)(rng_next(&r) >> 11) + 0.5) * 0x1p-53, u2 = (double)(rng_next(&r) >> 11) * 0x1p-53;
+    double rad = sqrt(-2 * log(u1)), a = 2 * M_PI * u2;
+    fa_host_set(f->dt, f->t->data, i, rad * cos(a));
+    if (i + 1 < hi)
+      fa_host_set(f->dt, f->t->data, i + 1, rad * sin(a));
+  }
+}
+
+static void *fill_worker(void *arg) {
+  RandomFill *f = arg;
+  for (int64_t c; (c = atomic_fetch_add(&f->next, 1)) < f->nchunks;)
+    fill_chunk(f, c);
+  return NULL;
+}
+
+/* threads: at most this many (0: one per CPU); a thread that cannot be
+ * started leaves its share to the others. */
+static bool random_tensor(Tensor *t, DType dt, const int64_t *shape, Rng *r, int threads) {
   if (!alloc_tensor(t, dt, shape))
     return false;
-  for (int64_t i = 0; i < t->n; i++)
-    fa_host_set(dt, t->data, i, rng_normal(r));
+  RandomFill f = {t, dt, rng_next(r), (t->n + RANDOM_CHUNK - 1) / RANDOM_CHUNK, 0};
+  if (threads <= 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = cpus > 0 ? (int)cpus : 1;
+  }
+  if (threads > RANDOM_MAX_THREADS)
+    threads = RANDOM_MAX_THREADS;
+  if (threads > f.nchunks)
+    threads = (int)f.nchunks;
+  pthread_t tid[RANDOM_MAX_THREADS];
+  int started = 0;
+  for (int i = 1; i < threads; i++)
+    if (pthread_create(&tid[started], NULL, fill_worker, &f) == 0)
+      started++;
+  fill_worker(&f);
+  for (int i = 0; i < started; i++)
+    pthread_join(tid[i], NULL);
   return true;
 }
 
@@ -1191,8 +1242,8 @@ static bool decode_inputs(const Options *o, DType dt, DecodeRun *d) {
     int64_t qs[4] = {s->B, s->Sq, s->H, s->D}, cs[4] = {s->num_blocks, s->page_size, s->KVH, s->D};
     d->table = malloc((size_t)s->B * s->max_blocks * 4);
     d->lens = malloc((size_t)s->B * 4);
-    if (!d->table || !d->lens || !random_tensor(&d->q, dt, qs, &rng) || !random_tensor(&d->kc, dt, cs, &rng) ||
-        !random_tensor(&d->vc, dt, cs, &rng))
+    if (!d->table || !d->lens || !random_tensor(&d->q, dt, qs, &rng, o->threads) ||
+        !random_tensor(&d->kc, dt, cs, &rng, o->threads) || !random_tensor(&d->vc, dt, cs, &rng, o->threads))
       return false;
     /* the pages of the sequences in a random order over the cache (page 0 spare) */
     int n = s->B * s->max_blocks;
@@ -1510,8 +1561,8 @@ int main(int argc, char **argv) {
     printf("random inputs, seed %llu\n", (unsigned long long)o.seed);
     int64_t qs[4] = {o.shape[0], o.shape[1], o.shape[3], o.shape[5]};
     int64_t ks[4] = {o.shape[0], o.shape[2], o.shape[4], o.shape[5]};
-    ok = random_tensor(&q, dt, qs, &rng) && random_tensor(&k, dt, ks, &rng) && random_tensor(&v, dt, ks, &rng) &&
-         (!backward || random_tensor(&dO, dt, qs, &rng));
+    ok = random_tensor(&q, dt, qs, &rng, o.threads) && random_tensor(&k, dt, ks, &rng, o.threads) &&
+         random_tensor(&v, dt, ks, &rng, o.threads) && (!backward || random_tensor(&dO, dt, qs, &rng, o.threads));
   } else {
     ok = read_tensor("q", o.q, dt, &q) && read_tensor("k", o.k, dt, &k) && read_tensor("v", o.v, dt, &v) &&
          (!o.dO || read_tensor("do", o.dO, dt, &dO));
