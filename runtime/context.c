@@ -61,6 +61,15 @@ FADSL_API const char *fadsl_context_last_error(const fadsl_context *ctx) {
   return e ? e : "";
 }
 
+/* A copy of the last error, taken under the context's lock: another thread's
+ * failure may replace (and free) the message meanwhile. */
+char *fa_rt_last_error_copy(fadsl_context *ctx) {
+  pthread_mutex_lock(&ctx->lock);
+  char *copy = strdup(ctx->last_error ? ctx->last_error : "");
+  pthread_mutex_unlock(&ctx->lock);
+  return copy;
+}
+
 FADSL_API int fadsl_context_device(const fadsl_context *ctx) { return ctx ? ctx->device : -1; }
 
 void fa_rt_arch_for_cc(int major, int minor, char *buf, size_t size) {

@@ -298,10 +298,9 @@ static fadsl_status compile_variant(fadsl_context *ctx, fadsl_kernel *k, FaRtVar
   free(texts);
   if (st != FADSL_SUCCESS) {
     /* say which kernel the generated code belongs to */
-    const char *e = fadsl_context_last_error(ctx);
-    char *copy = strdup(e);
+    char *copy = fa_rt_last_error_copy(ctx);
     fa_rt_fail(ctx, st, "kernel '%s' (%s %s): %s", k->info->name, v->constexprs, v->config_label,
-               copy ? copy : e);
+               copy ? copy : "(out of memory for the message)");
     free(copy);
     return st;
   }

@@ -40,6 +40,9 @@ fadsl_status fa_rt_fail(fadsl_context *ctx, fadsl_status st, const char *fmt, ..
     __attribute__((format(printf, 3, 4)));
 /* For a failed driver call: FADSL_ERROR_CUDA, "WHAT failed: CUDA_ERROR_..." */
 fadsl_status fa_rt_cuda_fail(fadsl_context *ctx, CUresult r, const char *what);
+/* The last error's message, copied under the context's lock (another
+ * thread's failure may free it meanwhile); free it.  NULL when out of memory. */
+char *fa_rt_last_error_copy(fadsl_context *ctx);
 
 /* Makes sure the device is usable (driver loaded, primary context retained)
  * and gives the driver table.  Fails with FADSL_ERROR_NO_DEVICE in a

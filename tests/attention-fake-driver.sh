@@ -58,6 +58,22 @@ has "$dir/out" "o   ||out - ref|| / max(||ref||, ||ref_rss||) = nan  (14784 NaN/
 has "$dir/out" "dv  ||out - ref|| / max(||ref||, ||ref_rss||) = nan  (4928 NaN/inf values in the output)" \
   "poisoned dV is caught"
 
+# a backward pass's first call compiles its kernels side by side before it
+# launches any: each launch then finds its kernel compiled (cache=memory in
+# the log), and the listing still says the call compiled it (miss)
+for mode in "" --fused; do
+  FADSL_LOG=info FADSL_CACHE_DIR=$dir/cache-together$mode "$attn" --gpu --shape 1,2,2,50,16 --causal --backward \
+    --seed 2 $mode > "$dir/together" 2>&1
+  ks="attn_bwd_d attn_bwd_dkdv attn_bwd_dq"
+  [ -n "$mode" ] && ks="attn_bwd_prep attn_bwd attn_bwd_dq_convert"
+  for k in $ks; do
+    grep -q "launch $k \[.*cache=memory" "$dir/together" && echo "ok: $mode $k compiled before the pass's launches" ||
+      { fail "$mode $k: its launch compiled it (want it compiled with the pass's other kernels)"; grep "launch $k " "$dir/together"; }
+    grep -q "^  $k .*kernel cache miss" "$dir/together" && echo "ok: $mode $k listed as compiled by this call" ||
+      { fail "$mode $k: not listed as a miss"; grep "^  $k " "$dir/together"; }
+  done
+done
+
 "$attn" --gpu --shape 2,4,2,100,64 --dtype bf16 --backward --fused --block-q 128 --block-k 64 --warps 8 --stages 3 \
   --save-inputs "$dir/in_" --o "$dir/o.npy" > "$dir/out" 2>&1
 has "$dir/out" "T=bf16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=3 (explicit)" "a forced config is explicit"

@@ -55,6 +55,15 @@ has "$dir/out" "HAS_WINDOW=True HAS_SOFTCAP=True HAS_ALIBI=True HAS_SINKS=True V
 has "$dir/out" "grid (1, 4, 2)" "packed: the grid's third axis is the sequences"
 has "$dir/out" "dsinks ||out - ref|| / max(||ref||, ||ref_rss||) = nan" "poisoned dsinks is caught"
 
+# the variant program's backward kernels are compiled side by side before the
+# pass launches any (attention_compile.c): each launch finds its kernel compiled
+FADSL_LOG=info FADSL_CACHE_DIR=$dir/cache-together "$attn" --gpu --shape 1,2,2,40,16 --window 5,0 --backward \
+  --seed 3 > "$dir/together" 2>&1
+for k in attn_bwd_d attn_bwd_dkdv attn_bwd_dq; do
+  grep -q "launch $k \[.*cache=memory" "$dir/together" && echo "ok: $k of the variant program compiled with its pass" ||
+    { fail "$k of the variant program: compiled by its own launch"; grep "launch $k " "$dir/together"; }
+done
+
 # decoding: the split and combine kernels, with an explicit number of splits
 "$attn" --gpu --decode-shape 2,2,8,2,16,16,100 --causal --num-splits 3 --check --seed 2 > "$dir/out" 2>&1
 status=$?

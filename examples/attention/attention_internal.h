@@ -25,6 +25,7 @@ typedef struct FaAttnExtra {
   fadsl_kernel *k[VK_N];        /* attn_zero_f32 may be missing (then no sinks), and the fused
                                    backward kernels (then the deterministic ones run) */
   fadsl_args *args[VK_N];
+  bool launched[VK_N];          /* launched at least once (then compiled for some shape) */
   fadsl_program *dprog;         /* the decoding program (decode.fa); NULL until first used */
   bool downed;
   fadsl_kernel *dk[DK_N];
@@ -55,6 +56,17 @@ fadsl_status fa_attn_api_backward_plain(fadsl_attention *a, const fadsl_attentio
                                         uint64_t dk, uint64_t dv, uint64_t delta, int B, int H, int KVH, int Nq,
                                         int Nkv, int D, float scale, fadsl_attention_dtype dtype, void *stream);
 
+
+/* attention_compile.c: compiles the n kernels with their bound arguments
+ * at once, one thread each (for the GPU; nothing for n < 2), so that the
+ * launches that follow find them compiled.  cache[i] says where kernel i's
+ * compilation found it ("miss": compiled now; NULL: failed or not tried).
+ * Failures are left to the launches. */
+void fa_attn_compile_together(fadsl_kernel *const *kernels, fadsl_args *const *args, int n, const char **cache);
+/* A launch's info after fa_attn_compile_together: the launch found the
+ * kernel in memory, but this call compiled it (cache "miss") or read it
+ * from disk, and info says so. */
+void fa_attn_note_compiled(fadsl_kernel_info *info, const char *cache);
 
 /* attention_variants.c */
 void fa_attn_extra_free(FaAttnExtra *x);

@@ -287,9 +287,8 @@ static void fill_table(Table *t, const Call *c, fadsl_kernel *fwd, uint64_t q) {
   put(t, "VARLEN", fadsl_bool(c->packed));
 }
 
-/* Binds kernel `which` from the table (and the handle's fixed config) and
- * launches it on the stream. */
-static fadsl_status launch(FaAttnHandle *h, FaAttnExtra *x, int which, const Table *t, void *stream) {
+/* Binds kernel `which` from the table (and the handle's fixed config). */
+static fadsl_status bind(FaAttnHandle *h, FaAttnExtra *x, int which, const Table *t) {
   fadsl_kernel *k = x->k[which];
   fadsl_args *args = x->args[which];
   fadsl_args_clear(args);
@@ -332,8 +331,14 @@ static fadsl_status launch(FaAttnHandle *h, FaAttnExtra *x, int which, const Tab
     if (st != FADSL_SUCCESS)
       return fail_rt(h, st, "fixing the configuration");
   }
+  return FADSL_SUCCESS;
+}
+
+/* Launches kernel `which`, bound, on the stream. */
+static fadsl_status launch_bound(FaAttnHandle *h, FaAttnExtra *x, int which, void *stream) {
+  char what[128];
   fadsl_kernel_info info;
-  fadsl_status st = fadsl_launch(k, args, stream, &info);
+  fadsl_status st = fadsl_launch(x->k[which], x->args[which], stream, &info);
   if (st != FADSL_SUCCESS) {
     snprintf(what, sizeof what, "launching %s of the variant program", vk_names[which]);
     return fail_rt(h, st, what);
@@ -342,7 +347,43 @@ static fadsl_status launch(FaAttnHandle *h, FaAttnExtra *x, int which, const Tab
     h->info[which] = info;
     h->launched[which] = 1;
   }
+  x->launched[which] = true;
   return FADSL_SUCCESS;
+}
+
+static fadsl_status launch(FaAttnHandle *h, FaAttnExtra *x, int which, const Table *t, void *stream) {
+  fadsl_status st = bind(h, x, which, t);
+  return st == FADSL_SUCCESS ? launch_bound(h, x, which, stream) : st;
+}
+
+/* Binds the n kernels of a pass, compiles those not launched before side by
+ * side (fa_attn_compile_together), then launches them in order. */
+static fadsl_status launch_pass(FaAttnHandle *h, FaAttnExtra *x, const int *pass, int n, const Table *t,
+                                void *stream) {
+  fadsl_kernel *kernels[VK_N] = {NULL};
+  fadsl_args *args[VK_N] = {NULL};
+  const char *found[VK_N] = {NULL}, *cache[VK_N] = {NULL};
+  int index[VK_N], m = 0;
+  fadsl_status st = FADSL_SUCCESS;
+  for (int i = 0; i < n && st == FADSL_SUCCESS; i++) {
+    st = bind(h, x, pass[i], t);
+    if (st == FADSL_SUCCESS && !x->launched[pass[i]] && m < VK_N) {
+      kernels[m] = x->k[pass[i]];
+      args[m] = x->args[pass[i]];
+      index[m++] = i;
+    }
+  }
+  if (st != FADSL_SUCCESS)
+    return st;
+  fa_attn_compile_together(kernels, args, m, found);
+  for (int j = 0; j < m; j++)
+    cache[index[j]] = found[j];
+  for (int i = 0; i < n && st == FADSL_SUCCESS; i++) {
+    st = launch_bound(h, x, pass[i], stream);
+    if (st == FADSL_SUCCESS && pass[i] < FADSL_ATTENTION_KERNELS)
+      fa_attn_note_compiled(&h->info[pass[i]], cache[i]);
+  }
+  return st;
 }
 
 /* Checks, finds the program and fills the table; then the caller launches. */
@@ -457,8 +498,8 @@ fadsl_status fadsl_attention_backward_ex(fadsl_attention *attn, const fadsl_atte
       st = launch(&h, x, VK_ZERO, &z, stream);
     }
     static const int deterministic[] = {VK_BWD_D, VK_DKDV, VK_DQ}, fused_pass[] = {VK_PREP, VK_BWD, VK_CONVERT};
-    for (int i = 0; i < 3 && st == FADSL_SUCCESS; i++)
-      st = launch(&h, x, fused ? fused_pass[i] : deterministic[i], &t, stream);
+    if (st == FADSL_SUCCESS)
+      st = launch_pass(&h, x, fused ? fused_pass : deterministic, 3, &t, stream);
   }
   pthread_mutex_unlock(h.lock);
   return st;

@@ -311,6 +311,44 @@ const char *fa_attn_module_text(const char *name) {
   return NULL;
 }
 
+/* Before a pass's launches on the GPU: its kernels that this handle has not
+ * launched yet (with their arguments bound) compiled side by side. */
+static void compile_pass(fadsl_attention *a, const int *pass, const fadsl_status *bound, int n,
+                         const FaAttnTarget *where, const char **cache) {
+  fadsl_kernel *kernels[FADSL_ATTENTION_KERNELS] = {NULL};
+  fadsl_args *args[FADSL_ATTENTION_KERNELS] = {NULL};
+  const char *found[FADSL_ATTENTION_KERNELS] = {NULL};
+  int index[FADSL_ATTENTION_KERNELS], m = 0;
+  for (int i = 0; i < n; i++)
+    cache[i] = NULL;
+  if (where->regions)
+    return;   /* the interpreter compiles nothing */
+  for (int i = 0; i < n && m < FADSL_ATTENTION_KERNELS; i++)
+    if (bound[i] == FADSL_SUCCESS && !a->launched[pass[i]]) {
+      kernels[m] = a->kernels[pass[i]];
+      args[m] = a->args[pass[i]];
+      index[m++] = i;
+    }
+  fa_attn_compile_together(kernels, args, m, found);
+  for (int j = 0; j < m; j++)
+    cache[index[j]] = found[j];
+}
+
+/* Compiles (compile_pass) and runs the bound kernels of a pass in order,
+ * stopping at the first failure. */
+static fadsl_status run_pass(fadsl_attention *a, const int *pass, const fadsl_status *bound, int n,
+                             const FaAttnTarget *where) {
+  const char *cache[FADSL_ATTENTION_KERNELS];
+  compile_pass(a, pass, bound, n, where, cache);
+  fadsl_status st = FADSL_SUCCESS;
+  for (int i = 0; i < n && st == FADSL_SUCCESS; i++) {
+    st = run(a, (fadsl_attention_kernel)pass[i], bound[i], where);
+    if (st == FADSL_SUCCESS)
+      fa_attn_note_compiled(&a->info[pass[i]], cache[i]);
+  }
+  return st;
+}
+
 /* The fused pass: attn_bwd_prep (delta and zeros in the accumulator),
  * attn_bwd (dK, dV; dQ added into the accumulator), attn_bwd_dq_convert.
  * The lock is held. */
@@ -318,6 +356,8 @@ static fadsl_status fused_backward(fadsl_attention *a, const FaAttnTensors *t, c
                                    const FaAttnTarget *where, bool fuse_delta) {
   if (fuse_delta && !fa_attn_kernel_has(a->kernels[FADSL_ATTENTION_BWD], "FUSE_D"))
     return fa_attn_api_fail(a, FADSL_ERROR_UNSUPPORTED, "fuse_delta: the program's attn_bwd has no FUSE_D");
+  static const int pass[] = {FADSL_ATTENTION_BWD_PREP, FADSL_ATTENTION_BWD, FADSL_ATTENTION_BWD_DQ_CONVERT};
+  fadsl_status bound[3];
   fadsl_args *args = a->args[FADSL_ATTENTION_BWD_PREP];
   fadsl_args_clear(args);
   fadsl_status st = bind_common(a, FADSL_ATTENTION_BWD_PREP, c);
@@ -327,9 +367,7 @@ static fadsl_status fused_backward(fadsl_attention *a, const FaAttnTensors *t, c
   BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
   if (fuse_delta)
     BIND(st, fadsl_args_set_bool(args, "WRITE_D", false));
-  st = run(a, FADSL_ATTENTION_BWD_PREP, st, where);
-  if (st != FADSL_SUCCESS)
-    return st;
+  bound[0] = st;
   args = a->args[FADSL_ATTENTION_BWD];
   fadsl_args_clear(args);
   st = bind_common(a, FADSL_ATTENTION_BWD, c);
@@ -345,15 +383,14 @@ static fadsl_status fused_backward(fadsl_attention *a, const FaAttnTensors *t, c
   BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
   if (fuse_delta)
     BIND(st, fadsl_args_set_bool(args, "FUSE_D", true));
-  st = run(a, FADSL_ATTENTION_BWD, st, where);
-  if (st != FADSL_SUCCESS)
-    return st;
+  bound[1] = st;
   args = a->args[FADSL_ATTENTION_BWD_DQ_CONVERT];
   fadsl_args_clear(args);
   st = bind_common(a, FADSL_ATTENTION_BWD_DQ_CONVERT, c);
   BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
   BIND(st, fadsl_args_set_ptr(args, "t_dq", t->dq));
-  return run(a, FADSL_ATTENTION_BWD_DQ_CONVERT, st, where);
+  bound[2] = st;
+  return run_pass(a, pass, bound, 3, where);
 }
 
 static bool has_fused(const fadsl_attention *a) {
@@ -379,6 +416,8 @@ fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, co
                             : !has_fused(a)     ? "the program does not have"
                                                 : "needs dq_accum");
   }
+  int pass[3], n = 0;
+  fadsl_status bound[3];
   if (!delta_given) {
     /* delta = rowsum(dO * O) */
     args = a->args[FADSL_ATTENTION_BWD_D];
@@ -387,10 +426,11 @@ fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, co
     BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
     BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
     BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
-    st = run(a, FADSL_ATTENTION_BWD_D, st, where);
+    pass[n] = FADSL_ATTENTION_BWD_D;
+    bound[n++] = st;
   }
   /* dK and dV, then dQ: both read q, k, v, dO, lse and delta */
-  for (int which = FADSL_ATTENTION_BWD_DKDV; which <= FADSL_ATTENTION_BWD_DQ && st == FADSL_SUCCESS; which++) {
+  for (int which = FADSL_ATTENTION_BWD_DKDV; which <= FADSL_ATTENTION_BWD_DQ; which++) {
     args = a->args[which];
     fadsl_args_clear(args);
     st = bind_common(a, (fadsl_attention_kernel)which, c);
@@ -406,8 +446,10 @@ fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, co
     } else {
       BIND(st, fadsl_args_set_ptr(args, "t_dq", t->dq));
     }
-    st = run(a, (fadsl_attention_kernel)which, st, where);
+    pass[n] = which;
+    bound[n++] = st;
   }
+  st = run_pass(a, pass, bound, n, where);
   pthread_mutex_unlock(&a->lock);
   return st;
 }
