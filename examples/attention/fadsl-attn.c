@@ -410,7 +410,6 @@ static uint64_t rng_next(Rng *r) {
   return z ^ (z >> 31);
 }
 
-
 /* A tensor in the kernels' dtype (f16/bf16 as 16-bit patterns, or f32). */
 typedef struct Tensor {
   int64_t shape[4];
