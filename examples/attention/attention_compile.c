@@ -33,28 +33,30 @@ static void *compile_job(void *arg) {
 }
 
 void fa_attn_compile_together(fadsl_kernel *const *kernels, fadsl_args *const *args, int n, const char **cache) {
-  for (int i = 0; i < n; i++)
-    cache[i] = NULL;
-  if (n < 2)
-    return;   /* nothing to overlap: the launch compiles it */
-  if (n > MAX_TOGETHER)
-    n = MAX_TOGETHER;
   CompileJob jobs[MAX_TOGETHER];
+  int at[MAX_TOGETHER], m = 0;   /* jobs[j] compiles kernels[at[j]] */
+  for (int i = 0; i < n; i++) {
+    cache[i] = NULL;
+    if (kernels[i] && m < MAX_TOGETHER) {
+      jobs[m] = (CompileJob){kernels[i], args[i], NULL};
+      at[m++] = i;
+    }
+  }
+  if (m < 2)
+    return;   /* nothing to overlap: the launch compiles it */
   pthread_t threads[MAX_TOGETHER];
   bool started[MAX_TOGETHER] = {false};
-  for (int i = 0; i < n; i++)
-    jobs[i] = (CompileJob){kernels[i], args[i], NULL};
-  for (int i = 1; i < n; i++)
-    started[i] = pthread_create(&threads[i], NULL, compile_job, &jobs[i]) == 0;
+  for (int j = 1; j < m; j++)
+    started[j] = pthread_create(&threads[j], NULL, compile_job, &jobs[j]) == 0;
   compile_job(&jobs[0]);
-  for (int i = 1; i < n; i++) {
-    if (started[i])
-      pthread_join(threads[i], NULL);
+  for (int j = 1; j < m; j++) {
+    if (started[j])
+      pthread_join(threads[j], NULL);
     else
-      compile_job(&jobs[i]);   /* no thread for it: here, after the others */
+      compile_job(&jobs[j]);   /* no thread for it: here, after the others */
   }
-  for (int i = 0; i < n; i++)
-    cache[i] = jobs[i].cache;
+  for (int j = 0; j < m; j++)
+    cache[at[j]] = jobs[j].cache;
 }
 
 void fa_attn_note_compiled(fadsl_kernel_info *info, const char *cache) {

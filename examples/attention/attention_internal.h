@@ -57,11 +57,12 @@ fadsl_status fa_attn_api_backward_plain(fadsl_attention *a, const fadsl_attentio
                                         int Nkv, int D, float scale, fadsl_attention_dtype dtype, void *stream);
 
 
-/* attention_compile.c: compiles the n kernels with their bound arguments
- * at once, one thread each (for the GPU; nothing for n < 2), so that the
- * launches that follow find them compiled.  cache[i] says where kernel i's
- * compilation found it ("miss": compiled now; NULL: failed or not tried).
- * Failures are left to the launches. */
+/* attention_compile.c: compiles the kernels with their bound arguments at
+ * once, one thread each (for the GPU; kernels[i] NULL: not that one; nothing
+ * when fewer than two are left), so that the launches that follow find them
+ * compiled.  cache[i] says where kernel i's compilation found it ("miss":
+ * compiled now; NULL: failed or not tried).  Failures are left to the
+ * launches. */
 void fa_attn_compile_together(fadsl_kernel *const *kernels, fadsl_args *const *args, int n, const char **cache);
 /* A launch's info after fa_attn_compile_together: the launch found the
  * kernel in memory, but this call compiled it (cache "miss") or read it

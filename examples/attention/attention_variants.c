@@ -362,22 +362,18 @@ static fadsl_status launch_pass(FaAttnHandle *h, FaAttnExtra *x, const int *pass
                                 void *stream) {
   fadsl_kernel *kernels[VK_N] = {NULL};
   fadsl_args *args[VK_N] = {NULL};
-  const char *found[VK_N] = {NULL}, *cache[VK_N] = {NULL};
-  int index[VK_N], m = 0;
+  const char *cache[VK_N] = {NULL};
   fadsl_status st = FADSL_SUCCESS;
   for (int i = 0; i < n && st == FADSL_SUCCESS; i++) {
     st = bind(h, x, pass[i], t);
-    if (st == FADSL_SUCCESS && !x->launched[pass[i]] && m < VK_N) {
-      kernels[m] = x->k[pass[i]];
-      args[m] = x->args[pass[i]];
-      index[m++] = i;
+    if (st == FADSL_SUCCESS && !x->launched[pass[i]]) {
+      kernels[i] = x->k[pass[i]];
+      args[i] = x->args[pass[i]];
     }
   }
   if (st != FADSL_SUCCESS)
     return st;
-  fa_attn_compile_together(kernels, args, m, found);
-  for (int j = 0; j < m; j++)
-    cache[index[j]] = found[j];
+  fa_attn_compile_together(kernels, args, n, cache);
   for (int i = 0; i < n && st == FADSL_SUCCESS; i++) {
     st = launch_bound(h, x, pass[i], stream);
     if (st == FADSL_SUCCESS && pass[i] < FADSL_ATTENTION_KERNELS)

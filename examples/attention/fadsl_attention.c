@@ -317,21 +317,12 @@ static void compile_pass(fadsl_attention *a, const int *pass, const fadsl_status
                          const FaAttnTarget *where, const char **cache) {
   fadsl_kernel *kernels[FADSL_ATTENTION_KERNELS] = {NULL};
   fadsl_args *args[FADSL_ATTENTION_KERNELS] = {NULL};
-  const char *found[FADSL_ATTENTION_KERNELS] = {NULL};
-  int index[FADSL_ATTENTION_KERNELS], m = 0;
-  for (int i = 0; i < n; i++)
-    cache[i] = NULL;
-  if (where->regions)
-    return;   /* the interpreter compiles nothing */
-  for (int i = 0; i < n && m < FADSL_ATTENTION_KERNELS; i++)
+  for (int i = 0; i < n && !where->regions; i++)   /* the interpreter compiles nothing */
     if (bound[i] == FADSL_SUCCESS && !a->launched[pass[i]]) {
-      kernels[m] = a->kernels[pass[i]];
-      args[m] = a->args[pass[i]];
-      index[m++] = i;
+      kernels[i] = a->kernels[pass[i]];
+      args[i] = a->args[pass[i]];
     }
-  fa_attn_compile_together(kernels, args, m, found);
-  for (int j = 0; j < m; j++)
-    cache[index[j]] = found[j];
+  fa_attn_compile_together(kernels, args, n, cache);
 }
 
 /* Compiles (compile_pass) and runs the bound kernels of a pass in order,
