@@ -14,7 +14,10 @@
 #   3. the table: bench/compare_variants.py > OUTDIR/table.md.
 # Records: OUTDIR/fadsl.jsonl, OUTDIR/peers.jsonl.  Run from the repository
 # root with the build in ./build (FADSL_BUILD=DIR).  FADSL_BENCH_CHECK=0 skips
-# the float64 checks; FADSL_BENCH_QUICK=1 runs only the trading day.
+# the float64 checks; FADSL_BENCH_QUICK=1 runs only the trading day;
+# FADSL_BENCH_PARTS chooses the parts and their order (default
+# "variants decode peers"; e.g. "peers decode variants" to time the peers
+# first when a time limit may cut the run short).
 # Exit status 1 when a run failed (the others still run and are recorded).
 set -u
 [ $# -ge 1 ] || { echo "usage: bench/run-variants.sh OUTDIR" >&2; exit 2; }
@@ -64,6 +67,8 @@ bench() {
   rm -rf "$cache"
 }
 
+# the variants at the trading day and D=128 16k
+variants() {
 shapes="1,12,12,23400,64:12:23400"
 [ "${FADSL_BENCH_QUICK:-0}" = 1 ] || shapes="$shapes 1,16,16,16384,128:16:16384"
 for s in $shapes; do
@@ -80,8 +85,10 @@ for s in $shapes; do
   bench "softcap=50+window=4096,0" "$shape" "$H" "$N" --softcap 50 --window 4096,0
   bench "plain causal" "$shape" "$H" "$N" --causal
 done
+}
 
 # decoding: 64 sequences of 32k keys and 8 of 128k, GQA 4:1, D=128, pages of 64
+decode() {
 for d in 64,1,32,8,128,64,32768 8,1,32,8,128,64,131072 64,4,32,8,128,64,32768; do
   echo "== decode $d"
   if ! "$attn" --gpu --decode-shape "$d" --causal --dtype bf16 --bench --json "$out/fadsl.jsonl" --label "decode $d" \
@@ -90,7 +97,9 @@ for d in 64,1,32,8,128,64,32768 8,1,32,8,128,64,131072 64,4,32,8,128,64,32768; d
     failures=$((failures + 1))
   fi
 done
+}
 
+peers() {
 if python3 -c "import torch, triton" 2> /dev/null; then
   echo "== peers"
   python3 "$here/variants_peers.py" --out "$out/peers.jsonl" \
@@ -100,5 +109,14 @@ else
   echo "run-variants: PyTorch with Triton not found: no peers" >&2
   : > "$out/peers.jsonl"
 fi
+}
+
+for part in ${FADSL_BENCH_PARTS:-variants decode peers}; do
+  case $part in
+    variants|decode|peers) $part ;;
+    *) echo "run-variants: unknown part '$part' in FADSL_BENCH_PARTS (variants, decode, peers)" >&2; exit 2 ;;
+  esac
+done
+[ -f "$out/peers.jsonl" ] || : > "$out/peers.jsonl"
 python3 "$here/compare_variants.py" "$out/fadsl.jsonl" "$out/peers.jsonl" > "$out/table.md" && cat "$out/table.md"
 [ "$failures" -eq 0 ]

@@ -18,7 +18,12 @@ whose score is the sink's logit.  FLOPs count only the (query, key) pairs a vari
 """
 import argparse, json, math, sys, time
 import torch
+import torch._functorch.config
 import triton
+
+# do_bench runs the same backward graph again and again (retain_graph=True), which compiled graphs with
+# donated buffers refuse
+torch._functorch.config.donated_buffer = False
 
 SHAPES = {
     # (B, H, N, D): the trading day and D=128 at 16k tokens (hidden 2048)
@@ -146,6 +151,7 @@ def measure(provider, text, B, H, N, D, dtype):
     pairs = visible_pairs(v, N)
     fwd_flops = 4.0 * B * H * pairs * D
     try:
+        torch._dynamo.reset()   # each variant compiled afresh: no state left by the one before (or by its failure)
         t0 = time.time()
         run = flex_provider(v, B, H, N, D, "cuda", dtype) if provider == "flex" else sdpa_provider(provider, v, N, D)
         if run is None:
