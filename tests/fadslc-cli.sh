@@ -115,7 +115,6 @@ helper attention_core.band_mask
 helper attention_core.attn_fwd_program
 helper attention_core.attn_fwd_inner
 helper attention_core.online_softmax_step
-helper attention_core.online_softmax_rescale
 helper attention_core.no_delta_hook
 helper attention_core.attn_bwd_d_program
 helper attention_core.attn_bwd_dkdv_program
