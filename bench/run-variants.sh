@@ -29,6 +29,13 @@ attn=${FADSL_ATTN:-$build/examples/attention/fadsl-attn}
 here=$(cd "$(dirname "$0")" && pwd)
 check=--check
 [ "${FADSL_BENCH_CHECK:-1}" = 0 ] && check=""
+parts=${FADSL_BENCH_PARTS:-variants decode peers}
+for part in $parts; do   # every name checked before any part runs
+  case $part in
+    variants|decode|peers) ;;
+    *) echo "run-variants: unknown part '$part' in FADSL_BENCH_PARTS (variants, decode, peers)" >&2; exit 2 ;;
+  esac
+done
 : > "$out/fadsl.jsonl" || exit 2
 failures=0
 
@@ -69,53 +76,50 @@ bench() {
 
 # the variants at the trading day and D=128 16k
 variants() {
-shapes="1,12,12,23400,64:12:23400"
-[ "${FADSL_BENCH_QUICK:-0}" = 1 ] || shapes="$shapes 1,16,16,16384,128:16:16384"
-for s in $shapes; do
-  shape=${s%%:*}
-  rest=${s#*:}
-  H=${rest%%:*}
-  N=${rest#*:}
-  bench "window=1024,0" "$shape" "$H" "$N" --window 1024,0
-  bench "softcap=50+window=-1,0" "$shape" "$H" "$N" --softcap 50 --causal
-  bench "alibi+window=-1,0" "$shape" "$H" "$N" --alibi "$out/slopes$H.npy" --causal
-  bench "sinks+window=-1,0" "$shape" "$H" "$N" --sinks "$out/sinks$H.npy" --dsinks "$out/dsinks.npy" --causal
-  bench "varlen=4+window=-1,0" "$shape" "$H" "$N" --cu-seqlens "$out/cu$N.npy" --causal
-  bench "window=1024,0+sinks" "$shape" "$H" "$N" --window 1024,0 --sinks "$out/sinks$H.npy" --dsinks "$out/dsinks.npy"
-  bench "softcap=50+window=4096,0" "$shape" "$H" "$N" --softcap 50 --window 4096,0
-  bench "plain causal" "$shape" "$H" "$N" --causal
-done
+  shapes="1,12,12,23400,64:12:23400"
+  [ "${FADSL_BENCH_QUICK:-0}" = 1 ] || shapes="$shapes 1,16,16,16384,128:16:16384"
+  for s in $shapes; do
+    shape=${s%%:*}
+    rest=${s#*:}
+    H=${rest%%:*}
+    N=${rest#*:}
+    bench "window=1024,0" "$shape" "$H" "$N" --window 1024,0
+    bench "softcap=50+window=-1,0" "$shape" "$H" "$N" --softcap 50 --causal
+    bench "alibi+window=-1,0" "$shape" "$H" "$N" --alibi "$out/slopes$H.npy" --causal
+    bench "sinks+window=-1,0" "$shape" "$H" "$N" --sinks "$out/sinks$H.npy" --dsinks "$out/dsinks.npy" --causal
+    bench "varlen=4+window=-1,0" "$shape" "$H" "$N" --cu-seqlens "$out/cu$N.npy" --causal
+    bench "window=1024,0+sinks" "$shape" "$H" "$N" --window 1024,0 --sinks "$out/sinks$H.npy" --dsinks "$out/dsinks.npy"
+    bench "softcap=50+window=4096,0" "$shape" "$H" "$N" --softcap 50 --window 4096,0
+    bench "plain causal" "$shape" "$H" "$N" --causal
+  done
 }
 
 # decoding: 64 sequences of 32k keys and 8 of 128k, GQA 4:1, D=128, pages of 64
 decode() {
-for d in 64,1,32,8,128,64,32768 8,1,32,8,128,64,131072 64,4,32,8,128,64,32768; do
-  echo "== decode $d"
-  if ! "$attn" --gpu --decode-shape "$d" --causal --dtype bf16 --bench --json "$out/fadsl.jsonl" --label "decode $d" \
-      --seed 1 $check; then
-    echo "run-variants: decode $d FAILED" >&2
-    failures=$((failures + 1))
-  fi
-done
+  for d in 64,1,32,8,128,64,32768 8,1,32,8,128,64,131072 64,4,32,8,128,64,32768; do
+    echo "== decode $d"
+    if ! "$attn" --gpu --decode-shape "$d" --causal --dtype bf16 --bench --json "$out/fadsl.jsonl" --label "decode $d" \
+        --seed 1 $check; then
+      echo "run-variants: decode $d FAILED" >&2
+      failures=$((failures + 1))
+    fi
+  done
 }
 
 peers() {
-if python3 -c "import torch, triton" 2> /dev/null; then
-  echo "== peers"
-  python3 "$here/variants_peers.py" --out "$out/peers.jsonl" \
-    --decode "64,1,32,8,128,64,32768;8,1,32,8,128,64,131072;64,4,32,8,128,64,32768" \
-    $([ "${FADSL_BENCH_QUICK:-0}" = 1 ] && echo --shapes day) || failures=$((failures + 1))
-else
-  echo "run-variants: PyTorch with Triton not found: no peers" >&2
-  : > "$out/peers.jsonl"
-fi
+  if python3 -c "import torch, triton" 2> /dev/null; then
+    echo "== peers"
+    python3 "$here/variants_peers.py" --out "$out/peers.jsonl" \
+      --decode "64,1,32,8,128,64,32768;8,1,32,8,128,64,131072;64,4,32,8,128,64,32768" \
+      $([ "${FADSL_BENCH_QUICK:-0}" = 1 ] && echo --shapes day) || failures=$((failures + 1))
+  else
+    echo "run-variants: PyTorch with Triton not found: no peers" >&2
+    : > "$out/peers.jsonl"
+  fi
 }
 
-for part in ${FADSL_BENCH_PARTS:-variants decode peers}; do
-  case $part in
-    variants|decode|peers) $part ;;
-    *) echo "run-variants: unknown part '$part' in FADSL_BENCH_PARTS (variants, decode, peers)" >&2; exit 2 ;;
-  esac
+for part in $parts; do
+  $part
 done
 [ -f "$out/peers.jsonl" ] || : > "$out/peers.jsonl"
 python3 "$here/compare_variants.py" "$out/fadsl.jsonl" "$out/peers.jsonl" > "$out/table.md" && cat "$out/table.md"
