@@ -1692,6 +1692,173 @@ static int loop_acc_registers(Planner *pl, const FaPipelinePlan *pp, int threads
 
 static long long loop_trips(Planner *pl, const IrOp *loop);
 
+/* ---- 8c'. the loop's last product deferred to the next iteration (pipeline tma_ws_pp) ----------------
+ * FlashAttention-3's intra-warpgroup overlap, found from the IR: in a ring
+ * loop with a producer warp whose last warpgroup product accumulates onto a
+ * loop-carried value (O = O * alpha + dot(P, V)) that nothing else in the
+ * iteration reads after it, the product is issued by the next iteration,
+ * right after that iteration's first product (S = Q K^T), and waited for
+ * before the first op that reads the carried value (O * alpha), so that it
+ * runs under the next block's softmax; the last one is issued after the
+ * loop.  Unlike issuing S ahead (below) this needs no second accumulator:
+ * only the A fragments, packed where the product stands, live on until
+ * the wait.  Its B tile comes from the ring, whose buffer is released after
+ * the wait, an iteration late (the producer waits for it). */
+
+static bool op_reads(Planner *pl, const IrOp *op, const IrValue *v) {
+  if (reads_value(op, committed_by_any(pl, op), v))
+    return true;
+  for (int g = 0; g < op->nregions; g++)
+    for (const IrOp *o = op->regions[g]->first; o; o = o->next)
+      if (op_reads(pl, o, v))
+        return true;
+  return false;
+}
+
+static bool holds_product(Planner *pl, const IrOp *op) {
+  if (fa_plan_op_live(pl->p, op) && committed_by_any(pl, op))
+    return true;
+  for (int g = 0; g < op->nregions; g++)
+    for (const IrOp *o = op->regions[g]->first; o; o = o->next)
+      if (holds_product(pl, o))
+        return true;
+  return false;
+}
+
+static const char *why_not_deferred(Planner *pl, FaPipelinePlan *pp) {
+  FaCudaPlan *p = pl->p;
+  const IrRegion *body = pp->loop->regions[0];
+  FaProductPlan *first = NULL, *last = NULL;
+  const IrOp *first_op = NULL, *last_op = NULL;
+  int nproducts = 0;
+  for (const IrOp *op = body->first; op; op = op->next) {
+    if (op->nregions && holds_product(pl, op))
+      return "a product of the loop stands in a branch or loop of its own";
+    FaProductPlan *prod = fa_plan_op_live(p, op) ? committed_by_any(pl, op) : NULL;
+    if (!prod)
+      continue;
+    if (!first) {
+      first = prod;
+      first_op = op;
+    }
+    last = prod;
+    last_op = op;
+    nproducts++;
+  }
+  if (nproducts < 2)
+    return "the loop has fewer than two products";
+  if (first->instr != FA_INSTR_WGMMA || last->instr != FA_INSTR_WGMMA)
+    return "the loop's first or last product is not a warpgroup product";
+  if (first->wait != FA_WAIT_LATE || last->wait != FA_WAIT_LATE)
+    return "the loop's first or last product is waited for at once";
+  if (!last->wait_at || last->wait_at->before || last->wait_at->region != body)
+    return "the loop's last product is waited for before the end of the iteration";
+  if (!last->fused_add)
+    return "the loop's last product does not accumulate onto another value";
+  if (last->a_src == FA_OPND_TILE)
+    return "the loop's last product reads its A operand from a tile";
+  if (!last->b_tile || last->b_tile->pipeline != pp || last->b_tile->nbufs < 2)
+    return "the loop's last product does not read its B operand from the loop's ring";
+  /* its result is the carried value and nothing else */
+  const IrValue *r = last->fused_add->results[0];
+  const IrOp *y = body->last;
+  int carried = -1;
+  for (int k = 0; y && y->kind == IR_YIELD && k < y->noperands; k++)
+    if (y->operands[k] == r)
+      carried = carried < 0 ? k : -2;
+  if (carried < 0)
+    return "the loop's last product is not carried to the next iteration as one value";
+  for (int n = 0; n < p->nops; n++) {
+    const IrOp *use = p->order[n];
+    if (use == y)
+      continue;
+    for (int k = 0; k < use->noperands; k++)
+      if (use->operands[k] == r)
+        return "the loop's last product's result is read in its iteration";
+  }
+  const IrValue *arg = body->args[1 + carried];
+  if (arg->layout != r->layout || val(pl, arg)->nconvs || val(pl, arg)->tile || val(pl, r)->nconvs)
+    return "the carried accumulator changes layout";
+  if (val(pl, pp->loop->results[carried])->nconvs)
+    return "the carried accumulator changes layout after the loop";
+  /* the first op that reads the carried value comes after the first
+     product, with no product between them (they would wait for it) */
+  const IrOp *reader = NULL;
+  for (const IrOp *op = body->first; op && !reader; op = op->next) {
+    if (!fa_plan_op_live(p, op) || op->kind == IR_YIELD)
+      continue;
+    if (op_reads(pl, op, arg)) {
+      reader = op;
+      break;
+    }
+    if (op != first_op && holds_product(pl, op))
+      return "a product stands between the loop's first product and the first read of the carried accumulator";
+    if (op == last_op)
+      break;
+  }
+  bool after_first = false;
+  for (const IrOp *op = body->first; op && op != reader; op = op->next)
+    after_first |= op == first_op;
+  if (!reader || !after_first || reader == first_op)
+    return "the carried accumulator is not read between the loop's first and last products";
+  pp->deferred = last;
+  pp->defer_after = first;
+  pp->defer_wait_before = reader;
+  pp->defer_carried = carried;
+  return NULL;
+}
+
+/* Waits between the first product and the deferred one's wait have one
+ * more group in flight behind them (the deferred product, committed right
+ * after the first); the deferred product's own wait at the back edge goes. */
+static void retime_waits_for_deferral(Planner *pl, const FaPipelinePlan *pp) {
+  const IrRegion *body = pp->loop->regions[0];
+  bool between = false;
+  for (const IrOp *op = body->first; op; op = op->next) {
+    if (between)
+      for (int i = 0; i < pl->waits.len; i++) {
+        FaWgmmaWait *w = pl->waits.items[i];
+        if (w->before == op && w->region == body)
+          w->pending++;
+      }
+    if (committed_by_any(pl, op) == pp->defer_after)
+      between = true;
+    if (op == pp->defer_wait_before)
+      break;
+  }
+  FaProductPlan *last = pp->deferred;
+  FaWgmmaWait *w = last->wait_at;
+  int keep = 0;
+  for (int k = 0; k < w->nproducts; k++)
+    if (w->products[k] != last)
+      w->products[keep++] = w->products[k];
+  w->nproducts = keep;
+  last->wait_at = NULL;
+  last->deferred = true;
+  last->takes_turn = false;
+}
+
+static void plan_deferral(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (p->pipeline < FA_PIPELINE_TMA_WS_PP || !p->warp_specialised)
+    return;
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    if (pp->sync != FA_SYNC_MBARRIER)
+      continue;
+    pp->no_deferral = why_not_deferred(pl, pp);
+    if (!pp->no_deferral)
+      retime_waits_for_deferral(pl, pp);
+  }
+  int keep = 0;
+  for (int i = 0; i < pl->waits.len; i++) {
+    FaWgmmaWait *w = pl->waits.items[i];
+    if (w->nproducts)
+      pl->waits.items[keep++] = w;
+  }
+  pl->waits.len = keep;
+}
+
 static void plan_rotation(Planner *pl) {
   FaCudaPlan *p = pl->p;
   if (p->pipeline < FA_PIPELINE_TMA_WS_PP || !p->warp_specialised)
@@ -1699,6 +1866,10 @@ static void plan_rotation(Planner *pl) {
   for (int i = 0; i < pl->pipelines.len; i++) {
     FaPipelinePlan *pp = pl->pipelines.items[i];
     FaProductPlan *first = NULL;
+    if (pp->deferred) {
+      pp->no_rotation = "the loop's last product is deferred to the next iteration instead";
+      continue;
+    }
     for (const IrOp *op = pp->loop->regions[0]->first; op && !first; op = op->next)
       if (fa_plan_op_live(p, op))
         first = committed_by_any(pl, op);
@@ -2606,6 +2777,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
     plan_product_waits(&pl);
   if (pl.ok)
     plan_pingpong(&pl);
+  if (pl.ok)
+    plan_deferral(&pl);
   if (pl.ok)
     plan_rotation(&pl);
   out->pipelines = (FaPipelinePlan **)freeze(&pl, &pl.pipelines, &out->npipelines);

@@ -305,6 +305,21 @@ typedef struct FaPipelinePlan {
      rest of iteration it (the softmax) does; the first one before the loop */
   struct FaProductPlan *rotated;
   const char *no_rotation;  /* why not, when tma_ws_pp asked for it and the loop has a first product */
+  /* pipeline tma_ws_pp: the loop's last product (O += P V in attention),
+     deferred to the next iteration: there it is issued right after the
+     loop's first product (`defer_after`, S = Q K^T), in its turn, and
+     waited for before `defer_wait_before`, the first op that reads the
+     carried accumulator (O * alpha); the last one after the loop.  So the
+     tensor cores run P V while the warps do the next block's softmax
+     (FlashAttention-3's intra-warpgroup overlap, without a second
+     accumulator).  Its A fragments are packed where it stands and kept
+     until the wait; its ring buffer is released after the wait, one
+     iteration late. */
+  struct FaProductPlan *deferred;
+  struct FaProductPlan *defer_after;
+  const IrOp *defer_wait_before;
+  int defer_carried;        /* the loop-carried value it accumulates into */
+  const char *no_deferral;  /* why not, when tma_ws_pp asked for it */
   int acc_registers;        /* estimated registers per compute thread that the loop's products hold
                                (accumulators, register A operands) with the rotation's second
                                accumulator (FA_ROTATION_REGISTERS at most) */
@@ -375,6 +390,8 @@ typedef struct FaProductPlan {
   bool takes_turn;          /* ping-pong: issued in its consumer warpgroup's turn (named barriers) */
   bool rotated;             /* the first product of a ring loop, issued one iteration ahead (see
                                FaPipelinePlan.rotated) */
+  bool deferred;            /* the last product of a ring loop, issued in the next iteration (see
+                               FaPipelinePlan.deferred) */
   const char *why_at_once;  /* FA_WAIT_AT_ONCE under a pipeline with late waits: why this one is not */
   const IrOp *fused_add;    /* r = addend + dot(...) computed as one product accumulating onto addend */
   int addend;               /* the add's operand that is not the product */

@@ -308,6 +308,17 @@ static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
     fa_sb_puts(out, i ? ", " : " ");
     put_value(out, pp->loads[i]->op->results[0]);
   }
+  if (pp->deferred) {
+    fa_sb_puts(out, "; ");
+    put_value(out, pp->deferred->fused_add->results[0]);
+    fa_sb_puts(out, "'s product deferred to the next iteration, issued after ");
+    put_value(out, pp->defer_after->dot->results[0]);
+    fa_sb_puts(out, "'s and waited for before ");
+    put_loc(out, pp->defer_wait_before->loc);
+    fa_sb_puts(out, " (the last after the loop; its ring buffer released after the wait)");
+  } else if (pp->no_deferral) {
+    fa_sb_printf(out, "; last product not deferred: %s", pp->no_deferral);
+  }
   if (pp->rotated) {
     fa_sb_puts(out, "; the next iteration's ");
     put_value(out, pp->rotated->dot->results[0]);
@@ -335,7 +346,11 @@ static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
     fa_sb_puts(out, "pipeline ");
     put_loc(out, pp->loop->loc);
     fa_sb_printf(out, " %s", part[i]);
-    print_steps(out, steps[i], n[i]);
+    if (i == 2 && pp->deferred && n[i] == 1 && steps[i][0].kind == FA_STEP_RELEASE) /* emit_cuda.c: each warp releases after the deferred product's wait */
+      fa_sb_puts(out, " each warp release, in the next iteration after the deferred product (after the loop for "
+                      "the last)\n");
+    else
+      print_steps(out, steps[i], n[i]);
   }
 }
 
@@ -533,6 +548,8 @@ static void print_product(const FaProductPlan *pp, StrBuf *out) {
     fa_sb_puts(out, ", waited at once");
     if (pp->why_at_once)
       fa_sb_printf(out, " (%s)", pp->why_at_once);
+  } else if (pp->instr == FA_INSTR_WGMMA && pp->deferred) {
+    fa_sb_puts(out, ", its A fragments packed here, issued by the next iteration (the last after the loop)");
   } else if (pp->instr == FA_INSTR_WGMMA && pp->rotated) {
     fa_sb_puts(out, ", issued one iteration ahead and waited for at the back edge of the iteration before its own");
   } else if (pp->instr == FA_INSTR_WGMMA && pp->wait_at) {

@@ -58,7 +58,14 @@ typedef struct Emitter {
   const char **pipe_counter;/* by pipeline id: the ring's iteration counter */
   const IrValue **by_id;    /* every value of the device function, by id */
   bool producer_mode;       /* writing the producer warp's slice (warp specialisation) */
-  int ring_ahead;           /* tiles of rings are read for this many uses ahead (a rotated product) */
+  int ring_ahead;           /* tiles of rings are read for this many uses ahead (a rotated product;
+                               -1: the use before, a deferred product) */
+  /* the loop being written whose last product is deferred (FaPipelinePlan.deferred) */
+  const FaPipelinePlan *defer;
+  const char *defer_frags;  /* its A fragments, packed where it stands, read at its issue */
+  const char *defer_flag;   /* a deferred product waits for its issue */
+  const char *defer_acc;    /* the carried accumulator it adds into */
+  const char *defer_pack_fn, *defer_issue_fn;
   const char **helper_names;/* by product index: its wgmma helper, once written */
   const char **late_acc;    /* by product index: the accumulator array of a product waited for late */
   const char **late_af;     /* ... and the array of its A fragments, if they come from registers */
@@ -394,8 +401,9 @@ static const char *tile_format(Emitter *em, const FaTilePlan *t) {
 /* The shared-memory address of a tile (the current buffer of a pipeline). */
 static const char *tile_address(Emitter *em, const FaTilePlan *t) {
   if (t->nbufs > 1 && em->ring_ahead)
-    return aprintf(em, "fa::smem_addr(fa_smem + %zu + ((%s + %d) %% %d) * %zu)", t->offset,
-                   em->pipe_counter[t->pipeline->id], em->ring_ahead, t->nbufs, t->buf_bytes);
+    return aprintf(em, "fa::smem_addr(fa_smem + %zu + ((%s %c %d) %% %d) * %zu)", t->offset,
+                   em->pipe_counter[t->pipeline->id], em->ring_ahead < 0 ? '-' : '+', abs(em->ring_ahead), t->nbufs,
+                   t->buf_bytes);
   if (t->nbufs > 1)
     return aprintf(em, "fa::smem_addr(fa_smem + %zu + (%s %% %d) * %zu)", t->offset,
                    em->pipe_counter[t->pipeline->id], t->nbufs, t->buf_bytes);
@@ -1174,6 +1182,70 @@ static const char *emit_wgmma_helper(Emitter *em, const FaProductPlan *w) {
   return name;
 }
 
+/* A deferred product (FaPipelinePlan.deferred) is written as two device
+ * functions: one packs its A fragments where the product stands, the other
+ * issues it from them in the next iteration (committing its group). */
+static void emit_deferred_helpers(Emitter *em, const FaProductPlan *w) {
+  int idx = em->nhelpers++;
+  const char *pack = aprintf(em, "fa_wgmma_%d_pack", idx), *issue = aprintf(em, "fa_wgmma_%d_issue", idx);
+  StrBuf *h = &em->helpers;
+  int N = w->nt * 8;
+  bool a_f32 = w->a_src == FA_OPND_REGISTERS_F32;
+  fa_sb_printf(h, "// a deferred product's A fragments, packed from %s\n", a_f32 ? "f32 registers" : "registers");
+  fa_sb_printf(h, "static __device__ __forceinline__ void %s(const %s (&a)[%d], unsigned (&afs)[%d][%d][4]) {\n", pack,
+               a_f32 ? "float" : ctype(w->in), w->mt * w->kt * 8, w->mt, w->kt);
+  fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
+  wgmma_a_fragments(em, w);
+  fa_sb_puts(h, "  }\n}\n\n");
+  fa_sb_printf(h, "// c += a . b: wgmma.m64n%dk16, A from fragments packed before, B from a swizzled tile (%s-major)\n",
+               N, w->b_k_inner ? "K" : "N");
+  fa_sb_printf(h,
+               "static __device__ __forceinline__ void %s(float (&c)[%d], const unsigned (&afs)[%d][%d][4], "
+               "unsigned b_tile, int warp) {\n",
+               issue, w->mt * w->nt * 4, w->mt, w->kt);
+  fa_sb_puts(h, "  const int g = warp >> 2;  // warpgroup\n  (void)g;\n  fa::fence_regs(c);\n");
+  wgmma_descriptor_bases(em, w);
+  fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
+  fa_sb_printf(h, "    const unsigned (&af)[%d][4] = afs[mt];\n", w->kt);
+  fa_sb_puts(h, "    fa::wgmma_fence();\n");
+  fa_sb_printf(h, "#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt);
+  wgmma_descriptors(em, w);
+  wgmma_instruction(em, w);
+  fa_sb_puts(h, "    }\n  }\n  fa::wgmma_commit();  // waited for before the carried accumulator is read\n}\n\n");
+  em->defer_pack_fn = pack;
+  em->defer_issue_fn = issue;
+}
+
+/* The deferred product of the iteration before, accumulating into the
+ * carried accumulator (its ring buffer is the use before this one's). */
+static void emit_deferred_issue(Emitter *em, const FaPipelinePlan *pp) {
+  em->ring_ahead = -1;
+  const char *b_tile = tile_address(em, pp->deferred->b_tile);
+  em->ring_ahead = 0;
+  const FaProductPlan *w = pp->deferred;
+  line(em, "%s(%s, %s, %s, fa_warp);", em->defer_issue_fn, em->defer_acc, em->defer_frags, b_tile);
+  line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16; deferred)", w->mt, w->wm / 4,
+       w->N, w->kt);
+}
+
+static void emit_deferred_release(Emitter *em, const FaPipelinePlan *pp) {
+  line(em, "__syncwarp();  // every lane of the warp is done with the buffers of the iteration before");
+  line(em, "if (fa_lane == 0)");
+  line(em, "  fa::mbar_arrive(%s);",
+       mbar_address(em, pp->empty, aprintf(em, "fa::ring_slot<%d>(%s - 1)", pp->stages, em->pipe_counter[pp->id])));
+}
+
+static void emit_deferred_wait(Emitter *em, const FaPipelinePlan *pp) {
+  line(em, "fa::wgmma_wait<0>();  // the deferred product of the iteration before");
+  line(em, "fa::fence_regs(%s);", em->defer_acc);
+  line(em, "fa::fence_regs(%s);", em->defer_frags);
+  line(em, "if (%s) {", em->defer_flag);
+  em->indent++;
+  emit_deferred_release(em, pp);
+  em->indent--;
+  line(em, "}");
+}
+
 static int product_index(const Emitter *em, const FaProductPlan *pp) {
   for (int i = 0; i < em->plan->nproducts; i++)
     if (em->plan->products[i] == pp)
@@ -1295,12 +1367,36 @@ static void emit_dot_into(Emitter *em, const FaProductPlan *pp, const IrValue *r
     line(em, "  %s[fa_e] = %s;", c, cast_expr(em, acc_dt, op->operands[2]->type.dtype, operand(em, op, 2)));
   else
     line(em, "  %s[fa_e] = %s;", c, zero_of(em, acc_dt));
+  if (pp->deferred) {
+    const FaDotPlan *dp = op->aux;
+    if (!direct || !em->defer || em->defer->deferred != pp) {
+      fail(em, op->loc, "internal compiler error: a deferred product outside its loop");
+      return;
+    }
+    line(em, "%s(%s, %s);  // A = %s.to(%s), read by its issue in the next iteration", em->defer_pack_fn,
+         array_in(em, pp->a_regs, dp->a), em->defer_frags, names_of(em, pp->a_regs)->name, fa_dtype_name(pp->in));
+    line(em, "%s = true;", em->defer_flag);
+    return;
+  }
   if (pp->takes_turn)
     line(em, "fa::wait_turn(fa_warp >> 2);  // this warpgroup's turn to issue a product");
   switch (pp->instr) {
   case FA_INSTR_WGMMA: emit_wgmma(em, pp, c); break;
   case FA_INSTR_MMA_SYNC: emit_mma_sync(em, pp, c); break;
   case FA_INSTR_FMA: emit_fma(em, pp, c); break;
+  }
+  if (em->defer && em->defer->defer_after == pp) {
+    line(em, "if (%s) {  // the iteration before's deferred product, running under this one's softmax",
+         em->defer_flag);
+    em->indent++;
+    emit_deferred_issue(em, em->defer);
+    em->indent--;
+    line(em, "} else {  // an empty group: the waits count the same groups either way");
+    /* the fence the issue path has: without it ptxas injects one where the
+       paths join, in every iteration (its note C7519) */
+    line(em, "  fa::wgmma_fence();");
+    line(em, "  fa::wgmma_commit();");
+    line(em, "}");
   }
   if (pp->takes_turn)
     line(em, "fa::pass_turn(fa_warp >> 2);  // the other warpgroup's turn");
@@ -1508,6 +1604,10 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
     line(em, "fa::mbar_wait(%s, %s);  // this iteration's tiles have landed", mbar_address(em, pp->full, slot), parity);
     break;
   case FA_STEP_RELEASE:
+    if (pp->deferred) {
+      line(em, "// (this iteration's buffers are released after its deferred product, in the next iteration)");
+      break;
+    }
     line(em, "__syncwarp();  // every lane of the warp is done with this iteration's buffers");
     line(em, "if (fa_lane == 0)");
     line(em, "  fa::mbar_arrive(%s);", mbar_address(em, pp->empty, slot));
@@ -1664,6 +1764,17 @@ static void emit_for(Emitter *em, const IrOp *op) {
   const char *cur = NULL, *next = NULL;
   if (pp && pp->rotated && !em->producer_mode)
     cur = emit_rotated_first(em, pp, &next);
+  const FaPipelinePlan *outer_defer = em->defer;
+  if (pp && pp->deferred && !em->producer_mode) {
+    const FaProductPlan *dp = pp->deferred;
+    em->defer = pp;
+    em->defer_frags = fresh_tmp(em, "defer_af");
+    em->defer_flag = fresh_tmp(em, "deferred");
+    em->defer_acc = names_of(em, body->args[1 + pp->defer_carried])->name;
+    emit_deferred_helpers(em, dp);
+    line(em, "unsigned %s[%d][%d][4];  // the deferred product's A fragments", em->defer_frags, dp->mt, dp->kt);
+    line(em, "bool %s = false;  // a deferred product waits for its issue", em->defer_flag);
+  }
   line(em, "for (%s %s = %s; %s < %s; %s += %s) {", ctype(iv->type.dtype), ivn, lb, ivn, ub, ivn, step);
   em->indent++;
   if (pp)
@@ -1722,6 +1833,18 @@ static void emit_for(Emitter *em, const IrOp *op) {
     line(em, "++%s;", counter);
   em->indent--;
   line(em, "}");
+  if (em->defer && em->defer == pp) {
+    line(em, "if (%s) {  // the last iteration's deferred product", em->defer_flag);
+    em->indent++;
+    emit_deferred_issue(em, pp);
+    line(em, "fa::wgmma_wait<0>();");
+    line(em, "fa::fence_regs(%s);", em->defer_acc);
+    line(em, "fa::fence_regs(%s);", em->defer_frags);
+    emit_deferred_release(em, pp);
+    em->indent--;
+    line(em, "}");
+  }
+  em->defer = outer_defer;
   if (pp)
     emit_pipe_steps(em, pp, pp->epilogue, pp->nepilogue, PIPE_AFTER);
   for (int i = 0; i < n; i++)
@@ -2067,6 +2190,8 @@ static void emit_op(Emitter *em, const IrOp *op) {
   if (op->kind == IR_YIELD || op->kind == IR_RETURN)
     return;
   emit_wgmma_waits(em, op, NULL);
+  if (em->defer && !em->producer_mode && op == em->defer->defer_wait_before)
+    emit_deferred_wait(em, em->defer);
   /* values computed at their uses need no code here */
   if (op->nresults == 1 && is_block(op->results[0]) && is_virtual(em, op->results[0]))
     return;

@@ -157,8 +157,9 @@ static void assert_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, const
   /* the code carries one comment per tensor-core product */
   int wg = 0, mma = 0;
   for (int i = 0; i < p->nproducts; i++) {
-    /* a product issued one iteration ahead is written twice: before the loop and in it */
-    wg += (p->products[i]->instr == FA_INSTR_WGMMA) * (p->products[i]->rotated ? 2 : 1);
+    /* a product issued one iteration ahead is written twice: before the loop and in it; a
+       deferred one too: in the next iteration and after the loop */
+    wg += (p->products[i]->instr == FA_INSTR_WGMMA) * (p->products[i]->rotated || p->products[i]->deferred ? 2 : 1);
     mma += p->products[i]->instr == FA_INSTR_MMA_SYNC;
   }
   int wg_code = 0, mma_code = 0;
@@ -418,8 +419,10 @@ static void assert_wait_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, 
       continue;
     }
     ck_assert_int_ge(p->pipeline, FA_PIPELINE_TMA_ASYNC);
-    if (pp->rotated) { /* waited for before its loop and at each back edge, by the printer */
+    if (pp->rotated || pp->deferred) { /* waited for by the printer: rotated before its loop and at
+                                          each back edge, deferred in the next iteration and after the loop */
       ck_assert_ptr_null(pp->wait_at);
+      ck_assert(!(pp->rotated && pp->deferred));
       continue;
     }
     ck_assert_msg(pp->wait_at != NULL, "%s: a late product without its wait", what);
@@ -437,8 +440,25 @@ static void assert_wait_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, 
   int in_code = 0, rotated = 0;
   for (const char *s = ck->source; (s = strstr(s, "fa::wgmma_wait<")); s++)
     in_code++;
-  for (int i = 0; i < p->npipelines; i++)
-    rotated += p->pipelines[i]->rotated != NULL;
+  for (int i = 0; i < p->npipelines; i++) {
+    const FaPipelinePlan *pp = p->pipelines[i];
+    rotated += pp->rotated != NULL || pp->deferred != NULL;
+    if (pp->deferred) {
+      /* the deferred product: the loop's last, accumulating into a carried value, its B tile
+         in the loop's ring; issued after the first product, waited for before a later op */
+      ck_assert(pp->deferred->deferred && pp->deferred->fused_add && !pp->rotated);
+      ck_assert(pp->deferred->b_tile->pipeline == pp);
+      ck_assert(pp->defer_after && pp->defer_after != pp->deferred && !pp->defer_after->deferred);
+      ck_assert(pp->defer_wait_before && pp->defer_wait_before->parent == pp->loop->regions[0]);
+      bool after = false, wait_after = false;
+      for (const IrOp *op = pp->loop->regions[0]->first; op; op = op->next) {
+        after |= op == pp->defer_after->dot;
+        wait_after |= after && op == pp->defer_wait_before;
+      }
+      ck_assert_msg(wait_after, "%s: the deferred product waited for before the first product", what);
+      ck_assert_msg(!pp->no_deferral, "%s: deferred and refused", what);
+    }
+  }
   ck_assert_msg(in_code == p->nwaits + at_once + 2 * rotated, "%s: %d waits in the code, %d + %d + 2 * %d in the plan",
                 what, in_code, p->nwaits, at_once, rotated);
   int refused = 0;

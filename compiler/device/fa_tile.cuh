@@ -193,13 +193,23 @@ struct OpMin {
  *     (number of warps) * 32 * ND elements and is free on entry and exit. */
 template <class Op, class KeepMap, class RedMap, int LANE_MASK, int WARP_MASK, class T, int ND, int NS>
 FA_DEV void reduce(T (&dst)[ND], const T (&src)[NS], int lane, int warp, void *smem) {
+  /* within a thread as a pairwise tree (element k with k + s, s = 1, 2, 4,
+     ...): log2 of the count dependent steps rather than the count, which
+     matters where the reduction stands between a product and the work that
+     needs its result (a softmax's row maximum) */
+  constexpr int NK = 1 << RedMap::n;
 #pragma unroll
   for (int r = 0; r < ND; ++r) {
-    T acc = src[KeepMap::gather(r)];
+    T part[NK];
 #pragma unroll
-    for (int k = 1; k < (1 << RedMap::n); ++k)
-      acc = Op::apply(acc, src[KeepMap::gather(r) | RedMap::gather(k)]);
-    dst[r] = acc;
+    for (int k = 0; k < NK; ++k)
+      part[k] = src[KeepMap::gather(r) | RedMap::gather(k)];
+#pragma unroll
+    for (int s = 1; s < NK; s *= 2)
+#pragma unroll
+      for (int k = 0; k + s < NK; k += 2 * s)
+        part[k] = Op::apply(part[k], part[k + s]);
+    dst[r] = part[0];
   }
 #pragma unroll
   for (int b = 0; b < 5; ++b)
