@@ -167,9 +167,14 @@ static int parse_args(int argc, char **argv, Arena *arena, TuneOptions *opt) {
       o->values = fa_arena_alloc(arena, sizeof *o->values * (strlen(list) + 1));
       char *copy = fa_arena_strdup(arena, list);
       if (!o->values || !copy) return usage_error("out of memory");
-      for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-        if (!fa_const_parse(tok, &o->values[o->nvalues++]))
+      const FaConfigAxis *named = fa_config_axis(name);
+      for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int iv;
+        if (named && named->names && fa_config_parse(named, tok, &iv)) /* pipeline=tma_ws_pp */
+          o->values[o->nvalues++] = (FaConst){.kind = CK_INT, .i = iv};
+        else if (!fa_const_parse(tok, &o->values[o->nvalues++]))
           return usage_error("--only %s: '%s' is not a value", name, tok);
+      }
       if (o->nvalues == 0) return usage_error("--only %s: no values", name);
     } else if (option(argc, argv, &i, "--jobs", &v, &status) || option(argc, argv, &i, "-j", &v, &status)) {
       if (!v) return status;

@@ -53,7 +53,7 @@ static char *point_label(Arena *a, const FaKernelInfo *k, const FaConst *values)
   fa_sb_init(&sb);
   for (int t = 0; t < k->ntune; t++) {
     fa_sb_printf(&sb, "%s%s=", t ? " " : "", k->tune[t].name);
-    fa_const_print(values[t], &sb);
+    fa_config_print_value(k->tune[t].name, values[t], &sb);
   }
   char *s = fa_arena_strdup(a, sb.data ? sb.data : "");
   fa_sb_free(&sb);

@@ -157,7 +157,7 @@ void fa_autotune_none_passes_message(const FaKernelInfo *k, const FaAutotunePoin
     if (pt->chosen[t])
       continue;
     fa_sb_printf(out, "%s%s=", nfixed++ ? " " : " with ", k->tune[t].name);
-    fa_const_print(pt->values[t], out);
+    fa_config_print_value(k->tune[t].name, pt->values[t], out);
   }
   if (nfixed)
     fa_sb_puts(out, " given");

@@ -76,6 +76,14 @@ void fa_config_print(const FaLaunchConfig *c, StrBuf *out) {
   }
 }
 
+void fa_config_print_value(const char *axis, FaConst v, StrBuf *out) {
+  const char *name = v.kind == CK_INT ? fa_config_value_name(fa_config_axis(axis), (int)v.i) : NULL;
+  if (name)
+    fa_sb_puts(out, name);
+  else
+    fa_const_print(v, out);
+}
+
 const char *fa_config_value_name(const FaConfigAxis *ax, int value) {
   if (!ax || !ax->names || value < ax->min || value > ax->max)
     return NULL;

@@ -148,6 +148,9 @@ void fa_config_print(const FaLaunchConfig *c, StrBuf *out);
 bool fa_config_parse(const FaConfigAxis *ax, const char *text, int *value);
 /* The name of a value of a named axis, or NULL. */
 const char *fa_config_value_name(const FaConfigAxis *ax, int value);
+/* Appends the value of @autotune axis `axis`: by its name where the axis is
+ * a named launch setting ("pipeline" 5: "tma_ws_pp"), else as a constant. */
+void fa_config_print_value(const char *axis, FaConst v, StrBuf *out);
 /* The environment's choice for each named axis that `given` does not set
  * (<= 0): FADSL_<NAME> in upper case (FADSL_PIPELINE, FADSL_SCHEDULE), when
  * set and not empty, stored into *out (given and out may be the same).

@@ -169,7 +169,12 @@ static int expected_attention_space(const FaKernelInfo *k, char labels[][96], in
     labels[n][0] = '\0';
     for (int t = 0; t < k->ntune; t++) {
       char part[32];
-      snprintf(part, sizeof part, "%s%s=%lld", t ? " " : "", k->tune[t].name, (long long)k->tune[t].values[idx[t]].i);
+      /* named launch settings by their names ("pipeline=tma") */
+      const char *named = fa_config_value_name(fa_config_axis(k->tune[t].name), (int)k->tune[t].values[idx[t]].i);
+      if (named)
+        snprintf(part, sizeof part, "%s%s=%s", t ? " " : "", k->tune[t].name, named);
+      else
+        snprintf(part, sizeof part, "%s%s=%lld", t ? " " : "", k->tune[t].name, (long long)k->tune[t].values[idx[t]].i);
       strcat(labels[n], part);
     }
     n++;
@@ -378,6 +383,7 @@ END_TEST
 
 START_TEST(compile_only_attention_reduced) {
   Result r = tune("--compile-only --kernel attn_fwd --only BLOCK_Q=64 --only BLOCK_K=64 --only warps=4 --only stages=2,3 "
+                  "--only pipeline=tma "
                   "--json @TMP/att.json " FADSL_TOP_SRCDIR "/examples/attention/attention.fa");
   if (nvrtc_missing(&r)) {
     fprintf(stderr, "compile_only_attention_reduced: no NVRTC here, not checked\n");
