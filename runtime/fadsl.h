@@ -325,6 +325,9 @@ typedef struct fadsl_kernel_info {
   int static_shared_bytes;      /* static shared memory per program, besides
                                    shared_bytes; -1 when unknown */
   int max_threads;              /* the kernel's __launch_bounds__ limit; -1 when none */
+  const char *pipeline;         /* how loads feeding products were pipelined: "tma", "tma_ws_pp", ...
+                                   on sm_90a, "cp_async" on other targets (docs/performance.md) */
+  const char *schedule;         /* "grid" or "persistent" */
 } fadsl_kernel_info;
 
 /* Launches the kernel with these arguments on `stream` (a CUstream /

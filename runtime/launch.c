@@ -405,6 +405,14 @@ static void fill_info(const fadsl_kernel *k, const FaRtVariant *v, const FaRtPla
   info->local_bytes = v->resources.stack_frame;
   info->static_shared_bytes = v->resources.static_shared;
   info->max_threads = v->resources.max_threads;
+  /* the axes' names (config_axes.c); off the arch-specific Hopper targets every
+     choice compiles to cp.async */
+  size_t alen = strlen(v->arch);
+  bool hopper = alen > 0 && v->arch[alen - 1] == 'a';
+  info->pipeline = hopper ? fa_config_value_name(fa_config_axis("pipeline"), v->config.pipeline) : "cp_async";
+  info->schedule = fa_config_value_name(fa_config_axis("schedule"), v->config.schedule);
+  if (!info->pipeline) info->pipeline = "cp_async";
+  if (!info->schedule) info->schedule = "grid";
   if (v->loaded && info->registers < 0) info->registers = v->module.registers;
   if (v->loaded && info->local_bytes < 0) info->local_bytes = v->module.local_bytes;
   if (v->loaded && info->static_shared_bytes < 0) info->static_shared_bytes = v->module.static_shared;

@@ -76,8 +76,11 @@ done
 
 "$attn" --gpu --shape 2,4,2,100,64 --dtype bf16 --backward --fused --block-q 128 --block-k 64 --warps 8 --stages 3 \
   --save-inputs "$dir/in_" --o "$dir/o.npy" > "$dir/out" 2>&1
-# (the forward kernel's pipeline, which the options do not set, comes from its default point)
+# (the forward kernel's pipeline, which the options do not set, comes from its default point:
+# bulk copies on sm_90a, named in the listing)
 has "$dir/out" "T=bf16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=3 (explicit+default)" "a forced config is explicit"
+grep "^  attn_fwd " "$dir/out" | grep -q "pipeline tma, schedule grid" && echo "ok: the pipeline and schedule listed" ||
+  fail "the forward kernel's pipeline and schedule not listed"
 has "$dir/out" "attn_bwd       n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=128" \
   "attn_bwd takes the tiles the other way round"
 r=$($relerr "$dir/o.npy" "$dir/in_q.npy")

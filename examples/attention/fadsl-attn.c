@@ -636,7 +636,7 @@ typedef struct Outputs {
 /* What one kernel's launch used (copied: the library's strings live only as
  * long as the attention handle). */
 typedef struct KernelReport {
-  char kernel[32], constexprs[256], source[32], cache[16];
+  char kernel[32], constexprs[256], source[32], cache[16], pipeline[16], schedule[16];
   int warps, stages, threads, registers, spill_bytes;
   size_t shared_bytes;
   unsigned grid[3];
@@ -892,6 +892,8 @@ static void print_configs(Gpu *g, GpuReport *rep) {
     snprintf(in->constexprs, sizeof in->constexprs, "%s", ki.constexprs);
     snprintf(in->source, sizeof in->source, "%s", ki.config_source);
     snprintf(in->cache, sizeof in->cache, "%s", ki.cache);
+    snprintf(in->pipeline, sizeof in->pipeline, "%s", ki.pipeline ? ki.pipeline : "");
+    snprintf(in->schedule, sizeof in->schedule, "%s", ki.schedule ? ki.schedule : "");
     in->warps = ki.warps;
     in->stages = ki.stages;
     in->threads = ki.threads;
@@ -900,9 +902,9 @@ static void print_configs(Gpu *g, GpuReport *rep) {
     in->shared_bytes = ki.shared_bytes;
     memcpy(in->grid, ki.grid, sizeof in->grid);
     printf("  %-14s %s warps=%d stages=%d (%s) grid (%u, %u, %u), %d threads, %zu B shared, %d registers, "
-           "kernel cache %s\n",
+           "kernel cache %s, pipeline %s, schedule %s\n",
            in->kernel, in->constexprs, in->warps, in->stages, in->source, in->grid[0], in->grid[1],
-           in->grid[2], in->threads, in->shared_bytes, in->registers, in->cache);
+           in->grid[2], in->threads, in->shared_bytes, in->registers, in->cache, in->pipeline, in->schedule);
   }
 }
 
@@ -1120,7 +1122,11 @@ static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool ba
       continue;
     fprintf(f, "%s\"%s\": {\"constexprs\": ", first ? "" : ", ", in->kernel);
     json_string(f, in->constexprs);
-    fprintf(f, ", \"warps\": %d, \"stages\": %d, \"source\": ", in->warps, in->stages);
+    fprintf(f, ", \"warps\": %d, \"stages\": %d, \"pipeline\": ", in->warps, in->stages);
+    json_string(f, in->pipeline);
+    fprintf(f, ", \"schedule\": ");
+    json_string(f, in->schedule);
+    fprintf(f, ", \"source\": ");
     json_string(f, in->source);
     fprintf(f, ", \"registers\": %d, \"spill_bytes\": %d, \"shared_bytes\": %zu}", in->registers, in->spill_bytes,
             in->shared_bytes);

@@ -74,7 +74,8 @@ class KernelInfo(ctypes.Structure):
                 ("registers", ctypes.c_int), ("spill_bytes", ctypes.c_int),
                 ("local_bytes", ctypes.c_int), ("grid", ctypes.c_uint * 3),
                 ("cuda_source", ctypes.c_char_p), ("static_shared_bytes", ctypes.c_int),
-                ("max_threads", ctypes.c_int)]
+                ("max_threads", ctypes.c_int), ("pipeline", ctypes.c_char_p),
+                ("schedule", ctypes.c_char_p)]
 
 
 class ParamInfo(ctypes.Structure):
