@@ -874,18 +874,31 @@ static void plan_tma_pipeline(Planner *pl, FaPipelinePlan *pp) {
 
 /* The op of `r` (from `after` on) before which a load outside loops is
  * waited for: the first whose ops read x's tile. */
-static bool reads_tile_of(Planner *pl, const IrOp *op, const IrValue *x) {
+/* Whether `test` holds for op or for an op of its regions, at any depth. */
+typedef bool (*OpTest)(Planner *pl, const IrOp *op, const void *arg);
+
+static bool op_or_nested(Planner *pl, const IrOp *op, OpTest test, const void *arg) {
+  if (test(pl, op, arg))
+    return true;
+  for (int g = 0; g < op->nregions; g++)
+    for (const IrOp *o = op->regions[g]->first; o; o = o->next)
+      if (op_or_nested(pl, o, test, arg))
+        return true;
+  return false;
+}
+
+static bool dot_reads_tile_of(Planner *pl, const IrOp *op, const void *x) {
   if (op->kind == IR_DOT && fa_plan_op_live(pl->p, op))
     for (int j = 0; j < 2; j++) {
       bool flip;
       if (fa_plan_reads_tile(op, j) && !fused_cast_source(pl, op, j) && tile_source(pl, op->operands[j], &flip) == x)
         return true;
     }
-  for (int g = 0; g < op->nregions; g++)
-    for (const IrOp *o = op->regions[g]->first; o; o = o->next)
-      if (reads_tile_of(pl, o, x))
-        return true;
   return false;
+}
+
+static bool reads_tile_of(Planner *pl, const IrOp *op, const IrValue *x) {
+  return op_or_nested(pl, op, dot_reads_tile_of, x);
 }
 
 static void plan_tma_load(Planner *pl, const IrOp *op) {
@@ -1705,24 +1718,45 @@ static long long loop_trips(Planner *pl, const IrOp *loop);
  * the wait.  Its B tile comes from the ring, whose buffer is released after
  * the wait, an iteration late (the producer waits for it). */
 
+/* A product whose wait the printer writes itself (deferred, rotated) leaves
+ * the plan's wait point; waits left with no product go. */
+static void unwait(FaProductPlan *prod) {
+  FaWgmmaWait *w = prod->wait_at;
+  if (w) {
+    int keep = 0;
+    for (int k = 0; k < w->nproducts; k++)
+      if (w->products[k] != prod)
+        w->products[keep++] = w->products[k];
+    w->nproducts = keep;
+  }
+  prod->wait_at = NULL;
+}
+
+static void drop_empty_waits(Planner *pl) {
+  int keep = 0;
+  for (int i = 0; i < pl->waits.len; i++) {
+    FaWgmmaWait *w = pl->waits.items[i];
+    if (w->nproducts)
+      pl->waits.items[keep++] = w;
+  }
+  pl->waits.len = keep;
+}
+
+static bool reads_here(Planner *pl, const IrOp *op, const void *v) {
+  return reads_value(op, committed_by_any(pl, op), v);
+}
+
+static bool commits_here(Planner *pl, const IrOp *op, const void *unused) {
+  (void)unused;
+  return fa_plan_op_live(pl->p, op) && committed_by_any(pl, op);
+}
+
 static bool op_reads(Planner *pl, const IrOp *op, const IrValue *v) {
-  if (reads_value(op, committed_by_any(pl, op), v))
-    return true;
-  for (int g = 0; g < op->nregions; g++)
-    for (const IrOp *o = op->regions[g]->first; o; o = o->next)
-      if (op_reads(pl, o, v))
-        return true;
-  return false;
+  return op_or_nested(pl, op, reads_here, v);
 }
 
 static bool holds_product(Planner *pl, const IrOp *op) {
-  if (fa_plan_op_live(pl->p, op) && committed_by_any(pl, op))
-    return true;
-  for (int g = 0; g < op->nregions; g++)
-    for (const IrOp *o = op->regions[g]->first; o; o = o->next)
-      if (holds_product(pl, o))
-        return true;
-  return false;
+  return op_or_nested(pl, op, commits_here, NULL);
 }
 
 static const char *why_not_deferred(Planner *pl, FaPipelinePlan *pp) {
@@ -1827,13 +1861,7 @@ static void retime_waits_for_deferral(Planner *pl, const FaPipelinePlan *pp) {
       break;
   }
   FaProductPlan *last = pp->deferred;
-  FaWgmmaWait *w = last->wait_at;
-  int keep = 0;
-  for (int k = 0; k < w->nproducts; k++)
-    if (w->products[k] != last)
-      w->products[keep++] = w->products[k];
-  w->nproducts = keep;
-  last->wait_at = NULL;
+  unwait(last);
   last->deferred = true;
   last->takes_turn = false;
 }
@@ -1850,13 +1878,7 @@ static void plan_deferral(Planner *pl) {
     if (!pp->no_deferral)
       retime_waits_for_deferral(pl, pp);
   }
-  int keep = 0;
-  for (int i = 0; i < pl->waits.len; i++) {
-    FaWgmmaWait *w = pl->waits.items[i];
-    if (w->nproducts)
-      pl->waits.items[keep++] = w;
-  }
-  pl->waits.len = keep;
+  drop_empty_waits(pl);
 }
 
 static void plan_rotation(Planner *pl) {
@@ -1944,25 +1966,10 @@ static void plan_rotation(Planner *pl) {
     if (!first)
       continue;
     /* its own wait goes: the back edge waits for the next one */
-    FaWgmmaWait *w = first->wait_at;
-    if (w) {
-      int keep = 0;
-      for (int k = 0; k < w->nproducts; k++)
-        if (w->products[k] != first)
-          w->products[keep++] = w->products[k];
-      w->nproducts = keep;
-    }
-    first->wait_at = NULL;
+    unwait(first);
     first->rotated = true;
   }
-  /* waits left with no product */
-  int keep = 0;
-  for (int i = 0; i < pl->waits.len; i++) {
-    FaWgmmaWait *w = pl->waits.items[i];
-    if (w->nproducts)
-      pl->waits.items[keep++] = w;
-  }
-  pl->waits.len = keep;
+  drop_empty_waits(pl);
 }
 
 /* ---- 9. loads and stores ---------------------------------------------------------------------------- */
