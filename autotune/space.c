@@ -73,7 +73,7 @@ static bool eval_prune(TuneRun *run, const TuneJob *job, const FaConst *values, 
   for (int i = 0; i < job->nfixed; i++) b[n++] = job->fixed[i];
   for (int t = 0; t < k->ntune; t++) {
     b[n].name = k->tune[t].name;
-    b[n++].value = values[t];
+    b[n++].value = fa_config_prune_value(k->tune[t].name, values[t]);
   }
   n += fa_config_prune_bindings(k, NULL, b + n);
   FaConst r;

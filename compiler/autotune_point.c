@@ -81,7 +81,7 @@ static void set_open_values(const FaKernelInfo *k, FaAutotunePoint *pt, const in
   for (int t = 0; t < k->ntune; t++) {
     if (pt->chosen[t])
       pt->values[t] = k->tune[t].values[idx[t]];
-    env[t] = (FaBinding){k->tune[t].name, pt->values[t]};
+    env[t] = (FaBinding){k->tune[t].name, fa_config_prune_value(k->tune[t].name, pt->values[t])};
   }
 }
 

@@ -76,6 +76,13 @@ void fa_config_print(const FaLaunchConfig *c, StrBuf *out) {
   }
 }
 
+FaConst fa_config_prune_value(const char *axis, FaConst v) {
+  const char *name = v.kind == CK_INT ? fa_config_value_name(fa_config_axis(axis), (int)v.i) : NULL;
+  if (name)
+    return (FaConst){.kind = CK_STR, .s = name};
+  return v;
+}
+
 void fa_config_print_value(const char *axis, FaConst v, StrBuf *out) {
   const char *name = v.kind == CK_INT ? fa_config_value_name(fa_config_axis(axis), (int)v.i) : NULL;
   if (name)
@@ -142,7 +149,8 @@ int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given,
       continue;
     int v = given ? fa_config_get(given, &axes[i]) : 0;
     out[n].name = axes[i].name;
-    out[n++].value = (FaConst){CK_INT, v > 0 ? v : axes[i].default_value, 0, DT_VOID, NULL};
+    out[n++].value =
+        fa_config_prune_value(axes[i].name, (FaConst){CK_INT, v > 0 ? v : axes[i].default_value, 0, DT_VOID, NULL});
   }
   return n;
 }

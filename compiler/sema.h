@@ -148,6 +148,10 @@ void fa_config_print(const FaLaunchConfig *c, StrBuf *out);
 bool fa_config_parse(const FaConfigAxis *ax, const char *text, int *value);
 /* The name of a value of a named axis, or NULL. */
 const char *fa_config_value_name(const FaConfigAxis *ax, int value);
+/* What a prune sees of an @autotune axis's value: a named launch setting as
+ * its name (pipeline 5: "tma_ws_pp", so that a prune can say
+ * `pipeline == "tma_ws_pp"`), anything else as it is. */
+FaConst fa_config_prune_value(const char *axis, FaConst v);
 /* Appends the value of @autotune axis `axis`: by its name where the axis is
  * a named launch setting ("pipeline" 5: "tma_ws_pp"), else as a constant. */
 void fa_config_print_value(const char *axis, FaConst v, StrBuf *out);

@@ -753,7 +753,9 @@ START_TEST(test_attention_kernels) {
               memcpy(pb, b, (size_t)n * sizeof *b);
               pb[n] = bind("warps", fa_const_int(4));
               pb[n + 1] = bind("stages", fa_const_int(2));
-              if (fa_eval_const(&c.fc, p, k->prune, pb, n + 2, &keep) && !fa_const_truth(keep))
+              pb[n + 2] = bind("pipeline", fa_config_prune_value("pipeline", fa_const_int(2)));   /* "tma" */
+              pb[n + 3] = bind("schedule", fa_config_prune_value("schedule", fa_const_int(1))); /* "grid" */
+              if (fa_eval_const(&c.fc, p, k->prune, pb, n + 4, &keep) && !fa_const_truth(keep))
                 continue;
               c.fc.diag.errors = errs;
             }

@@ -292,6 +292,7 @@ typedef struct Config {
   FaBinding tune[MAX_BINDS];
   int ntune;
   int warps, stages;
+  int pipeline, schedule;   /* where the space lists them; 0: the default */
 } Config;
 
 static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, int d_head, Config *out, int max) {
@@ -313,11 +314,15 @@ static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, 
     for (int a = 0; a < nt; a++) {
       const FaTuneAxis *ax = &k->tune[a];
       FaConst v = ax->values[idx[a]];
-      env[ne++] = (FaBinding){ax->name, v};
+      env[ne++] = (FaBinding){ax->name, fa_config_prune_value(ax->name, v)};
       if (!strcmp(ax->name, "warps"))
         c.warps = (int)v.i;
       else if (!strcmp(ax->name, "stages"))
         c.stages = (int)v.i;
+      else if (!strcmp(ax->name, "pipeline"))
+        c.pipeline = (int)v.i;
+      else if (!strcmp(ax->name, "schedule"))
+        c.schedule = (int)v.i;
       else
         c.tune[c.ntune++] = (FaBinding){ax->name, v};
     }
@@ -438,6 +443,9 @@ int main(int argc, char **argv) {
               j->ntune = configs[ci].ntune;
               j->warps = configs[ci].warps;
               j->stages = configs[ci].stages;
+              /* a pipeline the space lists is a Hopper choice: off sm_90a it is cp.async anyway */
+              j->pipeline = ai == 1 ? configs[ci].pipeline : 0;
+              j->schedule = configs[ci].schedule;
               j->arch = archs[ai];
             }
       }

@@ -83,11 +83,16 @@ static void usage(FILE *f) {
   int naxes;
   const FaConfigAxis *axes = fa_config_axes(&naxes);
   for (int i = 0; i < naxes; i++) {
-    char opt[32];
-    snprintf(opt, sizeof opt, "--%s N", axes[i].name);
-    fprintf(f, "  %-22s %s (default: the kernel's @autotune default, else %d;\n"
+    char opt[32], dflt[32];
+    const char *named = fa_config_value_name(&axes[i], axes[i].default_value);
+    snprintf(opt, sizeof opt, "--%s %s", axes[i].name, named ? "NAME" : "N");
+    if (named)
+      snprintf(dflt, sizeof dflt, "%s", named);
+    else
+      snprintf(dflt, sizeof dflt, "%d", axes[i].default_value);
+    fprintf(f, "  %-22s %s (default: the kernel's @autotune default, else %s;\n"
             "                         on the GPU the tuning database's when it has one)\n",
-            opt, axes[i].help, axes[i].default_value);
+            opt, axes[i].help, dflt);
   }
   fputs("  --grid X[,Y[,Z]]       (--interpret) use this grid instead of the kernel's\n"
         "  --threads N            (--interpret) run programs on N threads (default 1)\n"
