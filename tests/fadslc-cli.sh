@@ -84,7 +84,6 @@ check 0 '^arg b: \*f16 aligned to 16 bytes (assumed)$' - --emit=plan --kernel ma
 if "$fadslc" --list "$attention" > "$dir/list" 2> "$dir/err"; then
   cat > "$dir/want" <<'LIST'
 helper attention_core.fwd_tiles_ok
-helper attention_core.fwd_ws_tiles_ok
 helper attention_core.dkdv_acc_regs
 helper attention_core.dkdv_tiles_ok
 helper attention_core.bwd_tiles_ok
