@@ -37,7 +37,9 @@ _SCALAR_KIND = {"i1": ARG_I32, "i8": ARG_I32, "i16": ARG_I32, "i32": ARG_I32, "u
 class LaunchInfo:
     """What a call ran: the constexprs and configuration, where they came
     from ("explicit", "tuned", "nearest", "default", "explicit+default"), and
-    the grid; on the GPU also the architecture and the kernel-cache hit."""
+    the grid; on the GPU also the architecture, the kernel-cache hit and the
+    pipeline and schedule it was compiled with ("tma", "tma_ws_pp", ... on
+    sm_90a, "cp_async" elsewhere; "grid" or "persistent")."""
     kernel: str
     constexprs: str
     warps: int
@@ -47,6 +49,8 @@ class LaunchInfo:
     device: str                 # "interpreter" or "cuda:N"
     arch: Optional[str] = None
     cache: Optional[str] = None
+    pipeline: Optional[str] = None
+    schedule: Optional[str] = None
 
 
 @dataclass
@@ -330,4 +334,5 @@ class Kernel:
         stream = ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
         ctx.check(core.fadsl_launch(kernel, a, stream, ctypes.byref(info)))
         return LaunchInfo(self.name, _s(info.constexprs), info.warps, info.stages, _s(info.config_source),
-                          tuple(info.grid), f"cuda:{device}", _s(info.arch), _s(info.cache))
+                          tuple(info.grid), f"cuda:{device}", _s(info.arch), _s(info.cache),
+                          _s(info.pipeline), _s(info.schedule))

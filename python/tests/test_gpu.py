@@ -206,6 +206,9 @@ def test_kernel_from_python_on_cuda(tmp_path):
     torch.cuda.synchronize()
     assert torch.allclose(y, want)
     assert info.device == "cuda:0" and info.config_source in ("default", "tuned", "nearest")
+    # the named launch settings come back by name (a plain store: cp.async or bulk copies alike)
+    assert info.pipeline in ("cp_async", "tma", "tma_async", "tma_ws", "tma_ws_pp")
+    assert info.schedule in ("grid", "persistent")
     report(test="kernel", info=str(info))
     # a given grid (Triton's kernel[grid](...)): 4 programs of 256 update the first 1024 elements only
     before = y.clone()
