@@ -76,15 +76,20 @@ void fa_config_print(const FaLaunchConfig *c, StrBuf *out) {
   }
 }
 
+/* The name of v where `axis` is a named launch setting, else NULL. */
+static const char *axis_value_name(const char *axis, FaConst v) {
+  return v.kind == CK_INT ? fa_config_value_name(fa_config_axis(axis), (int)v.i) : NULL;
+}
+
 FaConst fa_config_prune_value(const char *axis, FaConst v) {
-  const char *name = v.kind == CK_INT ? fa_config_value_name(fa_config_axis(axis), (int)v.i) : NULL;
+  const char *name = axis_value_name(axis, v);
   if (name)
     return (FaConst){.kind = CK_STR, .s = name};
   return v;
 }
 
 void fa_config_print_value(const char *axis, FaConst v, StrBuf *out) {
-  const char *name = v.kind == CK_INT ? fa_config_value_name(fa_config_axis(axis), (int)v.i) : NULL;
+  const char *name = axis_value_name(axis, v);
   if (name)
     fa_sb_puts(out, name);
   else

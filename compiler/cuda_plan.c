@@ -872,8 +872,6 @@ static void plan_tma_pipeline(Planner *pl, FaPipelinePlan *pp) {
   }
 }
 
-/* The op of `r` (from `after` on) before which a load outside loops is
- * waited for: the first whose ops read x's tile. */
 /* Whether `test` holds for op or for an op of its regions, at any depth. */
 typedef bool (*OpTest)(Planner *pl, const IrOp *op, const void *arg);
 
@@ -897,6 +895,8 @@ static bool dot_reads_tile_of(Planner *pl, const IrOp *op, const void *x) {
   return false;
 }
 
+/* The op of `r` (from `after` on) before which a load outside loops is
+ * waited for: the first whose ops read x's tile. */
 static bool reads_tile_of(Planner *pl, const IrOp *op, const IrValue *x) {
   return op_or_nested(pl, op, dot_reads_tile_of, x);
 }
@@ -1818,22 +1818,19 @@ static const char *why_not_deferred(Planner *pl, FaPipelinePlan *pp) {
   /* the first op that reads the carried value comes after the first
      product, with no product between them (they would wait for it) */
   const IrOp *reader = NULL;
+  bool after_first = false;
   for (const IrOp *op = body->first; op && !reader; op = op->next) {
     if (!fa_plan_op_live(p, op) || op->kind == IR_YIELD)
       continue;
-    if (op_reads(pl, op, arg)) {
+    if (op_reads(pl, op, arg))
       reader = op;
-      break;
-    }
-    if (op != first_op && holds_product(pl, op))
+    else if (op != first_op && holds_product(pl, op))
       return "a product stands between the loop's first product and the first read of the carried accumulator";
-    if (op == last_op)
+    else if (op == last_op)
       break;
+    after_first |= op == first_op && !reader;
   }
-  bool after_first = false;
-  for (const IrOp *op = body->first; op && op != reader; op = op->next)
-    after_first |= op == first_op;
-  if (!reader || !after_first || reader == first_op)
+  if (!reader || !after_first)
     return "the carried accumulator is not read between the loop's first and last products";
   pp->deferred = last;
   pp->defer_after = first;

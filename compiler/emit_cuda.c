@@ -1049,19 +1049,26 @@ static void wgmma_operand(Emitter *em, const FaTilePlan *t, bool k_inner, const 
 
 /* The helper's signature: the accumulator, A (a tile address, or the
  * registers in the fragment layout), B's tile address, the warp. */
-static void wgmma_signature(Emitter *em, const FaProductPlan *w, const char *name) {
+/* PREPACKED: A's fragments come packed by the caller (a deferred product's,
+ * FaPipelinePlan.deferred) instead of being packed from registers here. */
+static void wgmma_signature(Emitter *em, const FaProductPlan *w, const char *name, bool prepacked) {
   StrBuf *h = &em->helpers;
   int N = w->nt * 8;
   bool a_tile = w->a_src == FA_OPND_TILE, a_f32 = w->a_src == FA_OPND_REGISTERS_F32;
   fa_sb_printf(h, "// c += a . b: wgmma.m64n%dk16, A from %s, B from a swizzled tile (%s-major)\n", N,
-               a_tile ? "a swizzled tile" : a_f32 ? "f32 registers rounded on the way" : "registers",
+               a_tile           ? "a swizzled tile"
+               : prepacked      ? "fragments packed before"
+               : a_f32          ? "f32 registers rounded on the way"
+                                : "registers",
                w->b_k_inner ? "K" : "N");
   fa_sb_printf(h, "static __device__ __forceinline__ void %s(float (&c)[%d], ", name, w->mt * w->nt * 4);
   if (a_tile)
     fa_sb_puts(h, "unsigned a_tile, ");
+  else if (prepacked)
+    fa_sb_printf(h, "const unsigned (&afs)[%d][%d][4], ", w->mt, w->kt);
   else
     fa_sb_printf(h, "const %s (&a)[%d], ", a_f32 ? "float" : ctype(w->in), w->mt * w->kt * 8);
-  if (!a_tile && w->wait == FA_WAIT_LATE) /* the fragments the tensor cores read until the wait */
+  if (!a_tile && !prepacked && w->wait == FA_WAIT_LATE) /* the fragments the tensor cores read until the wait */
     fa_sb_printf(h, "unsigned (&afs)[%d][%d][4], ", w->mt, w->kt);
   fa_sb_puts(h, "unsigned b_tile, int warp) {\n");
 }
@@ -1156,10 +1163,9 @@ static void wgmma_instruction(Emitter *em, const FaProductPlan *w) {
  * returns its name: per row block mt, the fence and the k16 steps; one
  * commit for the whole product, and the wait unless the plan waits for it
  * later (FA_WAIT_LATE: at its FaWgmmaWait, emit_wgmma_waits). */
-static const char *emit_wgmma_helper(Emitter *em, const FaProductPlan *w) {
-  const char *name = aprintf(em, "fa_wgmma_%d", em->nhelpers++);
+static const char *write_wgmma_helper(Emitter *em, const FaProductPlan *w, const char *name, bool prepacked) {
   StrBuf *h = &em->helpers;
-  wgmma_signature(em, w, name);
+  wgmma_signature(em, w, name, prepacked);
   fa_sb_printf(h, "  const int g = warp >> 2;  // warpgroup\n  (void)g;\n");
   /* the accumulators materialised before the first instruction: else the
      C++ compiler sinks their initialisation between the row blocks'
@@ -1168,18 +1174,26 @@ static const char *emit_wgmma_helper(Emitter *em, const FaProductPlan *w) {
     fa_sb_puts(h, "  fa::fence_regs(c);\n");
   wgmma_descriptor_bases(em, w);
   fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
-  if (w->a_src != FA_OPND_TILE)
+  if (prepacked)
+    fa_sb_printf(h, "    const unsigned (&af)[%d][4] = afs[mt];\n", w->kt);
+  else if (w->a_src != FA_OPND_TILE)
     wgmma_a_fragments(em, w);
   fa_sb_puts(h, "    fa::wgmma_fence();\n");
   fa_sb_printf(h, "#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt);
   wgmma_descriptors(em, w);
   wgmma_instruction(em, w);
   fa_sb_puts(h, "    }\n  }\n");
-  if (w->wait == FA_WAIT_LATE)
+  if (prepacked)
+    fa_sb_puts(h, "  fa::wgmma_commit();  // waited for before the carried accumulator is read\n}\n\n");
+  else if (w->wait == FA_WAIT_LATE)
     fa_sb_puts(h, "  fa::wgmma_commit();  // waited for later (the plan's wgmma.wait_group)\n}\n\n");
   else
     fa_sb_puts(h, "  fa::wgmma_commit();\n  fa::wgmma_wait<0>();\n}\n\n");
   return name;
+}
+
+static const char *emit_wgmma_helper(Emitter *em, const FaProductPlan *w) {
+  return write_wgmma_helper(em, w, aprintf(em, "fa_wgmma_%d", em->nhelpers++), false);
 }
 
 /* A deferred product (FaPipelinePlan.deferred) is written as two device
@@ -1189,7 +1203,6 @@ static void emit_deferred_helpers(Emitter *em, const FaProductPlan *w) {
   int idx = em->nhelpers++;
   const char *pack = aprintf(em, "fa_wgmma_%d_pack", idx), *issue = aprintf(em, "fa_wgmma_%d_issue", idx);
   StrBuf *h = &em->helpers;
-  int N = w->nt * 8;
   bool a_f32 = w->a_src == FA_OPND_REGISTERS_F32;
   fa_sb_printf(h, "// a deferred product's A fragments, packed from %s\n", a_f32 ? "f32 registers" : "registers");
   fa_sb_printf(h, "static __device__ __forceinline__ void %s(const %s (&a)[%d], unsigned (&afs)[%d][%d][4]) {\n", pack,
@@ -1197,23 +1210,8 @@ static void emit_deferred_helpers(Emitter *em, const FaProductPlan *w) {
   fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
   wgmma_a_fragments(em, w);
   fa_sb_puts(h, "  }\n}\n\n");
-  fa_sb_printf(h, "// c += a . b: wgmma.m64n%dk16, A from fragments packed before, B from a swizzled tile (%s-major)\n",
-               N, w->b_k_inner ? "K" : "N");
-  fa_sb_printf(h,
-               "static __device__ __forceinline__ void %s(float (&c)[%d], const unsigned (&afs)[%d][%d][4], "
-               "unsigned b_tile, int warp) {\n",
-               issue, w->mt * w->nt * 4, w->mt, w->kt);
-  fa_sb_puts(h, "  const int g = warp >> 2;  // warpgroup\n  (void)g;\n  fa::fence_regs(c);\n");
-  wgmma_descriptor_bases(em, w);
-  fa_sb_printf(h, "#pragma unroll\n  for (int mt = 0; mt < %d; ++mt) {\n", w->mt);
-  fa_sb_printf(h, "    const unsigned (&af)[%d][4] = afs[mt];\n", w->kt);
-  fa_sb_puts(h, "    fa::wgmma_fence();\n");
-  fa_sb_printf(h, "#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt);
-  wgmma_descriptors(em, w);
-  wgmma_instruction(em, w);
-  fa_sb_puts(h, "    }\n  }\n  fa::wgmma_commit();  // waited for before the carried accumulator is read\n}\n\n");
   em->defer_pack_fn = pack;
-  em->defer_issue_fn = issue;
+  em->defer_issue_fn = write_wgmma_helper(em, w, issue, true);
 }
 
 /* The deferred product of the iteration before, accumulating into the
@@ -1228,22 +1226,27 @@ static void emit_deferred_issue(Emitter *em, const FaPipelinePlan *pp) {
        w->N, w->kt);
 }
 
-static void emit_deferred_release(Emitter *em, const FaPipelinePlan *pp) {
-  line(em, "__syncwarp();  // every lane of the warp is done with the buffers of the iteration before");
+/* Each warp, after its last read of a ring buffer, releases it (empty[]). */
+static void emit_ring_release(Emitter *em, const FaPipelinePlan *pp, const char *slot, const char *whose) {
+  line(em, "__syncwarp();  // every lane of the warp is done with %s buffers", whose);
   line(em, "if (fa_lane == 0)");
-  line(em, "  fa::mbar_arrive(%s);",
-       mbar_address(em, pp->empty, aprintf(em, "fa::ring_slot<%d>(%s - 1)", pp->stages, em->pipe_counter[pp->id])));
+  line(em, "  fa::mbar_arrive(%s);", mbar_address(em, pp->empty, slot));
 }
 
-static void emit_deferred_wait(Emitter *em, const FaPipelinePlan *pp) {
+/* The deferred product of the iteration before complete, and its ring
+ * buffer released (GUARDED: only where there was one). */
+static void emit_deferred_wait(Emitter *em, const FaPipelinePlan *pp, bool guarded) {
   line(em, "fa::wgmma_wait<0>();  // the deferred product of the iteration before");
   line(em, "fa::fence_regs(%s);", em->defer_acc);
   line(em, "fa::fence_regs(%s);", em->defer_frags);
-  line(em, "if (%s) {", em->defer_flag);
-  em->indent++;
-  emit_deferred_release(em, pp);
-  em->indent--;
-  line(em, "}");
+  if (guarded)
+    line(em, "if (%s) {", em->defer_flag);
+  em->indent += guarded;
+  emit_ring_release(em, pp, aprintf(em, "fa::ring_slot<%d>(%s - 1)", pp->stages, em->pipe_counter[pp->id]),
+                    "the iteration before's");
+  em->indent -= guarded;
+  if (guarded)
+    line(em, "}");
 }
 
 static int product_index(const Emitter *em, const FaProductPlan *pp) {
@@ -1608,9 +1611,7 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
       line(em, "// (this iteration's buffers are released after its deferred product, in the next iteration)");
       break;
     }
-    line(em, "__syncwarp();  // every lane of the warp is done with this iteration's buffers");
-    line(em, "if (fa_lane == 0)");
-    line(em, "  fa::mbar_arrive(%s);", mbar_address(em, pp->empty, slot));
+    emit_ring_release(em, pp, slot, "this iteration's");
     break;
   case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
   default: fail(em, loop->loc, "internal compiler error: a cp.async step in an mbarrier ring"); break;
@@ -1837,10 +1838,7 @@ static void emit_for(Emitter *em, const IrOp *op) {
     line(em, "if (%s) {  // the last iteration's deferred product", em->defer_flag);
     em->indent++;
     emit_deferred_issue(em, pp);
-    line(em, "fa::wgmma_wait<0>();");
-    line(em, "fa::fence_regs(%s);", em->defer_acc);
-    line(em, "fa::fence_regs(%s);", em->defer_frags);
-    emit_deferred_release(em, pp);
+    emit_deferred_wait(em, pp, false);
     em->indent--;
     line(em, "}");
   }
@@ -2191,7 +2189,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
     return;
   emit_wgmma_waits(em, op, NULL);
   if (em->defer && !em->producer_mode && op == em->defer->defer_wait_before)
-    emit_deferred_wait(em, em->defer);
+    emit_deferred_wait(em, em->defer, true);
   /* values computed at their uses need no code here */
   if (op->nresults == 1 && is_block(op->results[0]) && is_virtual(em, op->results[0]))
     return;

@@ -405,10 +405,8 @@ static void fill_info(const fadsl_kernel *k, const FaRtVariant *v, const FaRtPla
   info->local_bytes = v->resources.stack_frame;
   info->static_shared_bytes = v->resources.static_shared;
   info->max_threads = v->resources.max_threads;
-  /* the axes' names (config_axes.c); off the arch-specific Hopper targets every
-     choice compiles to cp.async */
-  size_t alen = strlen(v->arch);
-  bool hopper = alen > 0 && v->arch[alen - 1] == 'a';
+  /* the axes' names (config_axes.c); off sm_90a every choice compiles to cp.async */
+  bool hopper = plan->arch_specific && plan->sm == 90;
   info->pipeline = hopper ? fa_config_value_name(fa_config_axis("pipeline"), v->config.pipeline) : "cp_async";
   info->schedule = fa_config_value_name(fa_config_axis("schedule"), v->config.schedule);
   if (!info->pipeline) info->pipeline = "cp_async";
