@@ -1342,17 +1342,38 @@ static void allocate_tiles(Planner *pl) {
  * warp along M (wm = warps, a multiple of 4, wn = 1): then, for each of the
  * warp's 16-row blocks mt, the four warps of warpgroup g hold rows (mt * wm
  * + 4g) * 16 .. + 63, and each thread's accumulator registers of that block
- * are, in order, wgmma's for m64nN.  B is read from its swizzled tile
- * through a shared-memory descriptor; A from registers (the mma.sync A
- * fragments, which are wgmma's too) or from its swizzled tile.  Everything
- * else (other warp splits, padded tiles) keeps mma.sync, with the same
- * layouts. */
+ * are, in order, wgmma's for m64nN.  With 64 rows and more warpgroups (wm =
+ * 4, wn = warps / 4: a 64-row block on 8 warps) warpgroup g holds the same
+ * rows and columns g * N / wn onwards, its registers those of m64n(N / wn):
+ * the warpgroups split N (FaProductPlan.wg_n), each reading its own columns
+ * of B.  B is read from its swizzled tile through a shared-memory
+ * descriptor; A from registers (the mma.sync A fragments, which are wgmma's
+ * too) or from its swizzled tile.  Everything else (other warp splits,
+ * padded tiles, column blocks that start inside a swizzle row of an
+ * N-major B) keeps mma.sync, with the same layouts. */
+
+/* The warpgroups along N a wgmma of this product would have, or 0 when the
+ * warps' split does not suit wgmma. */
+static int wgmma_groups_along_n(const FaCudaPlan *p, const FaDotPlan *dp, const FaProductPlan *pp) {
+  int warps = p->warps;
+  if (warps % 4 || dp->wm * dp->wn != warps)
+    return 0;
+  if (dp->wn == 1)
+    return 1;
+  int n = pp->N / dp->wn;
+  if (dp->wm != 4 || n % 8)
+    return 0;
+  /* an N-major B's column blocks start on a swizzle row */
+  if (pp->b_tile && !pp->b_k_inner && (n * fa_dtype_size(pp->in)) % pp->b_tile->swizzle)
+    return 0;
+  return dp->wn;
+}
 
 static bool wgmma_fits(const FaCudaPlan *p, const IrOp *op, const FaProductPlan *pp) {
   const FaDotPlan *dp = op->aux;
-  int warps = p->warps, N = pp->N, K = pp->K;
-  return has_wgmma(p) && warps % 4 == 0 && dp->wm == warps && dp->wn == 1 && N % 8 == 0 && N <= 256 &&
-         K % 16 == 0 && pp->b_tile && pp->b_tile->format == FA_TILE_SWIZZLED &&
+  int N = pp->N, K = pp->K, groups = wgmma_groups_along_n(p, dp, pp);
+  return has_wgmma(p) && groups > 0 && N % 8 == 0 && N / groups <= 256 && K % 16 == 0 && pp->b_tile &&
+         pp->b_tile->format == FA_TILE_SWIZZLED &&
          (pp->a_src != FA_OPND_TILE || (pp->a_tile && pp->a_tile->format == FA_TILE_SWIZZLED));
 }
 
@@ -1420,6 +1441,7 @@ static void plan_product(Planner *pl, const IrOp *op) {
       return;
     }
     pp->instr = wgmma_fits(pl->p, op, pp) ? FA_INSTR_WGMMA : FA_INSTR_MMA_SYNC;
+    pp->wg_n = pp->instr == FA_INSTR_WGMMA ? wgmma_groups_along_n(pl->p, dp, pp) : 1;
     pp->wait = FA_WAIT_AT_ONCE;
     /* tiles read through the async proxy are fenced after every write */
     if (pp->instr == FA_INSTR_WGMMA)
@@ -1432,10 +1454,13 @@ static void plan_product(Planner *pl, const IrOp *op) {
 
 /* ---- 8b. late waits of warpgroup products (pipeline tma_async and later) ------------------------
  * A wgmma product is committed at its op and waited for as late as the
- * data allow: before the first op of its region that reads its accumulator,
- * or writes a tile (a product may still read the old one), or holds regions
+ * data allow: before the first op of its region that reads its accumulator
+ * (a branch: whose code does), or writes shared memory it reads (a tile
+ * there: it may still read the old one), or holds a loop or a branch with products or tile writes
  * (whose code the region's count of groups in flight cannot see into), else
- * at the end of the region (before its yield).  Groups complete in commit
+ * at the end of the region (before its yield).  A branch of elementwise
+ * code (the masks of attention) leaves the products it does not read in
+ * flight.  Groups complete in commit
  * order, so a wait leaves the products committed after the newest one it
  * is for in flight.  A product stays synchronous when its accumulator is
  * read right after it anyway: converted to another layout, copied into a
@@ -1509,6 +1534,23 @@ static bool writes_tile(Planner *pl, const IrOp *op) {
   return ap && ap->method == FA_ACCESS_TMA && !ap->pipeline;
 }
 
+static bool tiles_overlap(const FaTilePlan *a, const FaTilePlan *b) {
+  return a && b && a->offset < b->offset + b->buf_bytes * (size_t)b->nbufs &&
+         b->offset < a->offset + a->buf_bytes * (size_t)a->nbufs;
+}
+
+/* Whether op (writes_tile) writes shared memory that product pp reads: a
+ * tile of its results (tiles whose lifetimes do not overlap share memory,
+ * so by address, not by name). */
+static bool writes_tile_read_by(Planner *pl, const IrOp *op, const FaProductPlan *pp) {
+  for (int i = 0; i < op->nresults; i++) {
+    const FaTilePlan *t = val(pl, op->results[i])->tile;
+    if (t && (tiles_overlap(t, pp->b_tile) || (pp->a_src == FA_OPND_TILE && tiles_overlap(t, pp->a_tile))))
+      return true;
+  }
+  return false;
+}
+
 /* Whether op's code reads v: an operand, or, where op commits product pp
  * (its dot, or the addition it is fused into), the dot's operands and the
  * registers its A fragments are packed from. */
@@ -1524,23 +1566,67 @@ static bool reads_value(const IrOp *op, const FaProductPlan *pp, const IrValue *
   return pp->a_regs == v;
 }
 
+/* Whether the code of region r (and the regions within it) commits or
+ * waits for a product, writes a tile or loops: then a branch holding it
+ * waits for every product in flight first. */
+static bool region_syncs(Planner *pl, const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    if (!fa_plan_op_live(pl->p, op))
+      continue;
+    if (op->kind != IR_IF && op->nregions)
+      return true;
+    if (committed_by_any(pl, op) || writes_tile(pl, op))
+      return true;
+    for (int g = 0; g < op->nregions; g++)
+      if (region_syncs(pl, op->regions[g]))
+        return true;
+  }
+  return false;
+}
+
+/* Whether an op of region r (or of the regions within it) reads v. */
+static bool region_reads(const IrRegion *r, const IrValue *v) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    if (reads_value(op, NULL, v))
+      return true;
+    for (int g = 0; g < op->nregions; g++)
+      if (region_reads(op->regions[g], v))
+        return true;
+  }
+  return false;
+}
+
+/* The newest product in q whose accumulator op reads (an operand, or the
+ * code of its regions) or whose tile it writes, or -1.  A branch whose code
+ * commits, waits, writes a tile or loops waits for every product in flight:
+ * the counts of groups in flight inside it could not see those outside. */
+static int newest_read(Planner *pl, const IrOp *op, const FaProductPlan *pp, const WaitQueue *q) {
+  if (op->nregions && op->kind != IR_IF)
+    return q->n - 1;
+  for (int g = 0; g < op->nregions; g++)
+    if (region_syncs(pl, op->regions[g]))
+      return q->n - 1;
+  bool tile_write = writes_tile(pl, op);
+  int newest = -1;
+  for (int i = 0; i < q->n; i++) {
+    const FaProductPlan *o = q->items[i];
+    const IrValue *acc = o->fused_add ? o->fused_add->results[0] : o->dot->results[0];
+    if (reads_value(op, pp, acc) || (tile_write && writes_tile_read_by(pl, op, o)))
+      newest = i;
+    for (int g = 0; g < op->nregions && newest < i; g++)
+      if (region_reads(op->regions[g], acc))
+        newest = i;
+  }
+  return newest;
+}
+
 static void plan_waits_in(Planner *pl, const IrRegion *r) {
   WaitQueue q = {{0}, 0};
   for (const IrOp *op = r->first; op && pl->ok; op = op->next) {
     if (!fa_plan_op_live(pl->p, op) || op->kind == IR_YIELD || op->kind == IR_RETURN)
       continue;
-    int newest = -1;
     FaProductPlan *pp = committed_by(pl, op);
-    if (op->nregions || writes_tile(pl, op)) {
-      newest = q.n - 1;
-    } else {
-      for (int i = 0; i < q.n; i++) {
-        const FaProductPlan *o = q.items[i];
-        const IrValue *acc = o->fused_add ? o->fused_add->results[0] : o->dot->results[0];
-        if (reads_value(op, pp, acc))
-          newest = i;
-      }
-    }
+    int newest = newest_read(pl, op, pp, &q);
     if (newest >= 0)
       add_wait(pl, op, r, &q, newest);
     if (pp) {

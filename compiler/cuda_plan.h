@@ -380,6 +380,8 @@ typedef struct FaProductPlan {
   int M, N, K;
   int mt, nt, kt, wm, wn;   /* tensor cores, per warp: 16-row blocks, n8 blocks, k16 steps;
                                warps along M and N */
+  int wg_n;                 /* wgmma: warpgroups along N, each issuing m64n(N / wg_n) on its own
+                               columns of the same 64 rows (1: the warpgroups split M) */
   FaOperandSource a_src, b_src;
   const IrValue *a_regs;    /* registers read for A (the cast's f32 source for FA_OPND_REGISTERS_F32) */
   FaTilePlan *a_tile, *b_tile;

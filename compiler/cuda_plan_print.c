@@ -527,8 +527,12 @@ static void print_product(const FaProductPlan *pp, StrBuf *out) {
   fa_sb_printf(out, "): %dx%dx%d %s -> %s: ", pp->M, pp->N, pp->K, fa_dtype_name(pp->in), fa_dtype_name(pp->acc));
   switch (pp->instr) {
   case FA_INSTR_WGMMA:
-    fa_sb_printf(out, "wgmma m64n%dk16, %d x %d blocks of 64 rows per warpgroup, %d k16 steps", pp->N, pp->mt,
-                 pp->wm / 4, pp->kt);
+    if (pp->wg_n > 1)
+      fa_sb_printf(out, "wgmma m64n%dk16, %d block of 64 rows, its columns split across %d warpgroups, %d k16 steps",
+                   pp->N / pp->wg_n, pp->mt, pp->wg_n, pp->kt);
+    else
+      fa_sb_printf(out, "wgmma m64n%dk16, %d x %d blocks of 64 rows per warpgroup, %d k16 steps", pp->N, pp->mt,
+                   pp->wm / 4, pp->kt);
     break;
   case FA_INSTR_MMA_SYNC:
     fa_sb_printf(out, "mma.sync m16n8k16, warps %d x %d, per warp %d x %d tiles of 16x8, %d k16 steps", pp->wm, pp->wn,

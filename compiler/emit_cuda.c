@@ -1098,17 +1098,29 @@ static void wgmma_a_fragments(Emitter *em, const FaProductPlan *w) {
  * step's byte offset added to its address field: encoding every step from
  * scratch cost ptxas a dozen instructions per wgmma, as many as the softmax's
  * arithmetic in attention's loop. */
+/* The first column of B that warpgroup g reads, and the first row of A of
+ * its row block mt (MT: of its first): with the warpgroups along N
+ * (FaProductPlan.wg_n) every one has the same rows and its own columns. */
+static const char *wgmma_b_col0(Emitter *em, const FaProductPlan *w) {
+  return w->wg_n > 1 ? aprintf(em, "g * %d", w->N / w->wg_n) : "0";
+}
+
+static const char *wgmma_a_row0(Emitter *em, const FaProductPlan *w, const char *mt) {
+  if (w->wg_n > 1)
+    return aprintf(em, "(%s) * 64", mt);
+  return aprintf(em, "((%s) * %d + 4 * g) * 16", mt, w->wm);
+}
+
 static void wgmma_descriptors(Emitter *em, const FaProductPlan *w) {
   StrBuf *h = &em->helpers;
-  const char *off, *off0;
+  const char *off, *off0, *n0 = wgmma_b_col0(em, w);
   int lbo, sbo;
-  wgmma_operand(em, w->b_tile, w->b_k_inner, "0", "kt * 16", &off, &lbo, &sbo);
-  wgmma_operand(em, w->b_tile, w->b_k_inner, "0", "0", &off0, &lbo, &sbo);
+  wgmma_operand(em, w->b_tile, w->b_k_inner, n0, "kt * 16", &off, &lbo, &sbo);
+  wgmma_operand(em, w->b_tile, w->b_k_inner, n0, "0", &off0, &lbo, &sbo);
   fa_sb_printf(h, "      const unsigned long long db = fa::desc_add(db0, (%s) - (%s));\n", off, off0);
   if (w->a_src == FA_OPND_TILE) {
-    wgmma_operand(em, w->a_tile, w->a_k_inner, aprintf(em, "(mt * %d + 4 * g) * 16", w->wm), "kt * 16", &off, &lbo,
-                  &sbo);
-    wgmma_operand(em, w->a_tile, w->a_k_inner, "(4 * g) * 16", "0", &off0, &lbo, &sbo);
+    wgmma_operand(em, w->a_tile, w->a_k_inner, wgmma_a_row0(em, w, "mt"), "kt * 16", &off, &lbo, &sbo);
+    wgmma_operand(em, w->a_tile, w->a_k_inner, wgmma_a_row0(em, w, "0"), "0", &off0, &lbo, &sbo);
     fa_sb_printf(h, "      const unsigned long long da = fa::desc_add(da0, (%s) - (%s));\n", off, off0);
   }
 }
@@ -1119,19 +1131,28 @@ static void wgmma_descriptor_bases(Emitter *em, const FaProductPlan *w) {
   StrBuf *h = &em->helpers;
   const char *off0;
   int lbo, sbo;
-  wgmma_operand(em, w->b_tile, w->b_k_inner, "0", "0", &off0, &lbo, &sbo);
+  wgmma_operand(em, w->b_tile, w->b_k_inner, wgmma_b_col0(em, w), "0", &off0, &lbo, &sbo);
   fa_sb_printf(h, "  const unsigned long long db0 = fa::wgmma_desc(b_tile + %s, %d, %d, %d);\n", off0, lbo, sbo,
                swizzle_mode(w->b_tile->swizzle));
   if (w->a_src == FA_OPND_TILE) {
-    wgmma_operand(em, w->a_tile, w->a_k_inner, "(4 * g) * 16", "0", &off0, &lbo, &sbo);
+    wgmma_operand(em, w->a_tile, w->a_k_inner, wgmma_a_row0(em, w, "0"), "0", &off0, &lbo, &sbo);
     fa_sb_printf(h, "  const unsigned long long da0 = fa::wgmma_desc(a_tile + %s, %d, %d, %d);\n", off0, lbo, sbo,
                  swizzle_mode(w->a_tile->swizzle));
   }
 }
 
+/* Whether a product's accumulator starts at zero: a dot with no
+ * accumulator operand, not fused into an addition. */
+static bool starts_from_zero(const FaProductPlan *w) {
+  return !w->fused_add && w->dot->noperands <= 2;
+}
+
 /* The instruction of step kt: R accumulator registers (read and written),
  * then A (a descriptor, or 4 fragment registers), B's descriptor and the
- * scale-d operand (1: accumulate), turned into the predicate p. */
+ * scale-d operand (1: accumulate), turned into the predicate p.  A product
+ * from zero does not accumulate in its first step: the zeros are then dead,
+ * and ptxas need not materialise them while other products are in flight
+ * (it would wait for those first, its note C7517). */
 static void wgmma_instruction(Emitter *em, const FaProductPlan *w) {
   StrBuf *h = &em->helpers;
   const char *ptx = w->in == DT_BF16 ? "bf16" : "f16";
@@ -1156,7 +1177,7 @@ static void wgmma_instruction(Emitter *em, const FaProductPlan *w) {
     fa_sb_puts(h, "\"l\"(da), ");
   else
     fa_sb_puts(h, "\"r\"(af[kt][0]), \"r\"(af[kt][1]), \"r\"(af[kt][2]), \"r\"(af[kt][3]), ");
-  fa_sb_puts(h, "\"l\"(db), \"r\"(1));\n");
+  fa_sb_puts(h, starts_from_zero(w) ? "\"l\"(db), \"r\"((int)(kt != 0)));\n" : "\"l\"(db), \"r\"(1));\n");
 }
 
 /* Writes the device function for one product (into em->helpers) and
@@ -1306,7 +1327,7 @@ static void emit_wgmma(Emitter *em, const FaProductPlan *pp, const char *c) {
   if (pp->wait == FA_WAIT_LATE)
     line(em, "// (committed; waited for %s)",
          pp->wait_at && pp->wait_at->before ? "before a later op" : "at the end of this block");
-  line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", pp->mt, pp->wm / 4, pp->N,
+  line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", pp->mt, pp->wm / 4, pp->N / pp->wg_n,
        pp->kt);
 }
 

@@ -137,8 +137,8 @@ bool fa_layout_mma(FaLayout *out, int M, int N, int warps, int wm, int wn) {
   for (int j = 0; j < lwm; j++)
     out->warp[w++] = (signed char)MB(4 + j);
   for (int j = 0; j < lwn; j++)
-    out->warp[w++] = (signed char)NB(3 + j);
-  for (int j = 3 + lwn; j < ln; j++)
+    out->warp[w++] = (signed char)NB(ln - lwn + j);
+  for (int j = 3; j < ln - lwn; j++)
     push_reg(out, NB(j));
   for (int j = 4 + lwm; j < lm; j++)
     push_reg(out, MB(j));
@@ -189,10 +189,10 @@ bool fa_layout_dot_operand(FaLayout *out, int operand, int M, int N, int K, int 
     out->lane[3] = (signed char)NB(1);
     out->lane[4] = (signed char)NB(2);
     for (int j = 0; j < lwn; j++)
-      out->warp[lwm + j] = (signed char)NB(3 + j);
+      out->warp[lwm + j] = (signed char)NB(ln - lwn + j);
     for (int j = 4; j < lk; j++)
       push_reg(out, KB(j));
-    for (int j = 3 + lwn; j < ln; j++)
+    for (int j = 3; j < ln - lwn; j++)
       push_reg(out, NB(j));
 #undef NB
 #undef KB

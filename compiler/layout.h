@@ -68,8 +68,8 @@ typedef struct FaLayout {
 bool fa_layout_blocked(FaLayout *out, int rank, const int *shape, const int *order, int vec, int warps);
 
 /* How the warps of a dot of [M, K] x [K, N] share the work: wm warps along
- * M (16 rows each), wn along N (8 columns each); wm * wn <= warps, and the
- * remaining warps compute copies.  False when M < 16, N < 8 or K < 16 (the
+ * M (16-row blocks, interleaved), wn along N (N / wn consecutive columns
+ * each); wm * wn <= warps, and the remaining warps compute copies.  False when M < 16, N < 8 or K < 16 (the
  * product cannot use m16n8k16). */
 bool fa_mma_warps(int M, int N, int K, int warps, int *wm, int *wn);
 /* The accumulator [M, N] of mma.sync m16n8k16 (register order as fa_mma.cuh). */

@@ -191,6 +191,19 @@ static const Case cases[] = {
      "n_zh=2 q_seq_len=100 kv_seq_len=100 sm_scale=0.125", 4, 2, "t_lse=10:12 t_pdp=-0.5:0.5", 5e-3, 5e-3},
     {ATT, "attn_bwd_dq", "n_groups=1 d_head=128 is_causal=False T=f16 BLOCK_Q=128 BLOCK_K=128",
      "n_zh=1 q_seq_len=90 kv_seq_len=140 sm_scale=0.088", 8, 2, "t_lse=14:16 t_pdp=-0.5:0.5", 5e-3, 5e-3},
+    /* 64-row blocks on 8 warps: on sm_90a the two warpgroups split N, each
+       a wgmma on its own columns (B N-major and K-major, a product whose
+       accumulator is converted into the next one's A), or keep mma.sync
+       where a warpgroup's columns start inside a swizzle row (BN=64) */
+    {HOP, "kmm", "K=256 N=128 T=f16 BM=64 BN=128 BK=64 NAN_PAD=False", "M=200", 8, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
+    {HOP, "kmm", "K=200 N=96 T=bf16 BM=64 BN=64 BK=32 NAN_PAD=False", "M=70", 8, 3, "a=-1:1 b=-1:1", 1e-2, 1e-2},
+    {HOP, "heads", "D=128 T=f16 BN=64 BK=64", "B=1 H=2 N=150", 8, 2, "x=-0.125:0.125 v=-1:1", 2e-3, 2e-3},
+    /* the fused backward pass: dQ_i of 64 query rows split across the
+       warpgroups, added atomically (in another order than the interpreter's) */
+    {ATT, "attn_bwd", "n_groups=2 d_head=64 is_causal=True T=f16 BLOCK_Q=64 BLOCK_K=128",
+     "n_zh=1 q_seq_len=200 kv_seq_len=200 sm_scale=0.125", 8, 2, "t_lse=10:12 t_pdp=-0.5:0.5", 5e-3, 5e-3},
+    {ATT, "attn_bwd", "n_groups=1 d_head=128 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=128",
+     "n_zh=2 q_seq_len=150 kv_seq_len=270 sm_scale=0.088", 8, 2, "t_lse=14:16 t_pdp=-0.5:0.5", 2e-2, 2e-2},
 };
 
 /* ---- small helpers ------------------------------------------------------------------- */
