@@ -1364,7 +1364,9 @@ static int wgmma_groups_along_n(const FaCudaPlan *p, const FaDotPlan *dp, const 
   if (dp->wm != 4 || n % 8)
     return 0;
   /* an N-major B's column blocks start on a swizzle row */
-  if (pp->b_tile && !pp->b_k_inner && (n * fa_dtype_size(pp->in)) % pp->b_tile->swizzle)
+  if (!pp->b_tile || pp->b_tile->format != FA_TILE_SWIZZLED || pp->b_tile->swizzle <= 0)
+    return 0;
+  if (!pp->b_k_inner && (n * fa_dtype_size(pp->in)) % pp->b_tile->swizzle)
     return 0;
   return dp->wn;
 }
