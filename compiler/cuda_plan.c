@@ -1458,13 +1458,13 @@ static void plan_product(Planner *pl, const IrOp *op) {
  * A wgmma product is committed at its op and waited for as late as the
  * data allow: before the first op of its region that reads its accumulator
  * (a branch: whose code does), or writes shared memory it reads (a tile
- * there: it may still read the old one), or holds a loop or a branch with products or tile writes
- * (whose code the region's count of groups in flight cannot see into), else
- * at the end of the region (before its yield).  A branch of elementwise
- * code (the masks of attention) leaves the products it does not read in
- * flight.  Groups complete in commit
- * order, so a wait leaves the products committed after the newest one it
- * is for in flight.  A product stays synchronous when its accumulator is
+ * there: it may still read the old one), or holds a loop or a branch with
+ * products or tile writes (whose code the region's count of groups in
+ * flight cannot see into), else at the end of the region (before its
+ * yield).  A branch of elementwise code (the masks of attention) leaves the
+ * products it does not read in flight.  Groups complete in commit order, so
+ * a wait leaves the products committed after the newest one it is for in
+ * flight.  A product stays synchronous when its accumulator is
  * read right after it anyway: converted to another layout, copied into a
  * tile, or rounded to another dtype. */
 
