@@ -107,6 +107,8 @@ bool fa_layout_blocked(FaLayout *out, int rank, const int *shape, const int *ord
   return true;
 }
 
+bool fa_mma_n_contiguous(int wm, int wn) { return wm == 4 && wn > 1; }
+
 bool fa_mma_warps(int M, int N, int K, int warps, int *wm, int *wn) {
   if (M < 16 || N < 8 || K < 16 || !is_pow2(M) || !is_pow2(N) || !is_pow2(K) || !is_pow2(warps))
     return false;
@@ -136,10 +138,12 @@ bool fa_layout_mma(FaLayout *out, int M, int N, int warps, int wm, int wn) {
   int w = 0;
   for (int j = 0; j < lwm; j++)
     out->warp[w++] = (signed char)MB(4 + j);
+  int nw = fa_mma_n_contiguous(wm, wn) ? ln - lwn : 3; /* the warps' lowest column bit */
   for (int j = 0; j < lwn; j++)
-    out->warp[w++] = (signed char)NB(ln - lwn + j);
-  for (int j = 3; j < ln - lwn; j++)
-    push_reg(out, NB(j));
+    out->warp[w++] = (signed char)NB(nw + j);
+  for (int j = 3; j < ln; j++)
+    if (j < nw || j >= nw + lwn)
+      push_reg(out, NB(j));
   for (int j = 4 + lwm; j < lm; j++)
     push_reg(out, MB(j));
 #undef NB
@@ -188,12 +192,14 @@ bool fa_layout_dot_operand(FaLayout *out, int operand, int M, int N, int K, int 
     out->lane[2] = (signed char)NB(0);
     out->lane[3] = (signed char)NB(1);
     out->lane[4] = (signed char)NB(2);
+    int nw = fa_mma_n_contiguous(wm, wn) ? ln - lwn : 3;
     for (int j = 0; j < lwn; j++)
-      out->warp[lwm + j] = (signed char)NB(ln - lwn + j);
+      out->warp[lwm + j] = (signed char)NB(nw + j);
     for (int j = 4; j < lk; j++)
       push_reg(out, KB(j));
-    for (int j = 3; j < ln - lwn; j++)
-      push_reg(out, NB(j));
+    for (int j = 3; j < ln; j++)
+      if (j < nw || j >= nw + lwn)
+        push_reg(out, NB(j));
 #undef NB
 #undef KB
   }

@@ -68,10 +68,15 @@ typedef struct FaLayout {
 bool fa_layout_blocked(FaLayout *out, int rank, const int *shape, const int *order, int vec, int warps);
 
 /* How the warps of a dot of [M, K] x [K, N] share the work: wm warps along
- * M (16-row blocks, interleaved), wn along N (N / wn consecutive columns
- * each); wm * wn <= warps, and the remaining warps compute copies.  False when M < 16, N < 8 or K < 16 (the
+ * M (16-row blocks, interleaved), wn along N (8-column blocks interleaved,
+ * or N / wn consecutive columns each where fa_mma_n_contiguous); wm * wn <=
+ * warps, and the remaining warps compute copies.  False when M < 16, N < 8 or K < 16 (the
  * product cannot use m16n8k16). */
 bool fa_mma_warps(int M, int N, int K, int warps, int *wm, int *wn);
+/* Whether the warps along N hold consecutive columns: with one warpgroup
+ * along M (wm = 4) and more along N, whose columns are then those of one
+ * wgmma each (cuda_plan.c); else 8-column blocks interleave. */
+bool fa_mma_n_contiguous(int wm, int wn);
 /* The accumulator [M, N] of mma.sync m16n8k16 (register order as fa_mma.cuh). */
 bool fa_layout_mma(FaLayout *out, int M, int N, int warps, int wm, int wn);
 /* The A [M, K] (operand 0) or B [K, N] (operand 1) fragments of the same product. */

@@ -163,7 +163,7 @@ START_TEST(test_mma_fragments_match_ptx) {
               for (int i = 0; i < 4; i++) {
                 int x = flat_index(&c, (mt * NT + nt) * 4 + i, lane, warp);
                 ck_assert_int_eq(coord(&c, x, 0), (mt * wm + pm) * 16 + g + 8 * (i >= 2));
-                ck_assert_int_eq(coord(&c, x, 1), (pn * NT + nt) * 8 + 2 * t + (i & 1));
+                ck_assert_int_eq(coord(&c, x, 1), (fa_mma_n_contiguous(wm, wn) ? pn * NT + nt : nt * wn + pn) * 8 + 2 * t + (i & 1));
               }
           for (int mt = 0; mt < MT; mt++)
             for (int kt = 0; kt < KT; kt++)
@@ -177,7 +177,7 @@ START_TEST(test_mma_fragments_match_ptx) {
               for (int i = 0; i < 4; i++) {
                 int x = flat_index(&b, (nt * KT + kt) * 4 + i, lane, warp);
                 ck_assert_int_eq(coord(&b, x, 0), kt * 16 + 2 * t + (i & 1) + 8 * (i >= 2));
-                ck_assert_int_eq(coord(&b, x, 1), (pn * NT + nt) * 8 + g);
+                ck_assert_int_eq(coord(&b, x, 1), (fa_mma_n_contiguous(wm, wn) ? pn * NT + nt : nt * wn + pn) * 8 + g);
               }
         }
       }

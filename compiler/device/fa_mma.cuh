@@ -173,9 +173,10 @@ FA_DEV void load_b_frag_x2(unsigned (&r)[2], unsigned tile, int n0, int k0, int 
 }
 
 /* One k16 step of a product whose B is read from a tile: the warp's place
- * along N is wn = (warp / WM) % WN, each warp holding N / WN consecutive
- * columns (as in the layouts of the operand and the accumulator: the
- * columns of one warpgroup are then those of one wgmma, cuda_plan.c). */
+ * along N is wn = (warp / WM) % WN; 8-column blocks interleave, except with
+ * one warpgroup along M (WM = 4), where each warp holds N / WN consecutive
+ * columns (fa_mma_n_contiguous in layout.c: the columns of one warpgroup
+ * are then those of one wgmma). */
 template <int MT, int NT, int WM, int WN, bool B_K_INNER, class FB, class T>
 FA_DEV void mma_k_step(float (&c)[MT * NT * 4], const unsigned (&af)[MT][4], unsigned b_tile, int kt, int lane,
                        int warp) {
@@ -183,7 +184,7 @@ FA_DEV void mma_k_step(float (&c)[MT * NT * 4], const unsigned (&af)[MT][4], uns
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     unsigned bf[2];
-    load_b_frag_x2<B_K_INNER, FB>(bf, b_tile, (wn * NT + nt) * 8, kt * 16, lane);
+    load_b_frag_x2<B_K_INNER, FB>(bf, b_tile, (WM == 4 && WN > 1 ? wn * NT + nt : nt * WN + wn) * 8, kt * 16, lane);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int ic = (mt * NT + nt) * 4;
