@@ -1361,7 +1361,7 @@ static int wgmma_groups_along_n(const FaCudaPlan *p, const FaDotPlan *dp, const 
   if (dp->wn == 1)
     return 1;
   int n = pp->N / dp->wn;
-  if (dp->wm != 4 || n % 8)
+  if (!fa_mma_n_contiguous(dp->wm, dp->wn) || n % 8) /* a warpgroup's columns are consecutive */
     return 0;
   /* an N-major B's column blocks start on a swizzle row */
   if (!pp->b_tile || pp->b_tile->format != FA_TILE_SWIZZLED || pp->b_tile->swizzle <= 0)
@@ -1371,9 +1371,8 @@ static int wgmma_groups_along_n(const FaCudaPlan *p, const FaDotPlan *dp, const 
   return dp->wn;
 }
 
-static bool wgmma_fits(const FaCudaPlan *p, const IrOp *op, const FaProductPlan *pp) {
-  const FaDotPlan *dp = op->aux;
-  int N = pp->N, K = pp->K, groups = wgmma_groups_along_n(p, dp, pp);
+static bool wgmma_fits(const FaCudaPlan *p, const FaProductPlan *pp, int groups) {
+  int N = pp->N, K = pp->K;
   return has_wgmma(p) && groups > 0 && N % 8 == 0 && N / groups <= 256 && K % 16 == 0 && pp->b_tile &&
          pp->b_tile->format == FA_TILE_SWIZZLED &&
          (pp->a_src != FA_OPND_TILE || (pp->a_tile && pp->a_tile->format == FA_TILE_SWIZZLED));
@@ -1442,8 +1441,9 @@ static void plan_product(Planner *pl, const IrOp *op) {
       pl->ok = false;
       return;
     }
-    pp->instr = wgmma_fits(pl->p, op, pp) ? FA_INSTR_WGMMA : FA_INSTR_MMA_SYNC;
-    pp->wg_n = pp->instr == FA_INSTR_WGMMA ? wgmma_groups_along_n(pl->p, dp, pp) : 1;
+    int groups = wgmma_groups_along_n(pl->p, dp, pp);
+    pp->instr = wgmma_fits(pl->p, pp, groups) ? FA_INSTR_WGMMA : FA_INSTR_MMA_SYNC;
+    pp->wg_n = pp->instr == FA_INSTR_WGMMA ? groups : 1;
     pp->wait = FA_WAIT_AT_ONCE;
     /* tiles read through the async proxy are fenced after every write */
     if (pp->instr == FA_INSTR_WGMMA)

@@ -1092,14 +1092,8 @@ static void wgmma_a_fragments(Emitter *em, const FaProductPlan *w) {
   fa_sb_puts(h, "    }\n");
 }
 
-/* The descriptors of step kt: B's, and A's when A is a tile (its rows start
- * at the warpgroup's 64-row block of row block mt).  Each is the operand's
- * base descriptor (wgmma_descriptor_bases, built once per product) with the
- * step's byte offset added to its address field: encoding every step from
- * scratch cost ptxas a dozen instructions per wgmma, as many as the softmax's
- * arithmetic in attention's loop. */
 /* The first column of B that warpgroup g reads, and the first row of A of
- * its row block mt (MT: of its first): with the warpgroups along N
+ * its row block MT (an expression): with the warpgroups along N
  * (FaProductPlan.wg_n) every one has the same rows and its own columns. */
 static const char *wgmma_b_col0(Emitter *em, const FaProductPlan *w) {
   return w->wg_n > 1 ? aprintf(em, "g * %d", w->N / w->wg_n) : "0";
@@ -1111,6 +1105,12 @@ static const char *wgmma_a_row0(Emitter *em, const FaProductPlan *w, const char 
   return aprintf(em, "((%s) * %d + 4 * g) * 16", mt, w->wm);
 }
 
+/* The descriptors of step kt: B's, and A's when A is a tile (its rows start
+ * at the warpgroup's 64-row block of row block mt).  Each is the operand's
+ * base descriptor (wgmma_descriptor_bases, built once per product) with the
+ * step's byte offset added to its address field: encoding every step from
+ * scratch cost ptxas a dozen instructions per wgmma, as many as the softmax's
+ * arithmetic in attention's loop. */
 static void wgmma_descriptors(Emitter *em, const FaProductPlan *w) {
   StrBuf *h = &em->helpers;
   const char *off, *off0, *n0 = wgmma_b_col0(em, w);
@@ -1244,7 +1244,7 @@ static void emit_deferred_issue(Emitter *em, const FaPipelinePlan *pp) {
   const FaProductPlan *w = pp->deferred;
   line(em, "%s(%s, %s, %s, fa_warp);", em->defer_issue_fn, em->defer_acc, em->defer_frags, b_tile);
   line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16; deferred)", w->mt, w->wm / 4,
-       w->N, w->kt);
+       w->N / w->wg_n, w->kt);
 }
 
 /* Each warp, after its last read of a ring buffer, releases it (empty[]). */
@@ -1327,8 +1327,8 @@ static void emit_wgmma(Emitter *em, const FaProductPlan *pp, const char *c) {
   if (pp->wait == FA_WAIT_LATE)
     line(em, "// (committed; waited for %s)",
          pp->wait_at && pp->wait_at->before ? "before a later op" : "at the end of this block");
-  line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", pp->mt, pp->wm / 4, pp->N / pp->wg_n,
-       pp->kt);
+  line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", pp->mt, pp->wm / 4,
+       pp->N / pp->wg_n, pp->kt);
 }
 
 static void emit_mma_sync(Emitter *em, const FaProductPlan *pp, const char *c) {

@@ -69,9 +69,9 @@ bool fa_layout_blocked(FaLayout *out, int rank, const int *shape, const int *ord
 
 /* How the warps of a dot of [M, K] x [K, N] share the work: wm warps along
  * M (16-row blocks, interleaved), wn along N (8-column blocks interleaved,
- * or N / wn consecutive columns each where fa_mma_n_contiguous); wm * wn <=
- * warps, and the remaining warps compute copies.  False when M < 16, N < 8 or K < 16 (the
- * product cannot use m16n8k16). */
+ * or N / wn consecutive columns each where fa_mma_n_contiguous); wm * wn
+ * <= warps, and the remaining warps compute copies.  False when M < 16,
+ * N < 8 or K < 16 (the product cannot use m16n8k16). */
 bool fa_mma_warps(int M, int N, int K, int warps, int *wm, int *wn);
 /* Whether the warps along N hold consecutive columns: with one warpgroup
  * along M (wm = 4) and more along N, whose columns are then those of one
