@@ -2639,6 +2639,50 @@ static void plan_tile_order(Planner *pl) {
   }
 }
 
+/* The op of the kernel's body that holds op (op itself at the top level). */
+static const IrOp *body_op_of(const FaCudaPlan *p, const IrOp *op) {
+  while (op && op->parent && op->parent != p->fn->body)
+    op = op->parent->parent_op;
+  return op;
+}
+
+/* Where the compute threads are done with the tiles of loads outside loops
+ * (FaSchedulePlan.tile_release_after): after the op of the body that holds
+ * the last product reading one of them, or that product's wait where the
+ * wait comes later; NULL (the end of the program) when a product reading
+ * one is deferred past its loop or waited for at the end of the body. */
+static const IrOp *once_tiles_released_after(const FaCudaPlan *p) {
+  const IrOp *last = NULL;
+  int last_pos = -1;
+  for (int i = 0; i < p->nproducts; i++) {
+    const FaProductPlan *pp = p->products[i];
+    bool reads = false;
+    const FaTilePlan *tiles[2] = {pp->a_src == FA_OPND_TILE ? pp->a_tile : NULL,
+                                  pp->b_src == FA_OPND_TILE ? pp->b_tile : NULL};
+    for (int k = 0; k < 2; k++)
+      reads |= tiles[k] && tiles[k]->fill == FA_FILL_TMA && !tiles[k]->pipeline;
+    if (!reads)
+      continue;
+    if (pp->deferred)
+      return NULL;
+    const IrOp *at = body_op_of(p, pp->dot);
+    if (pp->wait == FA_WAIT_LATE && pp->wait_at) {
+      const FaWgmmaWait *w = pp->wait_at;
+      if (w->region == p->fn->body && !w->before)
+        return NULL;
+      const IrOp *waited = body_op_of(p, w->before ? w->before : w->region->parent_op);
+      if (op_position(p, waited) > op_position(p, at))
+        at = waited;
+    }
+    int pos = op_position(p, at);
+    if (pos > last_pos) {
+      last_pos = pos;
+      last = at;
+    }
+  }
+  return last;
+}
+
 /* Persistent when asked for and possible (else FaSchedulePlan.no_persistent). */
 static void plan_persistent(Planner *pl) {
   FaCudaPlan *p = pl->p;
@@ -2667,6 +2711,10 @@ static void plan_persistent(Planner *pl) {
       s->kind = FA_SCHEDULE_GRID;
       s->no_persistent = "too many barriers";
     }
+    /* a tile filled by the copy engine with a producer warp owns its memory
+       for the whole kernel (allocate_tiles), so the next program's copy may
+       land as soon as this program's products are done reading it */
+    s->tile_release_after = once_tiles_released_after(p);
   }
 }
 
@@ -2674,6 +2722,7 @@ static void plan_schedule(Planner *pl) {
   FaSchedulePlan *s = &pl->p->schedule;
   s->kind = FA_SCHEDULE_GRID;
   s->tile_barrier = -1;
+  s->tile_release_after = NULL;
   s->axis = -1;
   plan_tile_order(pl);
   plan_persistent(pl);

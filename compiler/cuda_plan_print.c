@@ -121,7 +121,7 @@ static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
     fa_sb_printf(out, "linear, program_id(0) fastest (%s)\n", s->linear_why ? s->linear_why : "");
 }
 
-static void print_mbarrier(const FaBarrierPlan *b, StrBuf *out) {
+static void print_mbarrier(const FaCudaPlan *p, const FaBarrierPlan *b, StrBuf *out) {
   static const char *const what[] = {"full", "empty", "load", "tile"};
   fa_sb_printf(out, "barrier mbarrier %s: %d x %d arrival%s at smem %zu", what[b->mbar], b->slots, b->arrivals,
                b->arrivals == 1 ? "" : "s", b->offset);
@@ -134,7 +134,14 @@ static void print_mbarrier(const FaBarrierPlan *b, StrBuf *out) {
     put_value(out, b->load->op->results[0]);
     fa_sb_putc(out, ')');
   } else if (b->mbar == FA_MBAR_TILE) {
-    fa_sb_puts(out, " (the compute threads are done with a tile's loads outside loops)");
+    fa_sb_puts(out, " (the compute threads are done with a program's loads outside loops: ");
+    if (p->schedule.tile_release_after) {
+      fa_sb_puts(out, "after ");
+      put_loc(out, p->schedule.tile_release_after->loc);
+      fa_sb_puts(out, ", the producer loading the next program's under the rest of this one)");
+    } else {
+      fa_sb_puts(out, "at the end of each program)");
+    }
   }
   fa_sb_putc(out, '\n');
 }
@@ -194,7 +201,7 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
   for (int i = 0; i < p->nbarriers; i++) {
     const FaBarrierPlan *b = &p->barriers[i];
     if (b->kind == FA_BARRIER_MBARRIER) {
-      print_mbarrier(b, out);
+      print_mbarrier(p, b, out);
       continue;
     }
     fa_sb_printf(out, "barrier %d: %s, %d threads, for", b->id,

@@ -61,6 +61,7 @@ typedef struct Emitter {
   int ring_ahead;           /* tiles of rings are read for this many uses ahead (a rotated product;
                                -1: the use before, a deferred product) */
   /* the loop being written whose last product is deferred (FaPipelinePlan.deferred) */
+  bool tiles_released;      /* the tiles of loads outside loops were released inside the op just emitted */
   const FaPipelinePlan *defer;
   const char *defer_frags;  /* its A fragments, packed where it stands, read at its issue */
   const char *defer_flag;   /* a deferred product waits for its issue */
@@ -474,6 +475,7 @@ static void emit_conversions(Emitter *em, const IrValue *x) {
 
 static void emit_region(Emitter *em, const IrRegion *r);
 
+
 static void source_comment(Emitter *em, SrcLoc loc) {
   if (!loc.src || (loc.src == em->last_src && loc.line == em->last_line))
     return;
@@ -764,6 +766,19 @@ static const char *mbar_address(Emitter *em, int barrier, const char *slot) {
   if (!slot)
     return aprintf(em, "fa::smem_addr(fa_smem + %zu)", b->offset);
   return aprintf(em, "(fa::smem_addr(fa_smem + %zu) + 8u * %s)", b->offset, slot);
+}
+
+/* Persistent kernels with a producer warp: the compute threads say they are
+ * done with the tiles of loads outside loops (FaSchedulePlan.tile_barrier),
+ * after the op the plan names (else at the end of the program). */
+static bool releases_tiles_after(const Emitter *em, const IrOp *op) {
+  const FaSchedulePlan *s = &em->plan->schedule;
+  return !em->producer_mode && s->tile_barrier >= 0 && op == s->tile_release_after;
+}
+
+static void emit_tile_release(Emitter *em) {
+  line(em, "fa::mbar_arrive(%s);  // done with this program's copies outside loops: the producer may load the next's",
+       mbar_address(em, em->plan->schedule.tile_barrier, NULL));
 }
 
 /* The C expression of a coordinate polynomial (cuda_plan.h). */
@@ -1856,6 +1871,13 @@ static void emit_for(Emitter *em, const IrOp *op) {
   em->indent--;
   line(em, "}");
   if (em->defer && em->defer == pp) {
+    /* the last deferred product reads no tile of a load outside loops (the
+       planner releases those at the end of the program otherwise): the
+       producer may load the next program's under it */
+    if (releases_tiles_after(em, op)) {
+      emit_tile_release(em);
+      em->tiles_released = true;
+    }
     line(em, "if (%s) {  // the last iteration's deferred product", em->defer_flag);
     em->indent++;
     emit_deferred_issue(em, pp);
@@ -2303,8 +2325,12 @@ static void emit_op(Emitter *em, const IrOp *op) {
 }
 
 static void emit_region(Emitter *em, const IrRegion *r) {
-  for (const IrOp *op = r->first; op && em->ok; op = op->next)
+  for (const IrOp *op = r->first; op && em->ok; op = op->next) {
     emit_op(em, op);
+    if (releases_tiles_after(em, op) && !em->tiles_released)
+      emit_tile_release(em);
+    em->tiles_released = false;
+  }
   emit_wgmma_waits(em, NULL, r);
 }
 
@@ -2465,9 +2491,8 @@ static void emit_tile_loop_close(Emitter *em, bool compute) {
   const FaSchedulePlan *s = &em->plan->schedule;
   if (s->kind != FA_SCHEDULE_PERSISTENT)
     return;
-  if (compute && s->tile_barrier >= 0)
-    line(em, "fa::mbar_arrive(%s);  // done with this program's copies outside loops",
-         mbar_address(em, s->tile_barrier, NULL));
+  if (compute && s->tile_barrier >= 0 && !s->tile_release_after)
+    emit_tile_release(em);
   if (compute)
     line(em, "%s  // this program's shared memory is free for the next", barrier_stmt(em));
   em->indent--;

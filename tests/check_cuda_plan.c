@@ -763,6 +763,12 @@ static void assert_schedule_invariants(const FaCudaPlan *p, const FaCudaKernel *
     ck_assert_int_eq(p->barriers[s->tile_barrier].mbar, FA_MBAR_TILE);
     ck_assert_int_eq(p->barriers[s->tile_barrier].arrivals, 32 * p->warps);
     ck_assert_int_eq(occurrences(ck->source, "done with this program's copies outside loops"), 1);
+    /* released before the end of the program where the plan says so */
+    const char *release = strstr(ck->source, "done with this program's copies outside loops");
+    const char *end = strstr(ck->source, "this program's shared memory is free for the next");
+    ck_assert_msg(release && end && release < end, "%s: the tiles released after the program's end", what);
+    if (s->tile_release_after)
+      ck_assert_msg(strstr(release, "store_block") != NULL, "%s: the tiles released after the stores", what);
     int onces = 0;
     for (int i = 0; i < p->naccesses; i++)
       onces += p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline;
