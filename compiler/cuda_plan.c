@@ -2806,8 +2806,21 @@ static void plan_kernel(Planner *pl) {
   }
   if (p->smem.scratch)
     uses |= FA_BARRIER_FOR_SCRATCH;
-  if (p->schedule.kind == FA_SCHEDULE_PERSISTENT)
-    uses |= FA_BARRIER_FOR_TILE_END;
+  if (p->schedule.kind == FA_SCHEDULE_PERSISTENT) {
+    /* the compute warps write shared memory through tiles filled from
+       registers or by cp.async, and scratch; with a producer warp that is
+       all (a copy engine's tile owns its memory for the whole kernel, and
+       the next program's copies wait for the compute threads to release
+       them), so without those the warps need not meet between programs:
+       a consumer warpgroup may start the next program while the other ends
+       this one */
+    bool writes = p->smem.scratch > 0 || !p->warp_specialised;
+    for (int i = 0; i < p->ntiles; i++)
+      writes |= p->tiles[i]->fill != FA_FILL_TMA;
+    p->schedule.end_sync = writes;
+    if (writes)
+      uses |= FA_BARRIER_FOR_TILE_END;
+  }
   if (uses && p->nbarriers < FA_MAX_BARRIERS) {
     /* with a producer warpgroup the compute warps synchronise among
        themselves (named barrier 1, fa::sync_compute) */

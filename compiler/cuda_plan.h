@@ -551,6 +551,9 @@ typedef struct FaSchedulePlan {
   int tile_barrier;         /* with a producer warp and loads outside loops: the mbarrier (index into
                                barriers) the compute threads arrive on when a tile is done, which the
                                producer waits on before loading the next tile's; -1 if none */
+  bool end_sync;            /* persistent: the compute warps meet at a barrier at the end of each program,
+                               before the next writes shared memory they may still read (not needed
+                               where they write none: every tile filled by the copy engine, no scratch) */
   const IrOp *tile_release_after; /* with tile_barrier: the op of the kernel's body after which no compute
                                thread reads those tiles (their last products complete), where they
                                arrive, so that the producer loads the next program's under the end of

@@ -119,6 +119,10 @@ static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
                  s->group);
   else
     fa_sb_printf(out, "linear, program_id(0) fastest (%s)\n", s->linear_why ? s->linear_why : "");
+  if (s->order == FA_ORDER_LONGEST_FIRST)
+    fa_sb_puts(out, "schedule: rounds of one program per thread block, in alternating directions\n");
+  if (!s->end_sync)
+    fa_sb_puts(out, "schedule: the compute warps do not meet between programs (they write no shared memory)\n");
 }
 
 static void print_mbarrier(const FaCudaPlan *p, const FaBarrierPlan *b, StrBuf *out) {

@@ -2460,8 +2460,18 @@ static void emit_tile_loop_open(Emitter *em, bool compute) {
   bool counted = tiles_counted(em);
   if (counted)
     line(em, "unsigned fa_tiles_done = 0;  // programs run so far: the phase of the mbarriers of loads outside loops");
-  line(em, "for (unsigned fa_tile = blockIdx.x; fa_tile < fa_grid_x * fa_grid_y * fa_grid_z; fa_tile += gridDim.x%s) {",
-       counted ? ", ++fa_tiles_done" : "");
+  if (s->order == FA_ORDER_LONGEST_FIRST) {
+    /* the programs in rounds of gridDim.x, each round's in the order
+       opposite to the round before (b, then gridDim.x - 1 - b): with the
+       longest first, thread block 0 would otherwise take the longest of
+       every round (measured on causal attention: 8% slower than the grid) */
+    line(em, "for (unsigned fa_round = 0, fa_tile = blockIdx.x; fa_tile < fa_grid_x * fa_grid_y * fa_grid_z; "
+             "++fa_round, fa_tile = fa::snake_tile(fa_round, blockIdx.x, gridDim.x)%s) {",
+         counted ? ", ++fa_tiles_done" : "");
+  } else {
+    line(em, "for (unsigned fa_tile = blockIdx.x; fa_tile < fa_grid_x * fa_grid_y * fa_grid_z; fa_tile += gridDim.x%s) {",
+         counted ? ", ++fa_tiles_done" : "");
+  }
   em->indent++;
   if (s->order == FA_ORDER_LONGEST_FIRST)
     line(em,
@@ -2493,7 +2503,7 @@ static void emit_tile_loop_close(Emitter *em, bool compute) {
     return;
   if (compute && s->tile_barrier >= 0 && !s->tile_release_after)
     emit_tile_release(em);
-  if (compute)
+  if (compute && s->end_sync)
     line(em, "%s  // this program's shared memory is free for the next", barrier_stmt(em));
   em->indent--;
   line(em, "}");

@@ -751,10 +751,22 @@ static void assert_schedule_invariants(const FaCudaPlan *p, const FaCudaKernel *
     ck_assert_int_eq(ck->args[p->fn->nparams + p->ntmaps + d].param, d);
   }
   int roles = p->warp_specialised ? 2 : 1;
-  ck_assert_int_eq(occurrences(ck->source, "for (unsigned fa_tile = blockIdx.x;"), roles);
-  ck_assert_msg(occurrences(ck->source, "blockIdx") == roles, "%s: blockIdx outside the loops over programs", what);
+  ck_assert_int_eq(occurrences(ck->source, "for (unsigned fa_tile = blockIdx.x;") +
+                       occurrences(ck->source, "for (unsigned fa_round = 0, fa_tile = blockIdx.x;"),
+                   roles);
+  /* (twice in a loop in rounds of alternating direction: its start and snake_tile) */
+  int per_loop = s->order == FA_ORDER_LONGEST_FIRST ? 2 : 1;
+  ck_assert_msg(occurrences(ck->source, "blockIdx") == roles * per_loop, "%s: blockIdx outside the loops over programs",
+                what);
   ck_assert_msg(strstr(ck->source, "fa_pid.v[0]") != NULL, "%s", what);
-  ck_assert_int_eq(occurrences(ck->source, "this program's shared memory is free for the next"), 1);
+  ck_assert_int_eq(occurrences(ck->source, "this program's shared memory is free for the next"), s->end_sync ? 1 : 0);
+  /* no barrier at the end of a program only where the compute warps write no shared memory */
+  if (!s->end_sync) {
+    ck_assert(p->warp_specialised && p->smem.scratch == 0);
+    for (int i = 0; i < p->ntiles; i++)
+      ck_assert_int_eq(p->tiles[i]->fill, FA_FILL_TMA);
+  }
+  ck_assert_int_eq(strstr(ck->source, "fa::snake_tile") != NULL, s->order == FA_ORDER_LONGEST_FIRST);
   bool once = false;
   for (int i = 0; i < p->naccesses; i++)
     once |= p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline;
@@ -765,8 +777,11 @@ static void assert_schedule_invariants(const FaCudaPlan *p, const FaCudaKernel *
     ck_assert_int_eq(occurrences(ck->source, "done with this program's copies outside loops"), 1);
     /* released before the end of the program where the plan says so */
     const char *release = strstr(ck->source, "done with this program's copies outside loops");
-    const char *end = strstr(ck->source, "this program's shared memory is free for the next");
-    ck_assert_msg(release && end && release < end, "%s: the tiles released after the program's end", what);
+    ck_assert(release != NULL);
+    if (s->end_sync) {
+      const char *end = strstr(ck->source, "this program's shared memory is free for the next");
+      ck_assert_msg(end && release < end, "%s: the tiles released after the program's end", what);
+    }
     if (s->tile_release_after)
       ck_assert_msg(strstr(release, "store_block") != NULL, "%s: the tiles released after the stores", what);
     int onces = 0;

@@ -624,7 +624,7 @@ FA_DEV void red_block(const BlockPtr<T, R> &p, const T (&src)[L::nregs], int tof
 /* ---- persistent kernels: which program a thread block runs next ----------------------------------------------- */
 
 /* A persistent kernel's thread block b runs the programs t = b, b + G,
- * b + 2G, ... (G thread blocks) of an order over the grid (gx, gy, gz) of
+ * b + 2G, ... (G thread blocks; longest first: snake_tile's) of an order over the grid (gx, gy, gz) of
  * programs; tile_coords gives program t's ids.  AXIS < 0: the hardware's
  * order, x fastest.  Else longest first along AXIS (DESCENDING: from the
  * largest id down), in groups of GROUP programs along the other two axes
@@ -634,6 +634,12 @@ FA_DEV void red_block(const BlockPtr<T, R> &p, const T (&src)[L::nregs], int tof
 struct TileId {
   unsigned v[3];
 };
+
+/* The position in that order of thread block b's program in round r (of
+ * G programs each), in alternating directions: b in even rounds, G - 1 - b
+ * in odd ones, so that over two rounds of programs whose work falls
+ * steadily every block gets about the same. */
+FA_DEV unsigned snake_tile(unsigned r, unsigned b, unsigned G) { return r * G + ((r & 1u) ? G - 1u - b : b); }
 
 template <int AXIS, bool DESCENDING, int GROUP>
 FA_DEV TileId tile_coords(unsigned t, unsigned gx, unsigned gy, unsigned gz) {
