@@ -1,6 +1,6 @@
-/* cuda_plan_tma.c - whether a block-pointer load can be a bulk tensor copy
- * (TMA), and the copy's tensor map, boxes and coordinates (see the TMA
- * section of cuda_plan.h).
+/* cuda_plan_tma.c - whether a block-pointer load, store or atomic_add can be
+ * a bulk tensor copy (TMA), and the copy's tensor map, boxes and coordinates
+ * (see the TMA section of cuda_plan.h).
  *
  * The proof is symbolic.  Integer scalars are read as polynomials: sums of
  * terms coef * atom * atom ..., where an atom is a parameter of the kernel
@@ -24,7 +24,8 @@
  * stride of the map a multiple of 16 bytes (from the argument facts and
  * the divisibility of the parameters), boxes of at most 256 elements.
  * Matching shapes exactly (not only strides) makes the tensor's edges the
- * view's edges, so the copy engine fills what the block pointer would pad.
+ * view's edges, so the copy engine fills what the block pointer would pad
+ * and drops what a store's boundary check would.
  */
 #include "config.h"
 
@@ -275,10 +276,16 @@ static bool atoms_visible(const FaCudaPlan *p, const FaSymPoly *c, const IrRegio
   return true;
 }
 
-FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *load, const FaTilePlan *t, const IrRegion *issue,
+/* The block a block-pointer access moves: a load's result, a store's (or
+ * atomic_add's) value. */
+static const IrValue *moved_value(const IrOp *op) {
+  return op->kind == IR_LOAD_BLOCK ? op->results[0] : op->operands[1];
+}
+
+FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaTilePlan *t, const IrRegion *issue,
                               FaTensorMapPlan *map, FaTmaPlan *out, int *dim) {
   const IrFunction *dev = p->fn;
-  const IrValue *bp = load->operands[0], *x = load->results[0];
+  const IrValue *bp = access->operands[0], *x = moved_value(access);
   memset(map, 0, sizeof *map);
   memset(out, 0, sizeof *out);
   *dim = -1;
@@ -388,7 +395,9 @@ FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *load, const FaTil
   map->rank = m;
   map->param = param;
   map->swizzle = sw;
-  map->nan_fill = load->padding == PAD_NAN;
+  map->nan_fill = access->kind == IR_LOAD_BLOCK && access->padding == PAD_NAN;
+  map->store = access->kind != IR_LOAD_BLOCK;
+  out->reduce = access->kind == IR_ATOMIC_ADD_BLOCK;
   out->outer_coord = coord;
   out->panel_bytes = (size_t)rows * (size_t)sw;
   out->bytes = out->panel_bytes * (size_t)out->panels;
@@ -414,6 +423,12 @@ const char *fa_tma_refusal_text(FaTmaRefusal r) {
   case FA_TMA_BOX: return "a box dimension is larger than 256";
   case FA_TMA_PIPELINE: return "another load of its pipeline is not a bulk copy";
   case FA_TMA_LIMIT: return "too many tensor maps or barriers";
+  case FA_TMA_RANK: return "not a 2-D block";
+  case FA_TMA_REDUCE_DTYPE: return "the copy engine's reduce-add is used for f32, f16 and bf16 only";
+  case FA_TMA_STAGING:
+    return "no swizzled staging tile for it (rows of 32, 64 or a multiple of 128 bytes in groups of 8, elements "
+           "of 2, 4 or 8 bytes)";
+  case FA_TMA_SMEM: return "its staging tile would not fit in shared memory (227 KB)";
   }
   return "?";
 }
