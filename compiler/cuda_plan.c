@@ -1070,10 +1070,13 @@ static void plan_tma(Planner *pl) {
     else
       plan_tma_load(pl, op);
   }
-  /* stores after the loads: their tensor maps follow the loads' */
+  /* stores of 2-D blocks after the loads (their tensor maps follow the
+     loads'); a store of another rank is no candidate, as a load that feeds
+     no tile is none */
   for (int n = 0; n < p->nops && pl->ok && has_wgmma(p); n++) {
     const IrOp *op = p->order[n];
-    if ((op->kind == IR_STORE_BLOCK || op->kind == IR_ATOMIC_ADD_BLOCK) && fa_plan_op_live(p, op))
+    if ((op->kind == IR_STORE_BLOCK || op->kind == IR_ATOMIC_ADD_BLOCK) && fa_plan_op_live(p, op) &&
+        op->operands[1]->type.rank == 2)
       plan_tma_store(pl, op);
   }
 }
@@ -2950,6 +2953,44 @@ static void plan_store_budget(Planner *pl) {
   }
 }
 
+/* ---- 9c. how long a bulk store's staging tile waits for the earlier ones ------------------------
+ * Bulk groups finish reading shared memory in the order they were committed,
+ * so before a staging tile is written the issuing thread waits only for the
+ * groups older than the newest ones that do not touch its memory: those of
+ * the stores its region issues on every path since the last store whose
+ * tile shares its memory (or since an op whose code holds bulk stores, or
+ * the region's start; in a loop, the previous iteration's are older).
+ * cp.async.bulk.wait_group.read N leaves the N newest unread. */
+
+static bool is_bulk_store(Planner *pl, const IrOp *op, const void *unused) {
+  (void)unused;
+  return staging_tile_of(pl->p, op) != NULL;
+}
+
+static void plan_store_drains(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  for (int i = 0; i < p->naccesses; i++) {
+    FaAccessPlan *ap = p->accesses[i];
+    if (ap->method != FA_ACCESS_TMA_STORE)
+      continue;
+    int pending = 0;
+    for (const IrOp *o = ap->op->prev; o; o = o->prev) {
+      if (!fa_plan_op_live(p, o))
+        continue;
+      if (o->nregions) {
+        if (op_or_nested(pl, o, is_bulk_store, NULL))
+          break;
+        continue;
+      }
+      const FaTilePlan *t = staging_tile_of(p, o);
+      if (t && tiles_overlap(t, ap->tile))
+        break;
+      pending += t != NULL;
+    }
+    ap->tma->drain_pending = pending;
+  }
+}
+
 static void plan_kernel(Planner *pl) {
   FaCudaPlan *p = pl->p;
   for (int i = 0; i < p->npipelines; i++)
@@ -3117,6 +3158,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   out->prints = (FaPrintPlan **)freeze(&pl, &pl.prints, &out->nprints);
   if (pl.ok)
     plan_store_budget(&pl);
+  if (pl.ok)
+    plan_store_drains(&pl);
   if (pl.ok)
     plan_product_waits(&pl);
   if (pl.ok)

@@ -250,6 +250,10 @@ typedef struct FaTmaPlan {
   int barrier;              /* a load outside loops: its mbarrier (index into FaCudaPlan.barriers) */
   const IrOp *wait_before;  /* a load outside loops: the threads wait for it before this op */
   bool reduce;              /* FA_ACCESS_TMA_STORE of an atomic_add: cp.reduce.async.bulk.tensor .add */
+  int drain_pending;        /* FA_ACCESS_TMA_STORE: before the staging tile is written, the issuing thread
+                               waits until every bulk group but the newest `drain_pending` has read its
+                               staging tile (the groups of the stores since the last one whose tile
+                               shares this one's memory: they complete in commit order) */
 } FaTmaPlan;
 
 typedef struct FaAccessPlan {

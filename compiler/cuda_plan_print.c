@@ -417,8 +417,8 @@ static void put_poly(const FaCudaPlan *p, const FaSymPoly *c, StrBuf *out) {
 static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) {
   const FaTmaPlan *t = ap->tma;
   if (ap->method == FA_ACCESS_TMA_STORE) {
-    fa_sb_printf(out, "TMA %s from staging tile ", t->reduce ? "reduce-add (cp.reduce.async.bulk.tensor .add)"
-                                                              : "store (cp.async.bulk.tensor)");
+    fa_sb_printf(out, "TMA %s from staging tile ", t->reduce ? "reduce-add (bulk tensor reduce .add)"
+                                                              : "store (bulk tensor copy)");
     put_value(out, ap->tile->value);
     fa_sb_printf(out, " (offset %zu, layout ", ap->tile->offset);
     put_layout(out, ap->layout);
@@ -440,6 +440,10 @@ static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) 
       fa_sb_printf(out, "offset %d", t->block_dim[i]);
   }
   fa_sb_printf(out, "), %d cop%s of %zu bytes", t->panels, t->panels == 1 ? "y" : "ies", t->panel_bytes);
+  if (ap->method == FA_ACCESS_TMA_STORE && t->drain_pending)
+    fa_sb_printf(out, ", staged once every bulk group but the newest %d has read its tile", t->drain_pending);
+  else if (ap->method == FA_ACCESS_TMA_STORE)
+    fa_sb_puts(out, ", staged once every bulk group has read its tile");
   if (t->wait_before) {
     fa_sb_puts(out, ", waited for before ");
     put_loc(out, t->wait_before->loc);
