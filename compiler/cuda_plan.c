@@ -1008,6 +1008,38 @@ static FaTmaRefusal staging_tile(const IrOp *op, FaTilePlan *t) {
   return FA_TMA_OK;
 }
 
+/* Whether an op other than `store` may access the memory of pointer
+ * parameter `param`: a bulk store's writes land asynchronously, in no order
+ * with the kernel's other loads and stores there (atomic_adds whose results
+ * are not read commute with a reduce-add, so those may share it). */
+static bool param_accessed_elsewhere(const FaCudaPlan *p, const IrOp *store, int param) {
+  bool adds = store->kind == IR_ATOMIC_ADD_BLOCK;
+  for (int n = 0; n < p->nops; n++) {
+    const IrOp *op = p->order[n];
+    if (op == store || !fa_plan_op_live(p, op))
+      continue;
+    switch (op->kind) {
+    case IR_ATOMIC_ADD_BLOCK:
+      if (adds)
+        continue;
+      break;
+    case IR_ATOMIC_ADD:
+      if (adds && !p->values[op->results[0]->id].live)
+        continue;
+      break;
+    case IR_LOAD:
+    case IR_STORE:
+    case IR_LOAD_BLOCK:
+    case IR_STORE_BLOCK: break;
+    default: continue;
+    }
+    int other = fa_plan_pointer_param(p->fn, op->operands[0]);
+    if (other < 0 || other == param)
+      return true;
+  }
+  return false;
+}
+
 /* A store or atomic_add through a block pointer as bulk tensor copies from
  * a staging tile, when the view is its pointer's declared extent; else the
  * refusal, which plan_access records with the plain form. */
@@ -1020,6 +1052,8 @@ static void plan_tma_store(Planner *pl, const IrOp *op) {
   FaTmaRefusal why = staging_tile(op, &stage);
   if (why == FA_TMA_OK)
     why = fa_plan_tma_view(p, op, &stage, op->parent, &map, &plan, &dim);
+  if (why == FA_TMA_OK && param_accessed_elsewhere(p, op, map.param))
+    why = FA_TMA_ALIASED;
   if (why == FA_TMA_OK && !(plan.map = intern_tmap(pl, &map)))
     why = FA_TMA_LIMIT;
   FaAccessPlan *ap = why == FA_TMA_OK ? palloc(pl, sizeof *ap) : NULL;

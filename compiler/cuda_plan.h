@@ -220,6 +220,10 @@ typedef enum FaTmaRefusal {
   FA_TMA_STAGING,           /* stores: no swizzled staging tile for it (rows of 32, 64 or a multiple of 128
                                bytes in groups of 8 rows, elements of 2, 4 or 8 bytes) */
   FA_TMA_SMEM,              /* stores: the staging tile would not fit in shared memory */
+  FA_TMA_ALIASED,           /* stores: another op of the kernel loads or stores through the same pointer
+                               parameter (or one that cannot be told), and the bulk store's writes would
+                               land in no order with it (atomic_adds among themselves excepted: they
+                               commute) */
 } FaTmaRefusal;
 
 /* A tensor-map argument of the kernel (fa_tmapN): built at launch from a
@@ -713,6 +717,9 @@ bool fa_plan_reads_tile(const IrOp *op, int i);
 FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaTilePlan *t, const IrRegion *issue,
                               FaTensorMapPlan *map, FaTmaPlan *out, int *dim);
 const char *fa_tma_refusal_text(FaTmaRefusal r);
+/* The pointer parameter a pointer (scalar, block of pointers, block
+ * pointer) is computed from, or -1 when that cannot be told. */
+int fa_plan_pointer_param(const IrFunction *fn, const IrValue *v);
 
 /* Writes the plan as text, one decision per line. */
 void fa_cuda_plan_print(const FaCudaPlan *plan, StrBuf *out);

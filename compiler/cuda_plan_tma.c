@@ -404,6 +404,34 @@ FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaT
   return FA_TMA_OK;
 }
 
+/* The pointer parameter a pointer (a scalar, a block of pointers or a block
+ * pointer) is computed from, or -1 when that cannot be told. */
+int fa_plan_pointer_param(const IrFunction *fn, const IrValue *v) {
+  for (int depth = 0; v && depth < 64; depth++) {
+    int pi = param_index(fn, v);
+    if (pi >= 0)
+      return v->type.dtype == DT_PTR ? pi : -1;
+    if (v->type.dtype == DT_BLOCKPTR) {
+      const IrOp *mk = fa_blockptr_origin(v);
+      v = mk ? mk->operands[0] : NULL;
+      continue;
+    }
+    const IrOp *op = v->def;
+    if (!op)
+      return -1;
+    switch (op->kind) {
+    case IR_PTR_ADD:
+    case IR_SPLAT:
+    case IR_BROADCAST:
+    case IR_EXPAND_DIMS:
+    case IR_RESHAPE:
+    case IR_TRANS: v = op->operands[0]; break;
+    default: return -1;
+    }
+  }
+  return -1;
+}
+
 const char *fa_tma_refusal_text(FaTmaRefusal r) {
   switch (r) {
   case FA_TMA_OK: return "a bulk copy";
@@ -429,6 +457,8 @@ const char *fa_tma_refusal_text(FaTmaRefusal r) {
     return "no swizzled staging tile for it (rows of 32, 64 or a multiple of 128 bytes in groups of 8, elements "
            "of 2, 4 or 8 bytes)";
   case FA_TMA_SMEM: return "its staging tile would not fit in shared memory (227 KB)";
+  case FA_TMA_ALIASED:
+    return "the kernel accesses the tensor elsewhere too (a bulk store's writes land asynchronously)";
   }
   return "?";
 }
