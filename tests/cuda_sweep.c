@@ -505,6 +505,9 @@ int main(int argc, char **argv) {
       {"tests/gpu/hopper.fa", "kmm", "K=200 N=64 T=f16 BM=64 BN=64 BK=64 NAN_PAD=True", NULL, 4, 2},
       {"tests/gpu/hopper.fa", "heads", "D=64 T=f16 BN=128 BK=64", NULL, 4, 2},
       {"tests/gpu/hopper.fa", "heads", "D=128 T=bf16 BN=64 BK=32", NULL, 4, 3},
+      /* bulk reduce-adds and stores in a loop (every pipeline but cp_async) */
+      {"tests/gpu/hopper.fa", "accum", "D=64 T=f16 BQ=64 BK=64", "N%16", 4, 2},
+      {"tests/gpu/hopper.fa", "accum", "D=128 T=bf16 BQ=64 BK=128", NULL, 8, 2},
       /* the Triton-style matmul at its default configuration, with runtime
          sizes that are multiples of 16 (what launches at such sizes compile) */
       {"examples/matmul/matmul.fa", "matmul", "T=f16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8", "M%16,N%16,K%16",
@@ -520,6 +523,10 @@ int main(int argc, char **argv) {
       {"examples/attention/attention.fa", "attn_fwd", "d_head=128 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64", NULL, 8,
        2},
       {"examples/attention/attention.fa", "attn_bwd_dq", "d_head=64 is_causal=False T=f16 BLOCK_Q=128 BLOCK_K=128", NULL,
+       8, 2},
+      /* the fused backward pass as the tuner chose it on an H200: dQ_i split across two warpgroups and added
+         by the copy engine from a staging tile */
+      {"examples/attention/attention.fa", "attn_bwd", "d_head=128 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=128", NULL,
        8, 2},
   };
   for (size_t c = 0; c < sizeof hopper_cases / sizeof *hopper_cases; c++) {
