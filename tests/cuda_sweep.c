@@ -524,10 +524,6 @@ int main(int argc, char **argv) {
        2},
       {"examples/attention/attention.fa", "attn_bwd_dq", "d_head=64 is_causal=False T=f16 BLOCK_Q=128 BLOCK_K=128", NULL,
        8, 2},
-      /* the fused backward pass as the tuner chose it on an H200: dQ_i split across two warpgroups and added
-         by the copy engine from a staging tile */
-      {"examples/attention/attention.fa", "attn_bwd", "d_head=128 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=128", NULL,
-       8, 2},
   };
   for (size_t c = 0; c < sizeof hopper_cases / sizeof *hopper_cases; c++) {
     int group = njobs;

@@ -151,6 +151,15 @@ static const Case cases[] = {
        D=128 (bf16 step 2^-8): a step flipped stays within the tolerances.) */
     {HOP, "heads", "D=64 T=f16 BN=128 BK=64", "B=2 H=3 N=200", 4, 2, "x=-0.125:0.125 v=-1:1", 2e-3, 2e-3},
     {HOP, "heads", "D=128 T=bf16 BN=64 BK=32", "B=1 H=2 N=77", 4, 3, "x=-0.125:0.125 v=-1:1", 1e-2, 1e-2},
+    /* bulk reduce-adds (and stores) in a loop, from several programs onto
+       the same rows of a [Z, N, D] tensor, the last block cut at N: N = 208
+       (a multiple of 16: S^T's store is a bulk copy too, from a staging
+       tile of its own) and N = 150 (S^T's rows not 16-byte multiples: plain
+       stores); S^T is rounded to T before its product, so q stays small
+       (as in heads) for a rounding step flipped to stay within the
+       tolerances */
+    {HOP, "accum", "D=64 T=f16 BQ=64 BK=64", "Z=2 N=208", 4, 2, "q=-0.125:0.125 k=-1:1", 2e-3, 2e-3},
+    {HOP, "accum", "D=128 T=bf16 BQ=64 BK=128", "Z=1 N=150", 8, 2, "q=-0.125:0.125 k=-1:1", 1e-2, 1e-2},
     /* the Triton-style matmul with runtime sizes: multiples of 16 (launches
        specialise on them: 16-byte cp.async pipelines) and odd sizes (scalar
        loads), default and small tiles */
