@@ -502,13 +502,18 @@ static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
   }
   /* which pipeline the code took: bulk copies and producer warps are plan
      decisions, so a case that should exercise them says whether it did */
-  int copies = 0;
+  int copies = 0, stores = 0;
   for (const char *t = info.cuda_source; t && (t = strstr(t, "fa::tma_load<")); t++)
     copies++;
+  for (const char *t = info.cuda_source; t && (t = strstr(t, "fa::tma_store<")); t++)
+    stores++;
+  for (const char *t = info.cuda_source; t && (t = strstr(t, "fa::tma_reduce_add<")); t++)
+    stores++;
   const char *pipeline = getenv("FADSL_PIPELINE");
-  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared; pipeline %s, %d bulk-copy sites%s%s)\n",
+  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared; pipeline %s, %d bulk-copy sites, %d bulk-store "
+         "sites%s%s)\n",
          failed ? "FAIL" : "ok  ", label, info.registers, info.spill_bytes, info.shared_bytes,
-         pipeline && *pipeline ? pipeline : "cp_async", copies,
+         pipeline && *pipeline ? pipeline : "cp_async", copies, stores,
          info.cuda_source && strstr(info.cuda_source, "setmaxnreg") ? ", a producer warpgroup" : "",
          info.cuda_source && strstr(info.cuda_source, "for (unsigned fa_tile") ? ", persistent" : "");
 done:
