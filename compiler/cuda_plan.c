@@ -967,6 +967,21 @@ static int unit_stride_dim(const IrOp *mk, int rank) {
   return rank - 1;
 }
 
+/* Elements a store's tensor map can have (the runtime's encoding, launch.c),
+ * of 2 bytes or more (16-byte pieces of a staging tile's rows). */
+static bool tensor_map_dtype_ok(DType dt) {
+  switch (dt) {
+  case DT_F16:
+  case DT_BF16:
+  case DT_F32:
+  case DT_F64:
+  case DT_I16:
+  case DT_I32:
+  case DT_I64: return true;
+  default: return false;
+  }
+}
+
 /* The staging tile of a store or atomic_add (not yet in the plan): rows
  * along the block pointer's dimension of stride 1, swizzled as wide as the
  * rows allow, written `store_vec` elements at a time from the value's
@@ -985,8 +1000,7 @@ static FaTmaRefusal staging_tile(const IrOp *op, FaTilePlan *t) {
     return FA_TMA_NO_ORIGIN;
   int inner = unit_stride_dim(mk, 2), size = fa_dtype_size(dt);
   int row_bytes = x->type.shape[inner] * size, rows = x->type.shape[1 - inner];
-  if ((size != 2 && size != 4 && size != 8) || rows % 8 ||
-      (row_bytes != 32 && row_bytes != 64 && row_bytes % 128 != 0))
+  if (!tensor_map_dtype_ok(dt) || rows % 8 || (row_bytes != 32 && row_bytes != 64 && row_bytes % 128 != 0))
     return FA_TMA_STAGING;
   int first, count, run = 0;
   fa_layout_dim_bits(l, inner, &first, &count);

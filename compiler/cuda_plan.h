@@ -218,7 +218,8 @@ typedef enum FaTmaRefusal {
   FA_TMA_RANK,              /* stores: not a 2-D block */
   FA_TMA_REDUCE_DTYPE,      /* atomic_add: the copy engine's reduce-add is used for f32, f16 and bf16 only */
   FA_TMA_STAGING,           /* stores: no swizzled staging tile for it (rows of 32, 64 or a multiple of 128
-                               bytes in groups of 8 rows, elements of 2, 4 or 8 bytes) */
+                               bytes in groups of 8 rows; elements of a dtype tensor maps have, of 2 bytes
+                               or more) */
   FA_TMA_SMEM,              /* stores: the staging tile would not fit in shared memory */
   FA_TMA_ALIASED,           /* stores: another op of the kernel loads or stores through the same pointer
                                parameter (or one that cannot be told), and the bulk store's writes would

@@ -454,8 +454,8 @@ const char *fa_tma_refusal_text(FaTmaRefusal r) {
   case FA_TMA_RANK: return "not a 2-D block";
   case FA_TMA_REDUCE_DTYPE: return "the copy engine's reduce-add is used for f32, f16 and bf16 only";
   case FA_TMA_STAGING:
-    return "no swizzled staging tile for it (rows of 32, 64 or a multiple of 128 bytes in groups of 8, elements "
-           "of 2, 4 or 8 bytes)";
+    return "no swizzled staging tile for it (rows of 32, 64 or a multiple of 128 bytes in groups of 8; elements "
+           "f16, bf16, f32, f64, i16, i32 or i64)";
   case FA_TMA_SMEM: return "its staging tile would not fit in shared memory (227 KB)";
   case FA_TMA_ALIASED:
     return "the kernel accesses the tensor elsewhere too (a bulk store's writes land asynchronously)";
