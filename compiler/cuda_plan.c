@@ -1414,17 +1414,20 @@ static void tile_lifetime(Planner *pl, FaTilePlan *t, const IrOp *op) {
 }
 
 /* A staging tile is busy from its store until the copy engine has read it,
- * which the next write of its memory waits for (FaTilePlan.drains).  In a
- * loop that write is the store's own, an iteration later: so the tile keeps
- * its memory for the whole of the outermost loop around its store, and the
- * tiles written in that loop never wait for the copy engine. */
+ * which the next write of its memory waits for: its own store's, an
+ * iteration later, in the loop around it (so no other tile written in that
+ * loop shares its memory), or that of a tile placed in its memory
+ * afterwards (FaTilePlan.drains).  So the staging tiles of stores in two
+ * loops one after the other share memory (each waits before it is written),
+ * those of two stores in one loop do not (the second would wait for the
+ * first every iteration). */
 static void staging_lifetime(const FaCudaPlan *p, FaTilePlan *t, const IrOp *store) {
-  const IrOp *outer = store;
-  for (const IrRegion *r = store->parent; r && r->parent_op; r = r->parent_op->parent)
+  const IrOp *inner = store;
+  for (const IrRegion *r = store->parent; r && r->parent_op && inner == store; r = r->parent_op->parent)
     if (r->parent_op->kind == IR_FOR || r->parent_op->kind == IR_WHILE)
-      outer = r->parent_op;
-  t->live_start = op_position(p, outer);
-  t->live_end = t->live_start + subtree_ops(outer);
+      inner = r->parent_op;
+  t->live_start = op_position(p, inner);
+  t->live_end = t->live_start + subtree_ops(inner);
 }
 
 /* The staging tile of a bulk store at op, or NULL. */
@@ -1435,21 +1438,34 @@ static FaTilePlan *staging_tile_of(const FaCudaPlan *p, const IrOp *op) {
 
 static bool tiles_overlap(const FaTilePlan *a, const FaTilePlan *b);
 
+/* Whether a loop holds both lifetimes: then each tile is written after the
+ * other in some iteration. */
+static bool in_one_loop(const FaCudaPlan *p, const FaTilePlan *a, const FaTilePlan *b) {
+  int lo = a->live_start < b->live_start ? a->live_start : b->live_start;
+  int hi = a->live_end > b->live_end ? a->live_end : b->live_end;
+  for (int n = 0; n <= lo && n < p->nops; n++) {
+    const IrOp *op = p->order[n];
+    if ((op->kind == IR_FOR || op->kind == IR_WHILE) && hi <= n + subtree_ops(op))
+      return true;
+  }
+  return false;
+}
+
 /* Tiles that share memory with a staging tile written before them wait,
- * before they are written, until the copy engine has read it.  (Tiles that
- * share memory have disjoint lifetimes, and a staging tile's covers every
- * loop around its store, so a tile after the staging tile in the program is
- * after it in time; in a persistent kernel every tile is, as the next
- * program writes its tiles after this one's stores.) */
+ * before they are written, until the copy engine has read it: a tile after
+ * the staging tile in the program, or before it in a loop around both (the
+ * next iteration's), or any in a persistent kernel (the next program writes
+ * its tiles after this one's stores).  Two staging tiles need not: a
+ * staging tile always waits before it is written. */
 static void mark_draining_tiles(FaCudaPlan *p) {
   bool persistent = p->k->schedule == FA_SCHEDULE_PERSISTENT;
   for (int i = 0; i < p->ntiles; i++) {
     FaTilePlan *t = p->tiles[i];
     t->drains = false;
-    for (int j = 0; j < p->ntiles && t->fill != FA_FILL_STAGED; j++) {
+    for (int j = 0; j < p->ntiles && t->fill != FA_FILL_STAGED && !t->drains; j++) {
       const FaTilePlan *s = p->tiles[j];
-      if (s->fill == FA_FILL_STAGED && tiles_overlap(t, s) && (persistent || s->live_start < t->live_start))
-        t->drains = true;
+      if (s->fill == FA_FILL_STAGED && tiles_overlap(t, s))
+        t->drains = persistent || s->live_start < t->live_start || in_one_loop(p, t, s);
     }
   }
 }
