@@ -719,7 +719,8 @@ static FaTensorMapPlan *intern_tmap(Planner *pl, const FaTensorMapPlan *m) {
   for (int i = 0; i < p->ntmaps; i++) {
     const FaTensorMapPlan *o = p->tmaps[i];
     if (o->param == m->param && o->rank == m->rank && o->swizzle == m->swizzle && o->nan_fill == m->nan_fill &&
-        o->store == m->store && !memcmp(o->dims_end, m->dims_end, sizeof o->dims_end) && !memcmp(o->box, m->box, sizeof o->box))
+        o->store == m->store && !memcmp(o->dims_end, m->dims_end, sizeof o->dims_end) &&
+        !memcmp(o->box, m->box, sizeof o->box))
       return p->tmaps[i];
   }
   if (p->ntmaps >= FA_MAX_TENSOR_MAPS)

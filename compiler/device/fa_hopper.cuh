@@ -166,26 +166,25 @@ FA_DEV void tma_reduce_add(const TensorMap &m, unsigned src, const int (&c)[R]) 
   static_assert(R >= 2 && R <= 5, "bulk reduce-adds here have 2 to 5 dimensions");
   const unsigned long long map = tmap_addr(m);
   if constexpr (R == 2)
-    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-                     map),
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3}], [%1];" ::"l"(map),
                  "r"(src), "r"(c[0]), "r"(c[1])
                  : "memory");
   else if constexpr (R == 3)
-    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
-                     map),
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4}], [%1];" ::"l"(map),
                  "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2])
                  : "memory");
   else if constexpr (R == 4)
-    asm volatile(
-        "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(map),
-        "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3])
-        : "memory");
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3])
+                 : "memory");
   else
-    asm volatile(
-        "cp.reduce.async.bulk.tensor.5d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(
-            map),
-        "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4])
-        : "memory");
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4])
+                 : "memory");
 }
 
 /* Closes the issuing thread's current bulk group (the stores issued since
