@@ -3027,6 +3027,13 @@ static void plan_store_budget(Planner *pl) {
  * the region's start; in a loop, the previous iteration's are older).
  * cp.async.bulk.wait_group.read N leaves the N newest unread. */
 
+static bool in_for_or_while(const IrOp *op) {
+  for (const IrRegion *r = op->parent; r && r->parent_op; r = r->parent_op->parent)
+    if (r->parent_op->kind == IR_FOR || r->parent_op->kind == IR_WHILE)
+      return true;
+  return false;
+}
+
 static bool is_bulk_store(Planner *pl, const IrOp *op, const void *unused) {
   (void)unused;
   return staging_tile_of(pl->p, op) != NULL;
@@ -3053,6 +3060,9 @@ static void plan_store_drains(Planner *pl) {
       pending += t != NULL;
     }
     ap->tma->drain_pending = pending;
+    /* a store (not a reduce-add: additions commute) in a loop may write the
+       elements its previous iteration wrote, which must land first */
+    ap->tma->drain_writes = !ap->tma->reduce && in_for_or_while(ap->op);
   }
 }
 

@@ -259,6 +259,9 @@ typedef struct FaTmaPlan {
                                waits until every bulk group but the newest `drain_pending` has read its
                                staging tile (the groups of the stores since the last one whose tile
                                shares this one's memory: they complete in commit order) */
+  bool drain_writes;        /* FA_ACCESS_TMA_STORE: that wait is for the groups' writes too, not only their
+                               reads (a store in a loop: the previous iteration's may write the same
+                               elements, and bulk groups' writes land in no order among themselves) */
 } FaTmaPlan;
 
 typedef struct FaAccessPlan {

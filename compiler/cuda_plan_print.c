@@ -440,10 +440,11 @@ static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) 
       fa_sb_printf(out, "offset %d", t->block_dim[i]);
   }
   fa_sb_printf(out, "), %d cop%s of %zu bytes", t->panels, t->panels == 1 ? "y" : "ies", t->panel_bytes);
+  const char *done = t->drain_writes ? "is complete" : "has read its tile";
   if (ap->method == FA_ACCESS_TMA_STORE && t->drain_pending)
-    fa_sb_printf(out, ", staged once every bulk group but the newest %d has read its tile", t->drain_pending);
+    fa_sb_printf(out, ", staged once every bulk group but the newest %d %s", t->drain_pending, done);
   else if (ap->method == FA_ACCESS_TMA_STORE)
-    fa_sb_puts(out, ", staged once every bulk group has read its tile");
+    fa_sb_printf(out, ", staged once every bulk group %s", done);
   if (t->wait_before) {
     fa_sb_puts(out, ", waited for before ");
     put_loc(out, t->wait_before->loc);

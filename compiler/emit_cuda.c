@@ -419,18 +419,20 @@ static const char *barrier_stmt(Emitter *em) {
 /* Thread 0 issues every bulk store; before memory a staging tile shares is
  * written, it waits until the copy engine has read what they staged (the
  * barrier after this tells the other threads). */
-static void emit_drain(Emitter *em, int pending) {
+static void emit_drain(Emitter *em, int pending, bool writes) {
+  const char *wait = writes ? "bulk_wait" : "bulk_wait_read", *done = writes ? "are complete" : "have read their "
+                                                                                                 "staging tiles";
   if (pending)
-    line(em, "if (threadIdx.x == 0) fa::bulk_wait_read<%d>();  // all but the newest %d bulk stores have read their "
-             "staging tiles", pending, pending);
+    line(em, "if (threadIdx.x == 0) fa::%s<%d>();  // all but the newest %d bulk stores %s", wait, pending, pending,
+         done);
   else
-    line(em, "if (threadIdx.x == 0) fa::bulk_wait_read<0>();  // the bulk stores have read their staging tiles");
+    line(em, "if (threadIdx.x == 0) fa::%s<0>();  // the bulk stores %s", wait, done);
 }
 
 static void emit_stage(Emitter *em, const IrValue *x) {
   const FaTilePlan *t = vplan(em, x)->tile;
   if (t->drains)
-    emit_drain(em, 0);
+    emit_drain(em, 0, false);
   /* products of the previous iteration, or of a tile that shared this
      memory, may still read it */
   line(em, "%s", barrier_stmt(em));
@@ -871,7 +873,7 @@ static void emit_tma_once(Emitter *em, const FaAccessPlan *ap) {
   line(em, "// %s: loaded into shared memory by the copy engine (waited for before its first reader)",
        names_of(em, ap->op->results[0])->name);
   if (ap->tile->drains)
-    emit_drain(em, 0);
+    emit_drain(em, 0, false);
   line(em, "%s  // the tile's memory may have held other tiles", barrier_stmt(em));
   line(em, "if (threadIdx.x == 0) {");
   em->indent++;
@@ -939,7 +941,7 @@ static void emit_tma_store(Emitter *em, const IrOp *op, const FaAccessPlan *ap) 
   const char *outer = tm->outer >= 0 ? poly_expr(em, &tm->outer_coord) : NULL;
   line(em, "// %s by the copy engine from a staging tile: %d cop%s of %zu bytes (tensor map %d)",
        tm->reduce ? "added" : "written", tm->panels, tm->panels == 1 ? "y" : "ies", tm->panel_bytes, tm->map->id);
-  emit_drain(em, tm->drain_pending);
+  emit_drain(em, tm->drain_pending, tm->drain_writes);
   line(em, "%s  // every warp is done with the staging tile's memory", barrier_stmt(em));
   /* the addresses computed here, not held in registers from the kernel's start (fa::opaque) */
   line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, fa::opaque(%s));", layout_name(em, l), t->inner,
@@ -1695,7 +1697,7 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
     emit_ring_release(em, pp, slot, "this iteration's");
     break;
   case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
-  case FA_STEP_DRAIN_STORES: emit_drain(em, 0); break;
+  case FA_STEP_DRAIN_STORES: emit_drain(em, 0, false); break;
   default: fail(em, loop->loc, "internal compiler error: a cp.async step in an mbarrier ring"); break;
   }
 }
@@ -1715,7 +1717,7 @@ static void emit_pipe_steps(Emitter *em, const FaPipelinePlan *pp, const FaPipeS
     }
     switch (s->kind) {
     case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
-    case FA_STEP_DRAIN_STORES: emit_drain(em, 0); break;
+    case FA_STEP_DRAIN_STORES: emit_drain(em, 0, false); break;
     case FA_STEP_COMMIT: line(em, "fa::cp_async_commit();"); break;
     case FA_STEP_WAIT_GROUPS: line(em, "fa::cp_async_wait<%d>();%s", s->arg, step_comment(s)); break;
     case FA_STEP_PROXY_FENCE: line(em, "fa::fence_async_smem();%s", step_comment(s)); break;
