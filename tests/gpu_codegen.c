@@ -96,6 +96,8 @@ static const Case cases[] = {
     {CG, "block_atomics", "T=f16 BM=32 BN=64", "M=70 N=100 P=3", 4, 2, NULL, 2e-3, 2e-3},
     {CG, "block_atomics", "T=bf16 BM=16 BN=128", "M=64 N=128 P=2", 4, 2, NULL, 1e-2, 1e-2},
     {CG, "block_atomics", "T=f32 BM=64 BN=32", "M=130 N=48 P=4", 8, 2, NULL, 1e-5, 1e-5},
+    /* rows a multiple of 16 elements: with the Hopper pipelines, f32 and f16 bulk reduce-adds */
+    {CG, "block_atomics", "T=f16 BM=32 BN=64", "M=70 N=96 P=3", 4, 2, NULL, 2e-3, 2e-3},
     {CG, "loops", "BM=32 BN=64", "M=70 N=300", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=4 BN=128", "M=9 N=129", 1, 2, NULL, 1e-5, 1e-5},
     /* erf (2 ulp on the GPU, about 1 in the C library), fma (one rounding on both)
@@ -160,6 +162,9 @@ static const Case cases[] = {
        tolerances */
     {HOP, "accum", "D=64 T=f16 BQ=64 BK=64", "Z=2 N=208", 4, 2, "q=-0.125:0.125 k=-1:1", 2e-3, 2e-3},
     {HOP, "accum", "D=128 T=bf16 BQ=64 BK=128", "Z=1 N=150", 8, 2, "q=-0.125:0.125 k=-1:1", 1e-2, 1e-2},
+    /* a bulk store through a transposed view, the last block cut at N */
+    {HOP, "tstore", "D=64 T=f16 BN=64", "N=150", 4, 2, NULL, 0, 0},
+    {HOP, "tstore", "D=128 T=bf16 BN=32", "N=77", 8, 2, NULL, 0, 0},
     /* the Triton-style matmul with runtime sizes: multiples of 16 (launches
        specialise on them: 16-byte cp.async pipelines) and odd sizes (scalar
        loads), default and small tiles */
