@@ -10,11 +10,14 @@
  *      needs, and the tiles tensor-core products read;
  *   5. pipelines: loads in loops issued ahead into rings of tile buffers;
  *      then which of them, and which loads outside loops, are bulk tensor
- *      copies (TMA, cuda_plan_tma.c), with their mbarriers;
+ *      copies (TMA, cuda_plan_tma.c), with their mbarriers, and which
+ *      block-pointer stores and atomic_adds are bulk copies out of staging
+ *      tiles;
  *   6. additions fused into products;
  *   7. tile offsets (tiles with disjoint lifetimes share memory);
  *   8. products: instruction and operand sources;
- *   9. loads and stores: method and vector width;
+ *   9. loads and stores: method and vector width; the shared memory of
+ *      bulk stores' staging tiles (refused where it would not fit);
  *  10. reductions, scans and prints; the synchronisation steps of each
  *      pipeline;
  *  11. the schedule (persistent or not, the tile order); the shared memory
@@ -716,7 +719,8 @@ static FaTensorMapPlan *intern_tmap(Planner *pl, const FaTensorMapPlan *m) {
   for (int i = 0; i < p->ntmaps; i++) {
     const FaTensorMapPlan *o = p->tmaps[i];
     if (o->param == m->param && o->rank == m->rank && o->swizzle == m->swizzle && o->nan_fill == m->nan_fill &&
-        !memcmp(o->dims_end, m->dims_end, sizeof o->dims_end) && !memcmp(o->box, m->box, sizeof o->box))
+        o->store == m->store && !memcmp(o->dims_end, m->dims_end, sizeof o->dims_end) &&
+        !memcmp(o->box, m->box, sizeof o->box))
       return p->tmaps[i];
   }
   if (p->ntmaps >= FA_MAX_TENSOR_MAPS)
@@ -947,6 +951,149 @@ static void plan_tma_load(Planner *pl, const IrOp *op) {
   op_insert(p->ops, op)->access = ap;
 }
 
+/* ---- bulk stores: a block-pointer store or atomic_add through a staging tile ----
+ * Its value is written from registers into a tile laid out as the tensor
+ * map's box wants (the copy engine's swizzle of the rows: no bank conflicts
+ * for the accumulator's fragments either), which one thread then hands to
+ * the copy engine, a panel (one swizzle width of the rows) per copy. */
+
+/* The dimension of constant stride 1 of a block pointer (the copy's
+ * innermost), else the last. */
+static int unit_stride_dim(const IrOp *mk, int rank) {
+  for (int d = 0; d < rank; d++) {
+    int64_t s;
+    if (fa_ir_const_int_value(mk->operands[1 + rank + d], &s) && s == 1)
+      return d;
+  }
+  return rank - 1;
+}
+
+/* Elements a store's tensor map can have (the runtime's encoding, launch.c),
+ * of 2 bytes or more (16-byte pieces of a staging tile's rows). */
+static bool tensor_map_dtype_ok(DType dt) {
+  switch (dt) {
+  case DT_F16:
+  case DT_BF16:
+  case DT_F32:
+  case DT_F64:
+  case DT_I16:
+  case DT_I32:
+  case DT_I64: return true;
+  default: return false;
+  }
+}
+
+/* The staging tile of a store or atomic_add (not yet in the plan): rows
+ * along the block pointer's dimension of stride 1, swizzled as wide as the
+ * rows allow, written `store_vec` elements at a time from the value's
+ * layout. */
+static FaTmaRefusal staging_tile(const IrOp *op, FaTilePlan *t) {
+  const IrValue *bp = op->operands[0], *x = op->operands[1];
+  const FaLayout *l = op->aux;
+  DType dt = x->type.dtype;
+  memset(t, 0, sizeof *t);
+  if (x->type.rank != 2 || bp->type.rank != 2)
+    return FA_TMA_RANK;
+  if (op->kind == IR_ATOMIC_ADD_BLOCK && dt != DT_F32 && dt != DT_F16 && dt != DT_BF16)
+    return FA_TMA_REDUCE_DTYPE;
+  const IrOp *mk = fa_blockptr_origin(bp);
+  if (!mk || mk->noperands != 1 + 3 * 2 || !l)
+    return FA_TMA_NO_ORIGIN;
+  int inner = unit_stride_dim(mk, 2), size = fa_dtype_size(dt);
+  int row_bytes = x->type.shape[inner] * size, rows = x->type.shape[1 - inner];
+  if (!tensor_map_dtype_ok(dt) || rows % 8 || (row_bytes != 32 && row_bytes != 64 && row_bytes % 128 != 0))
+    return FA_TMA_STAGING;
+  int first, count, run = 0;
+  fa_layout_dim_bits(l, inner, &first, &count);
+  while (run < l->nreg && run < count && l->reg[run] == first + run)
+    run++;
+  int v = 1 << run;
+  while (v * size > 16)
+    v /= 2;
+  t->value = x;
+  t->inner = inner;
+  t->rows = rows;
+  t->pitch = row_bytes;
+  t->format = FA_TILE_SWIZZLED;
+  t->swizzle = row_bytes < 128 ? row_bytes : 128;
+  t->store_vec = v;
+  t->fill = FA_FILL_STAGED;
+  t->nbufs = 1;
+  t->buf_bytes = (size_t)rows * (size_t)row_bytes;
+  return FA_TMA_OK;
+}
+
+/* Whether an op other than `store` may access the memory of pointer
+ * parameter `param`: a bulk store's writes land asynchronously, in no order
+ * with the kernel's other loads and stores there (atomic_adds whose results
+ * are not read commute with a reduce-add, so those may share it). */
+static bool param_accessed_elsewhere(const FaCudaPlan *p, const IrOp *store, int param) {
+  bool adds = store->kind == IR_ATOMIC_ADD_BLOCK;
+  for (int n = 0; n < p->nops; n++) {
+    const IrOp *op = p->order[n];
+    if (op == store || !fa_plan_op_live(p, op))
+      continue;
+    switch (op->kind) {
+    case IR_ATOMIC_ADD_BLOCK:
+      if (adds)
+        continue;
+      break;
+    case IR_ATOMIC_ADD:
+      if (adds && !p->values[op->results[0]->id].live)
+        continue;
+      break;
+    case IR_LOAD:
+    case IR_STORE:
+    case IR_LOAD_BLOCK:
+    case IR_STORE_BLOCK: break;
+    default: continue;
+    }
+    int other = fa_plan_pointer_param(p->fn, op->operands[0]);
+    if (other < 0 || other == param)
+      return true;
+  }
+  return false;
+}
+
+/* A store or atomic_add through a block pointer as bulk tensor copies from
+ * a staging tile, when the view is its pointer's declared extent; else the
+ * refusal, which plan_access records with the plain form. */
+static void plan_tma_store(Planner *pl, const IrOp *op) {
+  FaCudaPlan *p = pl->p;
+  FaTilePlan stage;
+  FaTensorMapPlan map;
+  FaTmaPlan plan;
+  int dim = -1;
+  FaTmaRefusal why = staging_tile(op, &stage);
+  if (why == FA_TMA_OK)
+    why = fa_plan_tma_view(p, op, &stage, op->parent, &map, &plan, &dim);
+  if (why == FA_TMA_OK && param_accessed_elsewhere(p, op, map.param))
+    why = FA_TMA_ALIASED;
+  if (why == FA_TMA_OK && !(plan.map = intern_tmap(pl, &map)))
+    why = FA_TMA_LIMIT;
+  FaAccessPlan *ap = why == FA_TMA_OK ? palloc(pl, sizeof *ap) : NULL;
+  FaTmaPlan *t = ap ? palloc(pl, sizeof *t) : NULL;
+  FaTilePlan *tile = t ? palloc(pl, sizeof *tile) : NULL;
+  if (!tile) {
+    note_refusal(pl, op, why, dim);
+    return;
+  }
+  *t = plan;
+  t->barrier = -1;
+  *tile = stage;
+  tile->load = ap;
+  ap->op = op;
+  ap->method = FA_ACCESS_TMA_STORE;
+  ap->vec = 1;
+  ap->layout = op->aux;
+  ap->tile = tile;
+  ap->tma = t;
+  ap->tma_refusal_dim = -1;
+  fa_ptrvec_push(&pl->tiles, tile);
+  op_insert(p->ops, op)->access = ap;
+  p->bulk_stores = true;
+}
+
 static void plan_tma(Planner *pl) {
   FaCudaPlan *p = pl->p;
   if (!tma_chosen(p))
@@ -971,6 +1118,15 @@ static void plan_tma(Planner *pl) {
       note_refusal(pl, op, FA_TMA_TARGET, -1);
     else
       plan_tma_load(pl, op);
+  }
+  /* stores of 2-D blocks after the loads (their tensor maps follow the
+     loads'); a store of another rank is no candidate, as a load that feeds
+     no tile is none */
+  for (int n = 0; n < p->nops && pl->ok && has_wgmma(p); n++) {
+    const IrOp *op = p->order[n];
+    if ((op->kind == IR_STORE_BLOCK || op->kind == IR_ATOMIC_ADD_BLOCK) && fa_plan_op_live(p, op) &&
+        op->operands[1]->type.rank == 2)
+      plan_tma_store(pl, op);
   }
 }
 
@@ -1258,6 +1414,63 @@ static void tile_lifetime(Planner *pl, FaTilePlan *t, const IrOp *op) {
   }
 }
 
+/* A staging tile is busy from its store until the copy engine has read it,
+ * which the next write of its memory waits for: its own store's, an
+ * iteration later, in the loop around it (so no other tile written in that
+ * loop shares its memory), or that of a tile placed in its memory
+ * afterwards (FaTilePlan.drains).  So the staging tiles of stores in two
+ * loops one after the other share memory (each waits before it is written),
+ * those of two stores in one loop do not (the second would wait for the
+ * first every iteration). */
+static void staging_lifetime(const FaCudaPlan *p, FaTilePlan *t, const IrOp *store) {
+  const IrOp *inner = store;
+  for (const IrRegion *r = store->parent; r && r->parent_op && inner == store; r = r->parent_op->parent)
+    if (r->parent_op->kind == IR_FOR || r->parent_op->kind == IR_WHILE)
+      inner = r->parent_op;
+  t->live_start = op_position(p, inner);
+  t->live_end = t->live_start + subtree_ops(inner);
+}
+
+/* The staging tile of a bulk store at op, or NULL. */
+static FaTilePlan *staging_tile_of(const FaCudaPlan *p, const IrOp *op) {
+  const FaOpPlan *o = op_find(p->ops, op);
+  return o && o->access && o->access->method == FA_ACCESS_TMA_STORE ? o->access->tile : NULL;
+}
+
+static bool tiles_overlap(const FaTilePlan *a, const FaTilePlan *b);
+
+/* Whether a loop holds both lifetimes: then each tile is written after the
+ * other in some iteration. */
+static bool in_one_loop(const FaCudaPlan *p, const FaTilePlan *a, const FaTilePlan *b) {
+  int lo = a->live_start < b->live_start ? a->live_start : b->live_start;
+  int hi = a->live_end > b->live_end ? a->live_end : b->live_end;
+  for (int n = 0; n <= lo && n < p->nops; n++) {
+    const IrOp *op = p->order[n];
+    if ((op->kind == IR_FOR || op->kind == IR_WHILE) && hi <= n + subtree_ops(op))
+      return true;
+  }
+  return false;
+}
+
+/* Tiles that share memory with a staging tile written before them wait,
+ * before they are written, until the copy engine has read it: a tile after
+ * the staging tile in the program, or before it in a loop around both (the
+ * next iteration's), or any in a persistent kernel (the next program writes
+ * its tiles after this one's stores).  Two staging tiles need not: a
+ * staging tile always waits before it is written. */
+static void mark_draining_tiles(FaCudaPlan *p) {
+  bool persistent = p->k->schedule == FA_SCHEDULE_PERSISTENT;
+  for (int i = 0; i < p->ntiles; i++) {
+    FaTilePlan *t = p->tiles[i];
+    t->drains = false;
+    for (int j = 0; j < p->ntiles && t->fill != FA_FILL_STAGED && !t->drains; j++) {
+      const FaTilePlan *s = p->tiles[j];
+      if (s->fill == FA_FILL_STAGED && tiles_overlap(t, s))
+        t->drains = persistent || s->live_start < t->live_start || in_one_loop(p, t, s);
+    }
+  }
+}
+
 static void allocate_tiles(Planner *pl) {
   FaCudaPlan *p = pl->p;
   /* in order of definition */
@@ -1287,6 +1500,12 @@ static void allocate_tiles(Planner *pl) {
         t->live_start = 0;
         t->live_end = p->nops;
       }
+    }
+    FaTilePlan *st = staging_tile_of(p, op);
+    if (st && n < pl->tiles.len) {
+      st->id = n;
+      tiles[n++] = st;
+      staging_lifetime(p, st, op);
     }
   }
   /* a ring that two loops share: the second loop's tiles are the first's */
@@ -1334,6 +1553,7 @@ static void allocate_tiles(Planner *pl) {
   p->smem.tile_align = align;
   p->smem.tiles = (top + 15) & ~(size_t)15;
   p->smem.align_pad = swizzled ? 1024 : 0;
+  mark_draining_tiles(p);
 }
 
 /* ---- 8. products ---------------------------------------------------------------------------------------
@@ -1533,7 +1753,7 @@ static bool writes_tile(Planner *pl, const IrOp *op) {
       return true;
   }
   const FaAccessPlan *ap = fa_plan_access(pl->p, op);
-  return ap && ap->method == FA_ACCESS_TMA && !ap->pipeline;
+  return ap && ((ap->method == FA_ACCESS_TMA && !ap->pipeline) || ap->method == FA_ACCESS_TMA_STORE);
 }
 
 static bool tiles_overlap(const FaTilePlan *a, const FaTilePlan *b) {
@@ -1544,13 +1764,15 @@ static bool tiles_overlap(const FaTilePlan *a, const FaTilePlan *b) {
 /* Whether op (writes_tile) writes shared memory that product pp reads: a
  * tile of its results (tiles whose lifetimes do not overlap share memory,
  * so by address, not by name). */
+static bool overwrites(const FaTilePlan *t, const FaProductPlan *pp) {
+  return t && (tiles_overlap(t, pp->b_tile) || (pp->a_src == FA_OPND_TILE && tiles_overlap(t, pp->a_tile)));
+}
+
 static bool writes_tile_read_by(Planner *pl, const IrOp *op, const FaProductPlan *pp) {
-  for (int i = 0; i < op->nresults; i++) {
-    const FaTilePlan *t = val(pl, op->results[i])->tile;
-    if (t && (tiles_overlap(t, pp->b_tile) || (pp->a_src == FA_OPND_TILE && tiles_overlap(t, pp->a_tile))))
+  for (int i = 0; i < op->nresults; i++)
+    if (overwrites(val(pl, op->results[i])->tile, pp))
       return true;
-  }
-  return false;
+  return overwrites(staging_tile_of(pl->p, op), pp); /* a bulk store's staging tile */
 }
 
 /* Whether op's code reads v: an operand, or, where op commits product pp
@@ -1647,8 +1869,8 @@ static void plan_product_waits(Planner *pl) {
   FaCudaPlan *p = pl->p;
   if (p->pipeline < FA_PIPELINE_TMA_ASYNC)
     return;
-  for (int i = 0; i < pl->products.len; i++) {
-    FaProductPlan *pp = pl->products.items[i];
+  for (int i = 0; i < p->nproducts; i++) {
+    FaProductPlan *pp = p->products[i];
     if (pp->instr != FA_INSTR_WGMMA)
       continue;
     pp->why_at_once = why_synchronous(pl, pp);
@@ -1700,6 +1922,8 @@ static const char *syncs_compute_warps(Planner *pl, const IrRegion *r) {
     const FaAccessPlan *ap = fa_plan_access(pl->p, op);
     if (ap && ap->scratch)
       return "an atomic whose result is read";
+    if (ap && ap->method == FA_ACCESS_TMA_STORE)
+      return "a bulk store's staging tile written from registers";
     for (int g = 0; g < op->nregions; g++) {
       const char *why = syncs_compute_warps(pl, op->regions[g]);
       if (why)
@@ -1780,8 +2004,8 @@ static bool outside_or_ring(Planner *pl, const IrValue *x, const FaPipelinePlan 
 
 static int loop_acc_registers(Planner *pl, const FaPipelinePlan *pp, int threads) {
   long regs = 0;
-  for (int i = 0; i < pl->products.len; i++) {
-    const FaProductPlan *prod = pl->products.items[i];
+  for (int i = 0; i < pl->p->nproducts; i++) {
+    const FaProductPlan *prod = pl->p->products[i];
     if (!within(prod->dot->parent, pp->loop))
       continue;
     regs += (long)prod->M * prod->N;
@@ -2083,6 +2307,20 @@ static void plan_reduce_block(Planner *pl, const IrOp *op, FaAccessPlan *ap) {
     ap->red = FA_RED_VECTOR;
 }
 
+/* A store through a block pointer from registers: vectors of the value's
+ * layout (or, atomic_add, reduce-stores). */
+static void plan_block_store(Planner *pl, const IrOp *op, FaAccessPlan *ap) {
+  ap->vec = 1;
+  if (op->kind == IR_ATOMIC_ADD_BLOCK) {
+    plan_reduce_block(pl, op, ap);
+    return;
+  }
+  ap->method = FA_ACCESS_VECTOR;
+  ap->layout = op->aux;
+  if (ap->layout)
+    ap->vec = block_vector_width(pl, op->operands[0], ap->layout, op->boundary, &ap->facts);
+}
+
 static void plan_access(Planner *pl, const IrOp *op) {
   FaOpPlan *o = op_insert(pl->p->ops, op);
   if (o->access) { /* a pipelined load, or a bulk copy */
@@ -2128,12 +2366,11 @@ static void plan_access(Planner *pl, const IrOp *op) {
     ap->tma_refusal_dim = o->tma_dim;
     break;
   case IR_STORE_BLOCK:
-    ap->method = FA_ACCESS_VECTOR;
-    ap->layout = op->aux;
-    if (ap->layout)
-      ap->vec = block_vector_width(pl, op->operands[0], ap->layout, op->boundary, &ap->facts);
+  case IR_ATOMIC_ADD_BLOCK:
+    plan_block_store(pl, op, ap);
+    ap->tma_refusal = o->tma_considered ? o->tma_refusal : FA_TMA_OK;
+    ap->tma_refusal_dim = o->tma_dim;
     break;
-  case IR_ATOMIC_ADD_BLOCK: plan_reduce_block(pl, op, ap); break;
   default: return;
   }
   o->access = ap;
@@ -2403,11 +2640,22 @@ static void plan_producer_steps(FaPipelinePlan *pp) {
   push_step_by(pp->producer, &pp->nproducer, FA_STEP_ISSUE, 0, FA_BY_PRODUCER);
 }
 
+/* Whether a buffer of the ring shares memory with a bulk store's staging
+ * tile: then the prologue first waits until the copy engine has read it. */
+static bool ring_drains(const FaPipelinePlan *pp) {
+  for (int i = 0; i < pp->nloads; i++)
+    if (pp->loads[i]->tile && pp->loads[i]->tile->drains)
+      return true;
+  return false;
+}
+
 static void plan_pipeline_steps(FaCudaPlan *p, FaPipelinePlan *pp) {
   if (pp->sync == FA_SYNC_MBARRIER && p->warp_specialised) {
     plan_producer_steps(pp);
     return;
   }
+  if (ring_drains(pp))
+    push_step_by(pp->prologue, &pp->nprologue, FA_STEP_DRAIN_STORES, 0, FA_BY_ISSUER);
   if (pp->sync == FA_SYNC_MBARRIER) {
     plan_mbarrier_steps(pp);
     return;
@@ -2757,6 +3005,116 @@ static size_t scratch_bytes(const FaCudaPlan *p) {
   return s;
 }
 
+/* ---- 9b. shared memory for the staging tiles of bulk stores -------------------------------------
+ * A staging tile is the shared memory a bulk store costs.  Where the kernel
+ * would need more than a thread block may have (227 KB on sm_90), the last
+ * bulk store in program order goes back to its plain form (the plan says
+ * why), and the tiles are placed again, until it fits. */
+
+/* Dynamic shared memory the kernel will ask for (as plan_kernel counts it,
+ * with the mbarrier a persistent kernel with a producer warp may add). */
+static size_t smem_needed(const FaCudaPlan *p) {
+  size_t bars = 0;
+  for (int i = 0; i < p->nbarriers; i++)
+    if (p->barriers[i].kind == FA_BARRIER_MBARRIER)
+      bars += 8 * (size_t)p->barriers[i].slots;
+  if (p->k->schedule == FA_SCHEDULE_PERSISTENT && p->warp_specialised)
+    bars += 8;
+  return p->smem.tiles + ((bars + 15) & ~(size_t)15) + ((scratch_bytes(p) + 15) & ~(size_t)15) + p->smem.align_pad;
+}
+
+/* Removes a tensor map no access uses any more (the kernel's arguments
+ * follow the remaining maps' new numbers). */
+static void drop_tmap_if_unused(FaCudaPlan *p, const FaTensorMapPlan *m) {
+  for (int i = 0; i < p->naccesses; i++)
+    if (p->accesses[i]->tma && p->accesses[i]->tma->map == m)
+      return;
+  int keep = 0;
+  for (int i = 0; i < p->ntmaps; i++)
+    if (p->tmaps[i] != m) {
+      p->tmaps[keep] = p->tmaps[i];
+      p->tmaps[keep]->id = keep;
+      keep++;
+    }
+  p->ntmaps = keep;
+}
+
+static void unstage_store(Planner *pl, FaAccessPlan *ap) {
+  FaCudaPlan *p = pl->p;
+  const FaTensorMapPlan *m = ap->tma->map;
+  ap->tma = NULL;
+  ap->tile = NULL;
+  plan_block_store(pl, ap->op, ap);
+  ap->tma_refusal = FA_TMA_SMEM;
+  ap->tma_refusal_dim = -1;
+  drop_tmap_if_unused(p, m);
+  p->bulk_stores = false;
+  for (int i = 0; i < p->naccesses; i++)
+    p->bulk_stores |= p->accesses[i]->method == FA_ACCESS_TMA_STORE;
+}
+
+static void plan_store_budget(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  while (p->bulk_stores && smem_needed(p) > FA_SMEM_MAX_SM90 && pl->ok) {
+    FaAccessPlan *last = NULL;
+    for (int i = 0; i < p->naccesses; i++)
+      if (p->accesses[i]->method == FA_ACCESS_TMA_STORE)
+        last = p->accesses[i];
+    if (!last)
+      return;
+    unstage_store(pl, last);
+    allocate_tiles(pl);
+  }
+}
+
+/* ---- 9c. how long a bulk store's staging tile waits for the earlier ones ------------------------
+ * Bulk groups finish reading shared memory in the order they were committed,
+ * so before a staging tile is written the issuing thread waits only for the
+ * groups older than the newest ones that do not touch its memory: those of
+ * the stores its region issues on every path since the last store whose
+ * tile shares its memory (or since an op whose code holds bulk stores, or
+ * the region's start; in a loop, the previous iteration's are older).
+ * cp.async.bulk.wait_group.read N leaves the N newest unread. */
+
+static bool in_for_or_while(const IrOp *op) {
+  for (const IrRegion *r = op->parent; r && r->parent_op; r = r->parent_op->parent)
+    if (r->parent_op->kind == IR_FOR || r->parent_op->kind == IR_WHILE)
+      return true;
+  return false;
+}
+
+static bool is_bulk_store(Planner *pl, const IrOp *op, const void *unused) {
+  (void)unused;
+  return staging_tile_of(pl->p, op) != NULL;
+}
+
+static void plan_store_drains(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  for (int i = 0; i < p->naccesses; i++) {
+    FaAccessPlan *ap = p->accesses[i];
+    if (ap->method != FA_ACCESS_TMA_STORE)
+      continue;
+    int pending = 0;
+    for (const IrOp *o = ap->op->prev; o; o = o->prev) {
+      if (!fa_plan_op_live(p, o))
+        continue;
+      if (o->nregions) {
+        if (op_or_nested(pl, o, is_bulk_store, NULL))
+          break;
+        continue;
+      }
+      const FaTilePlan *t = staging_tile_of(p, o);
+      if (t && tiles_overlap(t, ap->tile))
+        break;
+      pending += t != NULL;
+    }
+    ap->tma->drain_pending = pending;
+    /* a store (not a reduce-add: additions commute) in a loop may write the
+       elements its previous iteration wrote, which must land first */
+    ap->tma->drain_writes = !ap->tma->reduce && in_for_or_while(ap->op);
+  }
+}
+
 static void plan_kernel(Planner *pl) {
   FaCudaPlan *p = pl->p;
   for (int i = 0; i < p->npipelines; i++)
@@ -2806,17 +3164,20 @@ static void plan_kernel(Planner *pl) {
   }
   if (p->smem.scratch)
     uses |= FA_BARRIER_FOR_SCRATCH;
+  if (p->bulk_stores)
+    uses |= FA_BARRIER_FOR_STORES;
   if (p->schedule.kind == FA_SCHEDULE_PERSISTENT) {
     /* the compute warps write shared memory through tiles filled from
-       registers or by cp.async, and scratch; with a producer warp that is
-       all (a copy engine's tile owns its memory for the whole kernel, and
+       registers or by cp.async, staging tiles and scratch; with a producer
+       warp that is all (a copy engine's tile owns its memory for the whole kernel, and
        the next program's copies wait for the compute threads to release
        them), so without those the warps need not meet between programs:
        a consumer warpgroup may start the next program while the other ends
        this one */
     bool writes = p->smem.scratch > 0 || !p->warp_specialised;
+    /* (a staging tile is written only after its own drain and barrier) */
     for (int i = 0; i < p->ntiles; i++)
-      writes |= p->tiles[i]->fill != FA_FILL_TMA;
+      writes |= p->tiles[i]->fill != FA_FILL_TMA && p->tiles[i]->fill != FA_FILL_STAGED;
     p->schedule.end_sync = writes;
     if (writes)
       uses |= FA_BARRIER_FOR_TILE_END;
@@ -2927,6 +3288,16 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   }
   if (pl.ok)
     plan_ops(&pl);
+  /* the plans of the ops are final from here on */
+  out->products = (FaProductPlan **)freeze(&pl, &pl.products, &out->nproducts);
+  out->accesses = (FaAccessPlan **)freeze(&pl, &pl.accesses, &out->naccesses);
+  out->reduces = (FaReducePlan **)freeze(&pl, &pl.reduces, &out->nreduces);
+  out->scans = (FaScanPlan **)freeze(&pl, &pl.scans, &out->nscans);
+  out->prints = (FaPrintPlan **)freeze(&pl, &pl.prints, &out->nprints);
+  if (pl.ok)
+    plan_store_budget(&pl);
+  if (pl.ok)
+    plan_store_drains(&pl);
   if (pl.ok)
     plan_product_waits(&pl);
   if (pl.ok)
@@ -2936,11 +3307,6 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   if (pl.ok)
     plan_rotation(&pl);
   out->pipelines = (FaPipelinePlan **)freeze(&pl, &pl.pipelines, &out->npipelines);
-  out->products = (FaProductPlan **)freeze(&pl, &pl.products, &out->nproducts);
-  out->accesses = (FaAccessPlan **)freeze(&pl, &pl.accesses, &out->naccesses);
-  out->reduces = (FaReducePlan **)freeze(&pl, &pl.reduces, &out->nreduces);
-  out->scans = (FaScanPlan **)freeze(&pl, &pl.scans, &out->nscans);
-  out->prints = (FaPrintPlan **)freeze(&pl, &pl.prints, &out->nprints);
   out->waits = (FaWgmmaWait **)freeze(&pl, &pl.waits, &out->nwaits);
   fa_ptrvec_free(&pl.tiles);
   if (pl.ok)

@@ -21,8 +21,9 @@
  *              are filled (written from registers, or loaded by cp.async);
  *   accesses   every load and store: method (one element per pointer,
  *              vectors of a block pointer, cp.async into a tile, reduce-
- *              stores through a block pointer) and vector width, with the
- *              divisibility facts that allowed the width;
+ *              stores through a block pointer, bulk tensor copies in and
+ *              out of tiles) and vector width, with the divisibility facts
+ *              that allowed the width;
  *   pipelines  loops whose block-pointer loads are issued ahead: depth, and
  *              the synchronisation steps in order (where each wait sits);
  *   products   every dot: instruction (wgmma, mma.sync, FMA), operand
@@ -78,6 +79,9 @@ typedef enum FaTileFill {
   FA_FILL_CP_ASYNC,         /* loaded from global memory by cp.async, iterations ahead (a pipeline) */
   FA_FILL_TMA,              /* loaded by the bulk copy engine (its access's FaTmaPlan), in a pipeline
                                or once */
+  FA_FILL_STAGED,           /* a staging tile: the value of a block-pointer store (or atomic_add)
+                               written from registers, then read by the bulk copy engine, which
+                               writes (adds) it to global memory (FA_ACCESS_TMA_STORE) */
 } FaTileFill;
 
 typedef struct FaTilePlan {
@@ -91,13 +95,17 @@ typedef struct FaTilePlan {
   int store_vec;            /* FA_FILL_REGISTERS: elements per shared-memory store */
   FaTileFill fill;
   struct FaPipelinePlan *pipeline; /* FA_FILL_CP_ASYNC, FA_FILL_TMA in a loop: the pipeline filling it */
-  struct FaAccessPlan *load;       /* FA_FILL_CP_ASYNC, FA_FILL_TMA: the load */
+  struct FaAccessPlan *load;       /* FA_FILL_CP_ASYNC, FA_FILL_TMA: the load; FA_FILL_STAGED: the store */
   size_t buf_bytes;         /* one buffer: rows * pitch */
   int nbufs;                /* buffers: the pipeline's stages, else 1 */
   size_t offset;            /* bytes from the start of the dynamic shared memory (tiles first) */
   int live_start, live_end; /* lifetime: positions of ops in pre-order; tiles whose lifetimes do
                                not overlap share memory */
   const struct FaTilePlan *alias; /* the same memory as this earlier tile (a ring two loops share) */
+  bool drains;              /* it shares memory with a staging tile (FA_FILL_STAGED) that the copy engine
+                               may still be reading: before the tile is written, the issuing thread
+                               waits until every bulk store has read its staging tile (a staging
+                               tile always does, before it is written) */
 } FaTilePlan;
 
 /* ---- loads and stores --------------------------------------------------------------------- */
@@ -110,6 +118,10 @@ typedef enum FaAccessMethod {
   FA_ACCESS_REDUCE,         /* atomic_add through a block pointer: a reduce-store, `vec` contiguous
                                elements per red.global.add (see FaReduceInstr), one owner per element */
   FA_ACCESS_TMA,            /* block pointer loaded into a tile by bulk tensor copies (FaTmaPlan) */
+  FA_ACCESS_TMA_STORE,      /* store (or atomic_add) through a block pointer by bulk tensor copies: the
+                               value written into a staging tile (`tile`), then one thread issues
+                               cp.async.bulk.tensor (store) or cp.reduce.async.bulk.tensor .add
+                               (atomic_add) per panel (FaTmaPlan) and commits them as a bulk group */
 } FaAccessMethod;
 
 /* The instruction of an FA_ACCESS_REDUCE access. */
@@ -156,7 +168,20 @@ typedef struct FaVecFacts {
  * (proved by matching the offset's terms against the extent's strides, as
  * polynomials over the parameters and the kernel's scalars).  Then the
  * tensor's edges are the view's, and the copy engine's out-of-bounds fill
- * (zero, or NaN) is exactly the padding the load asks for. */
+ * (zero, or NaN) is exactly the padding the load asks for.
+ *
+ * A block-pointer store or atomic_add whose view passes the same proof is
+ * written by the copy engine too (FA_ACCESS_TMA_STORE): the value goes from
+ * registers into a staging tile laid out as the map's box and swizzle want
+ * (FA_FILL_STAGED), every writer fences it for the async proxy, the compute
+ * warps pass a barrier, and one thread issues a store (or, atomic_add of
+ * f32 / f16 / bf16, a reduce-add) per panel and commits them as one bulk
+ * group.  The copy engine drops what falls outside the tensor, which is
+ * exactly the store's boundary check, as the tensor's edges are the view's.
+ * Before the staging tile (or a tile sharing its memory, FaTilePlan.drains)
+ * is written again, the issuing thread waits until the copy engine has read
+ * it (cp.async.bulk.wait_group.read 0) and the writers pass a barrier; the
+ * block waits for the stores' completion before it exits. */
 
 /* A sum of terms coef * atom * atom ...; an atom is parameter `a` (a < FA_SYM_VALUE)
  * or the device function's scalar value a - FA_SYM_VALUE. */
@@ -190,6 +215,16 @@ typedef enum FaTmaRefusal {
   FA_TMA_BOX,               /* a box dimension above 256 elements */
   FA_TMA_PIPELINE,          /* another load of its pipeline cannot be a bulk copy */
   FA_TMA_LIMIT,             /* too many tensor maps or barriers */
+  FA_TMA_RANK,              /* stores: not a 2-D block */
+  FA_TMA_REDUCE_DTYPE,      /* atomic_add: the copy engine's reduce-add is used for f32, f16 and bf16 only */
+  FA_TMA_STAGING,           /* stores: no swizzled staging tile for it (rows of 32, 64 or a multiple of 128
+                               bytes in groups of 8 rows; elements of a dtype tensor maps have, of 2 bytes
+                               or more) */
+  FA_TMA_SMEM,              /* stores: the staging tile would not fit in shared memory */
+  FA_TMA_ALIASED,           /* stores: another op of the kernel loads or stores through the same pointer
+                               parameter (or one that cannot be told), and the bulk store's writes would
+                               land in no order with it (atomic_adds among themselves excepted: they
+                               commute) */
 } FaTmaRefusal;
 
 /* A tensor-map argument of the kernel (fa_tmapN): built at launch from a
@@ -202,6 +237,8 @@ typedef struct FaTensorMapPlan {
   int box[FA_MAX_RANK];     /* elements per copy along each */
   int swizzle;              /* bytes: 32, 64, 128 (the tile's) */
   bool nan_fill;            /* padding="nan": out-of-bounds elements read as NaN; else zero */
+  bool store;               /* written by bulk stores or reduce-adds (its box is the staging tile's panel),
+                               never shared with a map loads use */
 } FaTensorMapPlan;
 
 typedef struct FaTmaPlan {
@@ -217,6 +254,14 @@ typedef struct FaTmaPlan {
   size_t bytes;             /* per tile: panels * panel_bytes */
   int barrier;              /* a load outside loops: its mbarrier (index into FaCudaPlan.barriers) */
   const IrOp *wait_before;  /* a load outside loops: the threads wait for it before this op */
+  bool reduce;              /* FA_ACCESS_TMA_STORE of an atomic_add: cp.reduce.async.bulk.tensor .add */
+  int drain_pending;        /* FA_ACCESS_TMA_STORE: before the staging tile is written, the issuing thread
+                               waits until every bulk group but the newest `drain_pending` has read its
+                               staging tile (the groups of the stores since the last one whose tile
+                               shares this one's memory: they complete in commit order) */
+  bool drain_writes;        /* FA_ACCESS_TMA_STORE: that wait is for the groups' writes too, not only their
+                               reads (a store in a loop: the previous iteration's may write the same
+                               elements, and bulk groups' writes land in no order among themselves) */
 } FaTmaPlan;
 
 typedef struct FaAccessPlan {
@@ -226,15 +271,17 @@ typedef struct FaAccessPlan {
   int vec;                  /* elements per access */
   const FaLayout *layout;   /* the layout it runs in */
   FaVecFacts facts;         /* block pointers */
-  FaTilePlan *tile;         /* FA_ACCESS_CP_ASYNC: the tile it fills */
+  FaTilePlan *tile;         /* FA_ACCESS_CP_ASYNC, FA_ACCESS_TMA: the tile it fills; FA_ACCESS_TMA_STORE:
+                               its staging tile */
   struct FaPipelinePlan *pipeline;
   int carried;              /* FA_ACCESS_CP_ASYNC: the block pointer is argument `carried` of the
                                loop body, updated by `advance` (loop-invariant steps) each iteration */
   const IrOp *advance;
   size_t scratch;           /* bytes of scratch (an atomic_add on a scalar whose result is used) */
   FaReduceInstr red;        /* FA_ACCESS_REDUCE: the instruction */
-  FaTmaPlan *tma;           /* FA_ACCESS_TMA */
-  FaTmaRefusal tma_refusal; /* a load into a swizzled tile that is not a bulk copy: why */
+  FaTmaPlan *tma;           /* FA_ACCESS_TMA, FA_ACCESS_TMA_STORE */
+  FaTmaRefusal tma_refusal; /* a load into a swizzled tile, or (pipeline tma and later, sm_90a) a
+                               block-pointer store or atomic_add, that is not a bulk copy: why */
   int tma_refusal_dim;      /* the dimension the refusal is about, or -1 */
 } FaAccessPlan;
 
@@ -256,6 +303,8 @@ typedef enum FaPipeStepKind {
   FA_STEP_WAIT_EMPTY,       /* wait until the buffer of iteration `arg` ahead is released (empty[]) */
   FA_STEP_WAIT_FULL,        /* wait until this iteration's copies have landed (full[]) */
   FA_STEP_RELEASE,          /* this iteration's buffers are read: arrive on empty[] */
+  FA_STEP_DRAIN_STORES,     /* the issuing thread waits until the bulk stores have read their staging
+                               tiles (a buffer shares their memory, FaTilePlan.drains) */
 } FaPipeStepKind;
 
 typedef enum FaStepWhy {
@@ -503,6 +552,7 @@ enum {
                                    atomics) */
   FA_BARRIER_FOR_TURNS = 8,     /* ping-pong: warpgroup `warpgroup`'s turn to issue its products */
   FA_BARRIER_FOR_TILE_END = 16, /* persistent: the end of a program, its shared memory free for the next */
+  FA_BARRIER_FOR_STORES = 32,   /* bulk stores: their staging tiles written and free again */
 };
 
 typedef struct FaBarrierPlan {
@@ -521,6 +571,10 @@ typedef struct FaBarrierPlan {
 } FaBarrierPlan;
 
 enum { FA_MAX_BARRIERS = 24, FA_MAX_TENSOR_MAPS = 16 };
+
+/* The most dynamic shared memory a thread block may have on sm_90 (H100,
+ * H200): a staging tile that would take the kernel past it is refused. */
+enum { FA_SMEM_MAX_SM90 = 227 * 1024 };
 
 /* Persistent kernels: the order in which a thread block's loop visits the
  * programs (tiles).  Thread block b runs programs b, b + G, b + 2G, ... of
@@ -606,6 +660,8 @@ struct FaCudaPlan {
   int nprints;
   bool async_proxy_reads;   /* some product reads tiles through the async proxy (wgmma): every
                                tile write is followed by a proxy fence */
+  bool bulk_stores;         /* some store is a bulk tensor copy (FA_ACCESS_TMA_STORE): thread 0 issues
+                               them all and waits for their completion before the block exits */
   FaSmemPlan smem;
   FaWarpRole roles[4];
   int nroles;
@@ -664,13 +720,17 @@ bool fa_plan_in_producer(const FaCudaPlan *plan, const IrOp *op);
 /* Whether operand i of op is read from a tile rather than from registers. */
 bool fa_plan_reads_tile(const IrOp *op, int i);
 
-/* For the planner (cuda_plan_tma.c): whether load (into tile t) can be a
- * bulk tensor copy issued by code in region `issue` (or a region inside
- * it).  FA_TMA_OK fills *map (its id left 0) and *out (out->map left NULL);
+/* For the planner (cuda_plan_tma.c): whether a block-pointer load (into
+ * tile t), store or atomic_add (from staging tile t) can be bulk tensor
+ * copies issued by code in region `issue` (or a region inside it).
+ * FA_TMA_OK fills *map (its id left 0) and *out (out->map left NULL);
  * otherwise *dim is the block dimension the refusal is about, or -1. */
-FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *load, const FaTilePlan *t, const IrRegion *issue,
+FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaTilePlan *t, const IrRegion *issue,
                               FaTensorMapPlan *map, FaTmaPlan *out, int *dim);
 const char *fa_tma_refusal_text(FaTmaRefusal r);
+/* The pointer parameter a pointer (scalar, block of pointers, block
+ * pointer) is computed from, or -1 when that cannot be told. */
+int fa_plan_pointer_param(const IrFunction *fn, const IrValue *v);
 
 /* Writes the plan as text, one decision per line. */
 void fa_cuda_plan_print(const FaCudaPlan *plan, StrBuf *out);

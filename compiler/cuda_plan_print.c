@@ -121,8 +121,11 @@ static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
     fa_sb_printf(out, "linear, program_id(0) fastest (%s)\n", s->linear_why ? s->linear_why : "");
   if (s->order == FA_ORDER_LONGEST_FIRST)
     fa_sb_puts(out, "schedule: rounds of one program per thread block, in alternating directions\n");
-  if (!s->end_sync)
-    fa_sb_puts(out, "schedule: the compute warps do not meet between programs (they write no shared memory)\n");
+  if (s->kind == FA_SCHEDULE_PERSISTENT && !s->end_sync)
+    fa_sb_puts(out, p->bulk_stores ? "schedule: the compute warps do not meet between programs (they write shared memory "
+                                     "only into staging tiles, behind barriers of their own)\n"
+                                   : "schedule: the compute warps do not meet between programs (they write no shared "
+                                     "memory)\n");
 }
 
 static void print_mbarrier(const FaCudaPlan *p, const FaBarrierPlan *b, StrBuf *out) {
@@ -162,7 +165,10 @@ static void print_tensor_map(const FaCudaPlan *p, const FaTensorMapPlan *m, StrB
   fa_sb_puts(out, "), box [");
   for (int i = 0; i < m->rank; i++)
     fa_sb_printf(out, "%s%d", i ? ", " : "", m->box[i]);
-  fa_sb_printf(out, "], swizzle %dB, %s fill\n", m->swizzle, m->nan_fill ? "nan" : "zero");
+  if (m->store)
+    fa_sb_printf(out, "], swizzle %dB, written by bulk stores\n", m->swizzle);
+  else
+    fa_sb_printf(out, "], swizzle %dB, %s fill\n", m->swizzle, m->nan_fill ? "nan" : "zero");
 }
 
 static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
@@ -227,6 +233,10 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
       fa_sb_printf(out, "%sthe end of each program (persistent)", sep);
       sep = ", ";
     }
+    if (b->uses & FA_BARRIER_FOR_STORES) {
+      fa_sb_printf(out, "%sbulk stores' staging tiles", sep);
+      sep = ", ";
+    }
     if (b->uses & FA_BARRIER_FOR_TURNS)
       fa_sb_printf(out, "%sconsumer warpgroup %d's turn to issue its products", sep, b->warpgroup);
     fa_sb_putc(out, '\n');
@@ -239,6 +249,9 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
     print_tensor_map(p, p->tmaps[i], out);
   if (p->async_proxy_reads)
     fa_sb_puts(out, "fence: tiles are read through the async proxy (wgmma): every tile write is fenced\n");
+  if (p->bulk_stores)
+    fa_sb_puts(out, "bulk stores: thread 0 issues them (one bulk group each) and waits for their completion before "
+                    "the block exits\n");
 }
 
 static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
@@ -266,10 +279,16 @@ static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
     fa_sb_putc(out, ')');
   } else if (t->fill == FA_FILL_TMA) {
     fa_sb_puts(out, "filled by TMA once");
+  } else if (t->fill == FA_FILL_STAGED) {
+    fa_sb_printf(out, "staged from registers, %d per store, for the bulk %s at ", t->store_vec,
+                 t->load->tma->reduce ? "reduce-add" : "store");
+    put_loc(out, t->load->op->loc);
   } else {
     fa_sb_printf(out, "written from registers, %d per store", t->store_vec);
   }
   fa_sb_printf(out, ", live %d..%d", t->live_start, t->live_end);
+  if (t->drains)
+    fa_sb_puts(out, ", shares memory with a staging tile (written after the bulk stores have read it)");
   if (t->alias) {
     fa_sb_puts(out, ", the memory of tile ");
     put_value(out, t->alias->value);
@@ -297,6 +316,7 @@ static void print_steps(StrBuf *out, const FaPipeStep *s, int n) {
     case FA_STEP_WAIT_EMPTY: fa_sb_printf(out, "wait empty +%d", s[i].arg); break;
     case FA_STEP_WAIT_FULL: fa_sb_puts(out, "wait full"); break;
     case FA_STEP_RELEASE: fa_sb_puts(out, "release"); break;
+    case FA_STEP_DRAIN_STORES: fa_sb_puts(out, "wait until the bulk stores have read their staging tiles"); break;
     }
   }
   fa_sb_putc(out, '\n');
@@ -410,12 +430,21 @@ static void put_poly(const FaCudaPlan *p, const FaSymPoly *c, StrBuf *out) {
 
 static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) {
   const FaTmaPlan *t = ap->tma;
-  fa_sb_puts(out, "TMA into tile ");
-  put_value(out, ap->tile->value);
-  if (ap->pipeline)
-    fa_sb_printf(out, ", %d stages", ap->pipeline->stages);
-  else
-    fa_sb_puts(out, ", once");
+  if (ap->method == FA_ACCESS_TMA_STORE) {
+    fa_sb_printf(out, "TMA %s from staging tile ", t->reduce ? "reduce-add (bulk tensor reduce .add)"
+                                                              : "store (bulk tensor copy)");
+    put_value(out, ap->tile->value);
+    fa_sb_printf(out, " (offset %zu, layout ", ap->tile->offset);
+    put_layout(out, ap->layout);
+    fa_sb_printf(out, ", %d per store)", ap->tile->store_vec);
+  } else {
+    fa_sb_puts(out, "TMA into tile ");
+    put_value(out, ap->tile->value);
+    if (ap->pipeline)
+      fa_sb_printf(out, ", %d stages", ap->pipeline->stages);
+    else
+      fa_sb_puts(out, ", once");
+  }
   fa_sb_printf(out, ", tensor map %d, coordinates (", t->map->id);
   for (int i = 0; i < t->map->rank; i++) {
     fa_sb_puts(out, i ? ", " : "");
@@ -425,6 +454,11 @@ static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) 
       fa_sb_printf(out, "offset %d", t->block_dim[i]);
   }
   fa_sb_printf(out, "), %d cop%s of %zu bytes", t->panels, t->panels == 1 ? "y" : "ies", t->panel_bytes);
+  const char *done = t->drain_writes ? "is complete" : "has read its tile";
+  if (ap->method == FA_ACCESS_TMA_STORE && t->drain_pending)
+    fa_sb_printf(out, ", staged once every bulk group but the newest %d %s", t->drain_pending, done);
+  else if (ap->method == FA_ACCESS_TMA_STORE)
+    fa_sb_printf(out, ", staged once every bulk group %s", done);
   if (t->wait_before) {
     fa_sb_puts(out, ", waited for before ");
     put_loc(out, t->wait_before->loc);
@@ -463,6 +497,7 @@ static void print_access(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *ou
     fa_sb_printf(out, ", %d stages", ap->pipeline->stages);
     break;
   case FA_ACCESS_TMA:
+  case FA_ACCESS_TMA_STORE:
     print_tma(p, ap, out);
     fa_sb_putc(out, '\n');
     return;

@@ -1,6 +1,6 @@
-/* cuda_plan_tma.c - whether a block-pointer load can be a bulk tensor copy
- * (TMA), and the copy's tensor map, boxes and coordinates (see the TMA
- * section of cuda_plan.h).
+/* cuda_plan_tma.c - whether a block-pointer load, store or atomic_add can be
+ * a bulk tensor copy (TMA), and the copy's tensor map, boxes and coordinates
+ * (see the TMA section of cuda_plan.h).
  *
  * The proof is symbolic.  Integer scalars are read as polynomials: sums of
  * terms coef * atom * atom ..., where an atom is a parameter of the kernel
@@ -24,7 +24,8 @@
  * stride of the map a multiple of 16 bytes (from the argument facts and
  * the divisibility of the parameters), boxes of at most 256 elements.
  * Matching shapes exactly (not only strides) makes the tensor's edges the
- * view's edges, so the copy engine fills what the block pointer would pad.
+ * view's edges, so the copy engine fills what the block pointer would pad
+ * and drops what a store's boundary check would.
  */
 #include "config.h"
 
@@ -275,10 +276,16 @@ static bool atoms_visible(const FaCudaPlan *p, const FaSymPoly *c, const IrRegio
   return true;
 }
 
-FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *load, const FaTilePlan *t, const IrRegion *issue,
+/* The block a block-pointer access moves: a load's result, a store's (or
+ * atomic_add's) value. */
+static const IrValue *moved_value(const IrOp *op) {
+  return op->kind == IR_LOAD_BLOCK ? op->results[0] : op->operands[1];
+}
+
+FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaTilePlan *t, const IrRegion *issue,
                               FaTensorMapPlan *map, FaTmaPlan *out, int *dim) {
   const IrFunction *dev = p->fn;
-  const IrValue *bp = load->operands[0], *x = load->results[0];
+  const IrValue *bp = access->operands[0], *x = moved_value(access);
   memset(map, 0, sizeof *map);
   memset(out, 0, sizeof *out);
   *dim = -1;
@@ -388,11 +395,41 @@ FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *load, const FaTil
   map->rank = m;
   map->param = param;
   map->swizzle = sw;
-  map->nan_fill = load->padding == PAD_NAN;
+  map->nan_fill = access->kind == IR_LOAD_BLOCK && access->padding == PAD_NAN;
+  map->store = access->kind != IR_LOAD_BLOCK;
+  out->reduce = access->kind == IR_ATOMIC_ADD_BLOCK;
   out->outer_coord = coord;
   out->panel_bytes = (size_t)rows * (size_t)sw;
   out->bytes = out->panel_bytes * (size_t)out->panels;
   return FA_TMA_OK;
+}
+
+/* The pointer parameter a pointer (a scalar, a block of pointers or a block
+ * pointer) is computed from, or -1 when that cannot be told. */
+int fa_plan_pointer_param(const IrFunction *fn, const IrValue *v) {
+  for (int depth = 0; v && depth < 64; depth++) {
+    int pi = param_index(fn, v);
+    if (pi >= 0)
+      return v->type.dtype == DT_PTR ? pi : -1;
+    if (v->type.dtype == DT_BLOCKPTR) {
+      const IrOp *mk = fa_blockptr_origin(v);
+      v = mk ? mk->operands[0] : NULL;
+      continue;
+    }
+    const IrOp *op = v->def;
+    if (!op)
+      return -1;
+    switch (op->kind) {
+    case IR_PTR_ADD:
+    case IR_SPLAT:
+    case IR_BROADCAST:
+    case IR_EXPAND_DIMS:
+    case IR_RESHAPE:
+    case IR_TRANS: v = op->operands[0]; break;
+    default: return -1;
+    }
+  }
+  return -1;
 }
 
 const char *fa_tma_refusal_text(FaTmaRefusal r) {
@@ -414,6 +451,14 @@ const char *fa_tma_refusal_text(FaTmaRefusal r) {
   case FA_TMA_BOX: return "a box dimension is larger than 256";
   case FA_TMA_PIPELINE: return "another load of its pipeline is not a bulk copy";
   case FA_TMA_LIMIT: return "too many tensor maps or barriers";
+  case FA_TMA_RANK: return "not a 2-D block";
+  case FA_TMA_REDUCE_DTYPE: return "the copy engine's reduce-add is used for f32, f16 and bf16 only";
+  case FA_TMA_STAGING:
+    return "no swizzled staging tile for it (rows of 32, 64 or a multiple of 128 bytes in groups of 8; elements "
+           "f16, bf16, f32, f64, i16, i32 or i64)";
+  case FA_TMA_SMEM: return "its staging tile would not fit in shared memory (227 KB)";
+  case FA_TMA_ALIASED:
+    return "the kernel accesses the tensor elsewhere too (a bulk store's writes land asynchronously)";
   }
   return "?";
 }

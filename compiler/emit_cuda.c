@@ -417,8 +417,23 @@ static const char *barrier_stmt(Emitter *em) {
   return em->plan->warp_specialised ? "fa::sync_compute();" : "__syncthreads();";
 }
 
+/* Thread 0 issues every bulk store; before memory a staging tile shares is
+ * written, it waits until the copy engine has read what they staged (the
+ * barrier after this tells the other threads). */
+static void emit_drain(Emitter *em, int pending, bool writes) {
+  const char *wait = writes ? "bulk_wait" : "bulk_wait_read", *done = writes ? "are complete" : "have read their "
+                                                                                                 "staging tiles";
+  if (pending)
+    line(em, "if (threadIdx.x == 0) fa::%s<%d>();  // all but the newest %d bulk stores %s", wait, pending, pending,
+         done);
+  else
+    line(em, "if (threadIdx.x == 0) fa::%s<0>();  // the bulk stores %s", wait, done);
+}
+
 static void emit_stage(Emitter *em, const IrValue *x) {
   const FaTilePlan *t = vplan(em, x)->tile;
+  if (t->drains)
+    emit_drain(em, 0, false);
   /* products of the previous iteration, or of a tile that shared this
      memory, may still read it */
   line(em, "%s", barrier_stmt(em));
@@ -811,6 +826,26 @@ static const char *poly_expr(Emitter *em, const FaSymPoly *c) {
   return r;
 }
 
+/* The coordinates (innermost first) of panel pn of a tile's copies, from
+ * block pointer `fa_bp` and the outer coordinate `outer`. */
+static const char *tma_coords(Emitter *em, const FaTmaPlan *t, int pn, const char *outer) {
+  StrBuf c;
+  fa_sb_init(&c);
+  for (int i = t->map->rank - 1; i >= 0; i--) {
+    fa_sb_puts(&c, i == t->map->rank - 1 ? "" : ", ");
+    int d = t->block_dim[i];
+    if (d < 0)
+      fa_sb_puts(&c, outer);
+    else if (d == t->inner_dim && pn)
+      fa_sb_printf(&c, "fa_bp.offset[%d] + %d", d, pn * t->panel_elems);
+    else
+      fa_sb_printf(&c, "fa_bp.offset[%d]", d);
+  }
+  const char *r = aprintf(em, "%s", c.data ? c.data : "");
+  fa_sb_free(&c);
+  return r;
+}
+
 /* The copies of ap's tile from block pointer `bp` (a C expression) into the
  * buffer at byte offset `buf` (an expression) of the tile, on mbarrier
  * `bar`, after arming it with their bytes. */
@@ -823,23 +858,9 @@ static void emit_tma_copies(Emitter *em, const FaAccessPlan *ap, const char *bp,
        t->panels == 1 ? "y" : "ies", t->panel_bytes, m->id);
   em->indent++;
   line(em, "const auto &fa_bp = %s;", bp);
-  for (int pn = 0; pn < t->panels; pn++) {
-    StrBuf c;
-    fa_sb_init(&c);
-    for (int i = m->rank - 1; i >= 0; i--) { /* innermost first */
-      fa_sb_puts(&c, i == m->rank - 1 ? "" : ", ");
-      int d = t->block_dim[i];
-      if (d < 0)
-        fa_sb_puts(&c, outer);
-      else if (d == t->inner_dim && pn)
-        fa_sb_printf(&c, "fa_bp.offset[%d] + %d", d, pn * t->panel_elems);
-      else
-        fa_sb_printf(&c, "fa_bp.offset[%d]", d);
-    }
-    line(em, "fa::tma_load<%d>(fa::smem_addr(fa_smem + %zu + %s%s), fa_tmap%d, %s, {%s});", m->rank,
-         ap->tile->offset + (size_t)pn * t->panel_bytes, buf, "", m->id, bar, c.data ? c.data : "");
-    fa_sb_free(&c);
-  }
+  for (int pn = 0; pn < t->panels; pn++)
+    line(em, "fa::tma_load<%d>(fa::smem_addr(fa_smem + %zu + %s), fa_tmap%d, %s, {%s});", m->rank,
+         ap->tile->offset + (size_t)pn * t->panel_bytes, buf, m->id, bar, tma_coords(em, t, pn, outer));
   em->indent--;
   line(em, "}");
 }
@@ -866,6 +887,8 @@ static void emit_tma_once(Emitter *em, const FaAccessPlan *ap) {
   }
   line(em, "// %s: loaded into shared memory by the copy engine (waited for before its first reader)",
        names_of(em, ap->op->results[0])->name);
+  if (ap->tile->drains)
+    emit_drain(em, 0, false);
   line(em, "%s  // the tile's memory may have held other tiles", barrier_stmt(em));
   line(em, "if (threadIdx.x == 0) {");
   em->indent++;
@@ -920,11 +943,46 @@ static void emit_load_block(Emitter *em, const IrOp *op) {
        value_ref(em, op->operands[0]), thread_offset(em, l), pad_value(em, r->type.dtype, op->padding));
 }
 
+/* A bulk store or reduce-add (FA_ACCESS_TMA_STORE): once the copy engine
+ * has read what the last bulk store staged and every warp is done with the
+ * memory, the value goes into its staging tile, fenced for the async proxy;
+ * after a barrier thread 0 issues one copy per panel and commits them as one
+ * bulk group, which the next drain (or the block's end) waits for. */
+static void emit_tma_store(Emitter *em, const IrOp *op, const FaAccessPlan *ap) {
+  const FaTilePlan *t = ap->tile;
+  const FaTmaPlan *tm = ap->tma;
+  const FaLayout *l = ap->layout;
+  const char *arr = array_in(em, op->operands[1], l);
+  const char *outer = tm->outer >= 0 ? poly_expr(em, &tm->outer_coord) : NULL;
+  line(em, "// %s by the copy engine from a staging tile: %d cop%s of %zu bytes (tensor map %d)",
+       tm->reduce ? "added" : "written", tm->panels, tm->panels == 1 ? "y" : "ies", tm->panel_bytes, tm->map->id);
+  emit_drain(em, tm->drain_pending, tm->drain_writes);
+  line(em, "%s  // every warp is done with the staging tile's memory", barrier_stmt(em));
+  /* the addresses computed here, not held in registers from the kernel's start (fa::opaque) */
+  line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, fa::opaque(%s));", layout_name(em, l), t->inner,
+       t->store_vec, tile_format(em, t), t->offset, arr, thread_offset(em, l));
+  line(em, "fa::fence_async_smem();  // the copy engine reads it through the async proxy");
+  line(em, "%s", barrier_stmt(em));
+  line(em, "if (threadIdx.x == 0) {");
+  em->indent++;
+  line(em, "const auto &fa_bp = %s;", value_ref(em, op->operands[0]));
+  for (int pn = 0; pn < tm->panels; pn++)
+    line(em, "fa::%s<%d>(fa_tmap%d, fa::smem_addr(fa_smem + %zu), {%s});", tm->reduce ? "tma_reduce_add" : "tma_store",
+         tm->map->rank, tm->map->id, t->offset + (size_t)pn * tm->panel_bytes, tma_coords(em, tm, pn, outer));
+  line(em, "fa::bulk_commit();");
+  em->indent--;
+  line(em, "}");
+}
+
 static void emit_store_block(Emitter *em, const IrOp *op) {
   const FaAccessPlan *ap = fa_plan_access(em->plan, op);
   const FaLayout *l = op->aux;
   if (!ap || !l) {
     fail(em, op->loc, "internal compiler error: a store without a plan");
+    return;
+  }
+  if (ap->method == FA_ACCESS_TMA_STORE) {
+    emit_tma_store(em, op, ap);
     return;
   }
   const char *arr = array_in(em, op->operands[1], l);
@@ -939,6 +997,10 @@ static void emit_store_block(Emitter *em, const IrOp *op) {
 static void emit_atomic_add_block(Emitter *em, const IrOp *op) {
   const FaAccessPlan *ap = fa_plan_access(em->plan, op);
   const FaLayout *l = op->aux;
+  if (ap && l && ap->method == FA_ACCESS_TMA_STORE) {
+    emit_tma_store(em, op, ap);
+    return;
+  }
   if (!ap || !l || ap->method != FA_ACCESS_REDUCE) {
     fail(em, op->loc, "internal compiler error: an atomic_add through a block pointer without a plan");
     return;
@@ -1650,6 +1712,7 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
     emit_ring_release(em, pp, slot, "this iteration's");
     break;
   case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
+  case FA_STEP_DRAIN_STORES: emit_drain(em, 0, false); break;
   default: fail(em, loop->loc, "internal compiler error: a cp.async step in an mbarrier ring"); break;
   }
 }
@@ -1669,6 +1732,7 @@ static void emit_pipe_steps(Emitter *em, const FaPipelinePlan *pp, const FaPipeS
     }
     switch (s->kind) {
     case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
+    case FA_STEP_DRAIN_STORES: emit_drain(em, 0, false); break;
     case FA_STEP_COMMIT: line(em, "fa::cp_async_commit();"); break;
     case FA_STEP_WAIT_GROUPS: line(em, "fa::cp_async_wait<%d>();%s", s->arg, step_comment(s)); break;
     case FA_STEP_PROXY_FENCE: line(em, "fa::fence_async_smem();%s", step_comment(s)); break;
@@ -2509,6 +2573,13 @@ static void emit_tile_loop_close(Emitter *em, bool compute) {
   line(em, "}");
 }
 
+/* Before the block exits, its bulk stores are complete (their staging
+ * tiles read and their writes done). */
+static void emit_stores_complete(Emitter *em) {
+  if (em->plan->bulk_stores)
+    line(em, "if (threadIdx.x == 0) fa::bulk_wait<0>();  // the bulk stores are complete before the block exits");
+}
+
 /* The kernel's body split into its two roles, one branch each of a single
  * if/else (what setmaxnreg needs): the producer warpgroup (whose other
  * threads leave at once) and the compute warpgroups. */
@@ -2553,6 +2624,7 @@ static void emit_roles(Emitter *em) {
   emit_tile_loop_open(em, true);
   emit_region(em, em->fn->body);
   emit_tile_loop_close(em, true);
+  emit_stores_complete(em);
   em->indent--;
   line(em, "}");
 }
@@ -2715,6 +2787,7 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
     emit_tile_loop_open(&em, true);
     emit_region(&em, em.fn->body);
     emit_tile_loop_close(&em, true);
+    emit_stores_complete(&em);
   }
   bool ok = em.ok && fc->diag.errors == errors_before;
   if (ok) {

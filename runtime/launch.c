@@ -685,7 +685,7 @@ static fadsl_status check_tensor_map(fadsl_context *ctx, const fadsl_kernel *k, 
   }
   if (!why) return FADSL_SUCCESS;
   return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT,
-                    "kernel '%s': argument '%s' cannot be read by the bulk copy engine: %s%s "
+                    "kernel '%s': argument '%s' cannot be read or written by the bulk copy engine: %s%s "
                     "(the kernel was compiled for the pipeline that needs it; FADSL_PIPELINE=cp_async "
                     "does without)",
                     k->info->name, ip->name, why, detail);
@@ -736,7 +736,7 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
   const FaDriverApi *d = ctx->drv;
   if (!d->cuTensorMapEncodeTiled)
     return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
-                      "kernel '%s' reads '%s' with the bulk copy engine, but the CUDA driver has no "
+                      "kernel '%s' accesses '%s' with the bulk copy engine, but the CUDA driver has no "
                       "cuTensorMapEncodeTiled (it needs CUDA 12 or newer); FADSL_PIPELINE=cp_async "
                       "compiles the kernel without it",
                       k->info->name, ip->name);

@@ -764,7 +764,7 @@ static void assert_schedule_invariants(const FaCudaPlan *p, const FaCudaKernel *
   if (!s->end_sync) {
     ck_assert(p->warp_specialised && p->smem.scratch == 0);
     for (int i = 0; i < p->ntiles; i++)
-      ck_assert_int_eq(p->tiles[i]->fill, FA_FILL_TMA);
+      ck_assert(p->tiles[i]->fill == FA_FILL_TMA || p->tiles[i]->fill == FA_FILL_STAGED);
   }
   ck_assert_int_eq(strstr(ck->source, "fa::snake_tile") != NULL, s->order == FA_ORDER_LONGEST_FIRST);
   bool once = false;
@@ -783,7 +783,8 @@ static void assert_schedule_invariants(const FaCudaPlan *p, const FaCudaKernel *
       ck_assert_msg(end && release < end, "%s: the tiles released after the program's end", what);
     }
     if (s->tile_release_after)
-      ck_assert_msg(strstr(release, "store_block") != NULL, "%s: the tiles released after the stores", what);
+      ck_assert_msg(strstr(release, "store_block") || strstr(release, "fa::tma_store"),
+                    "%s: the tiles released after the stores", what);
     int onces = 0;
     for (int i = 0; i < p->naccesses; i++)
       onces += p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline;

@@ -649,13 +649,15 @@ START_TEST(test_attention_launch) {
 END_TEST
 
 /* FADSL_PIPELINE=tma: attention's forward kernel reads Q, K and V with the
- * bulk copy engine.  The runtime encodes one tensor map per view from the
- * declared extents ([B*H, N, D] and [B*KVH, N, D], row-major), innermost
- * dimension first as the driver takes them: dims (D, N, heads), strides
- * (D, N*D elements, in bytes), a box of one 128-byte swizzle width of a row
- * (64 f16) by the block's rows, 128-byte swizzle, zero fill; the maps follow
- * the kernel's parameters (the stand-in writes the address into a map's
- * first bytes).  A pointer the copy engine cannot read and a driver without
+ * bulk copy engine and writes O with it (a bulk store from a staging tile).
+ * The runtime encodes one tensor map per view from the declared extents
+ * ([B*H, N, D] and [B*KVH, N, D], row-major), innermost dimension first as
+ * the driver takes them: dims (D, N, heads), strides (D, N*D elements, in
+ * bytes), a box of one 128-byte swizzle width of a row (64 f16) by the
+ * block's rows, 128-byte swizzle, zero fill (the store's map too: the fill
+ * is for loads); the maps follow the kernel's parameters (the stand-in
+ * writes the address into a map's first bytes), the store's after the
+ * loads'.  A pointer the copy engine cannot read and a driver without
  * cuTensorMapEncodeTiled are refused with a message naming the way out. */
 typedef int (*FakeMapFn)(int, uint64_t *, uint64_t *, uint64_t *, unsigned *, int *, int *, int *);
 
@@ -688,19 +690,20 @@ START_TEST(test_attention_tma_tensor_maps) {
   fadsl_kernel_info info;
   st = fadsl_launch(k, a, NULL, &info);
   ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
-  ck_assert_msg(strstr(info.cuda_source, "pipeline tma") && strstr(info.cuda_source, "fa::tma_load<3>"),
+  ck_assert_msg(strstr(info.cuda_source, "pipeline tma") && strstr(info.cuda_source, "fa::tma_load<3>") &&
+                    strstr(info.cuda_source, "fa::tma_store<3>(fa_tmap3") && strstr(info.cuda_source, "fa::bulk_wait<0>"),
                 "the kernel was not generated for the bulk copy engine");
-  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_before + 3);
+  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_before + 4);
   Launch l = last_launch();
-  ck_assert_int_eq(l.nparams, 9 + 3);
+  ck_assert_int_eq(l.nparams, 9 + 4);
   void *fp = dlsym(fake, "fake_cuda_tensor_map");
   FakeMapFn map;
   memcpy(&map, &fp, sizeof fp);
-  /* in the plan's order: the pipelined loads (K as its transposed view, V), then Q */
-  const uint64_t want_addr[3] = {kk, v, q};
-  const uint64_t want_heads[3] = {B * KVH, B * KVH, B * H};
-  const unsigned want_rows[3] = {BK, BK, BQ};
-  for (int i = 0; i < 3; i++) {
+  /* in the plan's order: the pipelined loads (K as its transposed view, V), Q, then O's store */
+  const uint64_t want_addr[4] = {kk, v, q, o};
+  const uint64_t want_heads[4] = {B * KVH, B * KVH, B * H, B * H};
+  const unsigned want_rows[4] = {BK, BK, BQ, BQ};
+  for (int i = 0; i < 4; i++) {
     uint64_t addr, dims[5], strides[5];
     unsigned box[5];
     int sw, oob, dt;
@@ -722,7 +725,7 @@ START_TEST(test_attention_tma_tensor_maps) {
 
   /* a Q only 2-byte aligned: the launch specialises on the pointer's
      alignment, so its variant reads Q with vector loads and only K and V
-     with the copy engine */
+     with the copy engine (and writes O with it) */
   int launches = fake_int("fake_cuda_launches");
   maps_before = fake_int("fake_cuda_tensor_maps");
   bind_attention(a, q + 2, kk, v, lse, o, B * KVH, N, G, D);
@@ -732,8 +735,8 @@ START_TEST(test_attention_tma_tensor_maps) {
   st = fadsl_launch(k, a, NULL, &info);
   ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
   ck_assert_int_eq(fake_int("fake_cuda_launches"), launches + 1);
-  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_before + 2);
-  ck_assert(strstr(info.cuda_source, "fa_tmap1") && !strstr(info.cuda_source, "fa_tmap2"));
+  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_before + 3);
+  ck_assert(strstr(info.cuda_source, "fa::tma_store<3>(fa_tmap2") && !strstr(info.cuda_source, "fa_tmap3"));
   launches = fake_int("fake_cuda_launches");
 
   /* a driver without the entry point (CUDA 11) */
@@ -821,7 +824,7 @@ START_TEST(test_attention_persistent) {
     ck_assert_uint_eq(l.grid[0], want);
     ck_assert_uint_eq(l.grid[1], 1);
     ck_assert_uint_eq(l.grid[2], 1);
-    int tmaps = pass == 2 ? 3 : 0;
+    int tmaps = pass == 2 ? 4 : 0; /* K, V, Q and O's store */
     ck_assert_int_eq(l.nparams, 9 + tmaps + 3);
     ck_assert_uint_eq(l.params[9 + tmaps] & 0xffffffffu, n / BQ);
     ck_assert_uint_eq(l.params[10 + tmaps] & 0xffffffffu, B * H);

@@ -505,6 +505,10 @@ int main(int argc, char **argv) {
       {"tests/gpu/hopper.fa", "kmm", "K=200 N=64 T=f16 BM=64 BN=64 BK=64 NAN_PAD=True", NULL, 4, 2},
       {"tests/gpu/hopper.fa", "heads", "D=64 T=f16 BN=128 BK=64", NULL, 4, 2},
       {"tests/gpu/hopper.fa", "heads", "D=128 T=bf16 BN=64 BK=32", NULL, 4, 3},
+      /* bulk reduce-adds and stores in a loop (every pipeline but cp_async) */
+      {"tests/gpu/hopper.fa", "accum", "D=64 T=f16 BQ=64 BK=64", "N%16", 4, 2},
+      {"tests/gpu/hopper.fa", "accum", "D=128 T=bf16 BQ=64 BK=128", NULL, 8, 2},
+      {"tests/gpu/hopper.fa", "tstore", "D=128 T=bf16 BN=32", NULL, 8, 2},
       /* the Triton-style matmul at its default configuration, with runtime
          sizes that are multiples of 16 (what launches at such sizes compile) */
       {"examples/matmul/matmul.fa", "matmul", "T=f16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8", "M%16,N%16,K%16",

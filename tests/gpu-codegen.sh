@@ -3,9 +3,10 @@
 # tests/gpu/hopper.fa) and the attention kernels run on the GPU and on the CPU
 # interpreter from the same inputs, and every buffer is compared
 # (tests/gpu_codegen.c), once per pipeline choice (FADSL_PIPELINE: how loads
-# feeding products reach shared memory on sm_90a; each case's line says how
-# many bulk-copy sites its code has), and once more per pipeline with
-# FADSL_SCHEDULE=persistent (thread blocks looping over the programs).
+# feeding products reach shared memory on sm_90a, and whether block-pointer
+# stores go out through the copy engine; each case's line says how many
+# bulk-copy and bulk-store sites its code has), and once more per pipeline
+# with FADSL_SCHEDULE=persistent (thread blocks looping over the programs).
 # Exits 77 (skipped) where there is no GPU or no CUDA driver.
 #   FADSL_TEST_SEED=N          reproduce a run's random inputs
 #   FADSL_GPU_PIPELINES="..."  the choices to run (default: all of them, in the

@@ -44,9 +44,10 @@ for tool in ${FADSL_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     for what in codegen attn; do
       runs=$((runs + 1))
       if [ $what = codegen ]; then
-        # the Hopper cases and the attention cases only: they are what the
-        # pipelines change (filters are substrings of kernel names)
-        for filter in kmm heads attn; do
+        # the Hopper cases, the attention cases and the block atomics only:
+        # they are what the pipelines change (bulk copies in and out of
+        # shared memory; filters are substrings of kernel names)
+        for filter in kmm heads accum tstore block_atomics attn; do
           FADSL_PIPELINE=$p FADSL_SCHEDULE=$sch $lt "$san" $opts ./tests/gpu_codegen "$srcdir" "$filter" >> "$dir/out" 2>&1 || {
             echo "FAIL: $tool, FADSL_PIPELINE=$p FADSL_SCHEDULE=$sch, gpu_codegen $filter:"
             tail -40 "$dir/out" | sed 's/^/    /'

@@ -96,6 +96,8 @@ static const Case cases[] = {
     {CG, "block_atomics", "T=f16 BM=32 BN=64", "M=70 N=100 P=3", 4, 2, NULL, 2e-3, 2e-3},
     {CG, "block_atomics", "T=bf16 BM=16 BN=128", "M=64 N=128 P=2", 4, 2, NULL, 1e-2, 1e-2},
     {CG, "block_atomics", "T=f32 BM=64 BN=32", "M=130 N=48 P=4", 8, 2, NULL, 1e-5, 1e-5},
+    /* rows a multiple of 16 elements: with the Hopper pipelines, f32 and f16 bulk reduce-adds */
+    {CG, "block_atomics", "T=f16 BM=32 BN=64", "M=70 N=96 P=3", 4, 2, NULL, 2e-3, 2e-3},
     {CG, "loops", "BM=32 BN=64", "M=70 N=300", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=4 BN=128", "M=9 N=129", 1, 2, NULL, 1e-5, 1e-5},
     /* erf (2 ulp on the GPU, about 1 in the C library), fma (one rounding on both)
@@ -151,6 +153,18 @@ static const Case cases[] = {
        D=128 (bf16 step 2^-8): a step flipped stays within the tolerances.) */
     {HOP, "heads", "D=64 T=f16 BN=128 BK=64", "B=2 H=3 N=200", 4, 2, "x=-0.125:0.125 v=-1:1", 2e-3, 2e-3},
     {HOP, "heads", "D=128 T=bf16 BN=64 BK=32", "B=1 H=2 N=77", 4, 3, "x=-0.125:0.125 v=-1:1", 1e-2, 1e-2},
+    /* bulk reduce-adds (and stores) in a loop, from several programs onto
+       the same rows of a [Z, N, D] tensor, the last block cut at N: N = 208
+       (a multiple of 16: S^T's store is a bulk copy too, from a staging
+       tile of its own) and N = 150 (S^T's rows not 16-byte multiples: plain
+       stores); S^T is rounded to T before its product, so q stays small
+       (as in heads) for a rounding step flipped to stay within the
+       tolerances */
+    {HOP, "accum", "D=64 T=f16 BQ=64 BK=64", "Z=2 N=208", 4, 2, "q=-0.125:0.125 k=-1:1", 2e-3, 2e-3},
+    {HOP, "accum", "D=128 T=bf16 BQ=64 BK=128", "Z=1 N=150", 8, 2, "q=-0.125:0.125 k=-1:1", 1e-2, 1e-2},
+    /* a bulk store through a transposed view, the last block cut at N */
+    {HOP, "tstore", "D=64 T=f16 BN=64", "N=150", 4, 2, NULL, 0, 0},
+    {HOP, "tstore", "D=128 T=bf16 BN=32", "N=77", 8, 2, NULL, 0, 0},
     /* the Triton-style matmul with runtime sizes: multiples of 16 (launches
        specialise on them: 16-byte cp.async pipelines) and odd sizes (scalar
        loads), default and small tiles */
@@ -493,13 +507,18 @@ static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
   }
   /* which pipeline the code took: bulk copies and producer warps are plan
      decisions, so a case that should exercise them says whether it did */
-  int copies = 0;
+  int copies = 0, stores = 0;
   for (const char *t = info.cuda_source; t && (t = strstr(t, "fa::tma_load<")); t++)
     copies++;
+  for (const char *t = info.cuda_source; t && (t = strstr(t, "fa::tma_store<")); t++)
+    stores++;
+  for (const char *t = info.cuda_source; t && (t = strstr(t, "fa::tma_reduce_add<")); t++)
+    stores++;
   const char *pipeline = getenv("FADSL_PIPELINE");
-  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared; pipeline %s, %d bulk-copy sites%s%s)\n",
+  printf("%s %s (%d registers, %d bytes spilled, %zu bytes shared; pipeline %s, %d bulk-copy sites, %d bulk-store "
+         "sites%s%s)\n",
          failed ? "FAIL" : "ok  ", label, info.registers, info.spill_bytes, info.shared_bytes,
-         pipeline && *pipeline ? pipeline : "cp_async", copies,
+         pipeline && *pipeline ? pipeline : "cp_async", copies, stores,
          info.cuda_source && strstr(info.cuda_source, "setmaxnreg") ? ", a producer warpgroup" : "",
          info.cuda_source && strstr(info.cuda_source, "for (unsigned fa_tile") ? ", persistent" : "");
 done:

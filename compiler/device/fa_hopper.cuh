@@ -17,6 +17,14 @@
  * release of use n - 1, parity (n & 1) ^ 1 of empty[s] (for n = 0 that is
  * the phase before the first, which counts as complete).
  *
+ * Bulk tensor stores go the other way, from shared memory to global memory,
+ * and complete in "bulk groups" of the thread that issued them (no
+ * mbarrier): the writers of a staging tile fence their writes for the async
+ * proxy and pass a barrier, one thread issues the stores (or reduce-adds)
+ * and commits them as a group, and the same thread later waits until the
+ * groups have read shared memory (before the tile is written again) or are
+ * complete (before the block exits).
+ *
  * Every routine here is for sm_90 and newer; the emitter only calls them
  * in kernels it plans for sm_90a.
  */
@@ -122,6 +130,76 @@ FA_DEV void tma_load(unsigned dst, const TensorMap &m, unsigned bar, const int (
                  "r"(c[4])
                  : "memory");
 }
+
+/* Writes the box of tensor map m at coordinates c (innermost first) from
+ * shared memory at src (laid out with the map's swizzle); elements outside
+ * the tensor are not written.  Joins the issuing thread's current bulk
+ * group (bulk_commit closes it). */
+template <int R>
+FA_DEV void tma_store(const TensorMap &m, unsigned src, const int (&c)[R]) {
+  static_assert(R >= 2 && R <= 5, "bulk stores here have 2 to 5 dimensions");
+  const unsigned long long map = tmap_addr(m);
+  if constexpr (R == 2)
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map), "r"(src),
+                 "r"(c[0]), "r"(c[1])
+                 : "memory");
+  else if constexpr (R == 3)
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2])
+                 : "memory");
+  else if constexpr (R == 4)
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3])
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4])
+                 : "memory");
+}
+
+/* Adds the box at src to the tensor's elements at coordinates c, each
+ * addition atomic (the map's element type: f32, f16 or bf16 here);
+ * elements outside the tensor are left alone.  Joins the current bulk
+ * group. */
+template <int R>
+FA_DEV void tma_reduce_add(const TensorMap &m, unsigned src, const int (&c)[R]) {
+  static_assert(R >= 2 && R <= 5, "bulk reduce-adds here have 2 to 5 dimensions");
+  const unsigned long long map = tmap_addr(m);
+  if constexpr (R == 2)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c[0]), "r"(c[1])
+                 : "memory");
+  else if constexpr (R == 3)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2])
+                 : "memory");
+  else if constexpr (R == 4)
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3])
+                 : "memory");
+  else
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(map),
+                 "r"(src), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4])
+                 : "memory");
+}
+
+/* Closes the issuing thread's current bulk group (the stores issued since
+ * the last commit). */
+FA_DEV void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+/* Waits until at most N of this thread's bulk groups have not yet read
+ * their shared memory (the staging tiles may be written again). */
+template <int N> FA_DEV void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/* Waits until at most N of this thread's bulk groups are incomplete (their
+ * writes done). */
+template <int N> FA_DEV void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory"); }
 
 /* ---- threads ----------------------------------------------------------------------------- */
 

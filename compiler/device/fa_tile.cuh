@@ -36,6 +36,16 @@ FA_DEV void sync_compute() {
 #endif
 }
 
+/* x, opaque to the compiler: what is computed from it is computed where it
+ * is used rather than once, early, and held in registers.  (A staging
+ * tile's swizzled addresses, computed from the thread's offset before a
+ * loop and held across it, cost a kernel at the edge of its registers
+ * spills.) */
+FA_DEV int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 /* ---- bit lists ---------------------------------------------------------------------- */
 
 /* Bits<p0, p1, ...>: bit i of an index selects flat-index bit p_i (none if p_i < 0). */
