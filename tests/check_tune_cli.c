@@ -117,16 +117,30 @@ static json_t *result_for(json_t *root, const char *kernel) {
 
 /* ---- the space, recomputed ------------------------------------------------------------- */
 
-/* attention.fa's prunes, at its problem's d_head (64, so the d_head <= 128
- * clauses hold): the loop over keys (attn_fwd, attn_bwd_dq) needs
- * BLOCK_Q % BLOCK_K == 0, the loop over queries (attn_bwd_dkdv, attn_bwd)
- * BLOCK_K % BLOCK_Q == 0; attn_fwd and attn_bwd admit 8 warps from 128x64
- * tiles on, the others from 128x128. */
-static bool attention_prune(const char *kernel, long bq, long bk, long warps) {
+/* attention.fa's prunes, at d_head <= 128 (the problem's 64, or --size D=128):
+ * the loop over keys (attn_fwd, attn_bwd_dq) needs BLOCK_Q % BLOCK_K == 0,
+ * the loop over queries (attn_bwd_dkdv, attn_bwd) BLOCK_K % BLOCK_Q == 0;
+ * attn_fwd and attn_bwd admit 8 warps from 128x64 tiles on, the others from
+ * 128x128.  Every space lists the pipeline first; beside tma (every tile),
+ * attn_fwd tries tma_ws_pp at every tile, attn_bwd_dkdv tma_async at the
+ * 64-key blocks on 4 warps, attn_bwd tma_async at 64x64 on 4 warps and
+ * 64x128 on 8, attn_bwd_dq tma_async at 64x64 on 4 warps and 128x128 on 8
+ * and tma_ws_pp at 128x128 on 8, where Q, dO and each stage's K and V fit
+ * 227 KB. */
+static bool attention_prune(const char *kernel, const char *pipeline, long bq, long bk, long warps, long stages,
+                            long d_head) {
   bool loop_over_queries = !strcmp(kernel, "attn_bwd_dkdv") || !strcmp(kernel, "attn_bwd");
   bool divides = loop_over_queries ? bk % bq == 0 : bq % bk == 0;
   long big = !strcmp(kernel, "attn_fwd") || !strcmp(kernel, "attn_bwd") ? 128 * 64 : 128 * 128;
-  return divides && (warps == 4 || bq * bk >= big);
+  if (!divides || !(warps == 4 || bq * bk >= big)) return false;
+  if (!strcmp(pipeline, "tma") || !strcmp(kernel, "attn_fwd")) return true;
+  bool tile_64x64_w4 = bq == 64 && bk == 64 && warps == 4;
+  if (!strcmp(kernel, "attn_bwd_dkdv")) return !strcmp(pipeline, "tma_async") && bk == 64 && warps == 4;
+  if (!strcmp(kernel, "attn_bwd"))
+    return !strcmp(pipeline, "tma_async") && (tile_64x64_w4 || (bq == 64 && bk == 128 && warps == 8));
+  bool fits = (2 * bq + 2 * stages * bk) * d_head * 2 <= 227 * 1024;
+  bool tile_128x128_w8 = bq == 128 && bk == 128 && warps == 8;
+  return fits && (tile_128x128_w8 || (tile_64x64_w4 && !strcmp(pipeline, "tma_async")));
 }
 
 typedef struct Program {
@@ -151,12 +165,13 @@ static int axis_index(const FaKernelInfo *k, const char *name) {
   return -1;
 }
 
-/* The labels of the points that survive, in enumeration order (last axis
- * fastest), as "BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4". */
-static int expected_attention_space(const FaKernelInfo *k, char labels[][96], int max) {
+/* The labels of the points that survive at d_head, in enumeration order
+ * (last axis fastest), as "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4". */
+static int expected_attention_space(const FaKernelInfo *k, long d_head, char labels[][96], int max) {
   int n = 0, total = 1;
   for (int t = 0; t < k->ntune; t++) total *= k->tune[t].nvalues;
   int iq = axis_index(k, "BLOCK_Q"), ik = axis_index(k, "BLOCK_K"), iw = axis_index(k, "warps");
+  int is = axis_index(k, "stages"), ip = axis_index(k, "pipeline");
   for (int p = 0; p < total; p++) {
     int rest = p, idx[8];
     for (int t = k->ntune - 1; t >= 0; t--) {
@@ -164,7 +179,10 @@ static int expected_attention_space(const FaKernelInfo *k, char labels[][96], in
       rest /= k->tune[t].nvalues;
     }
     long bq = k->tune[iq].values[idx[iq]].i, bk = k->tune[ik].values[idx[ik]].i, w = k->tune[iw].values[idx[iw]].i;
-    if (!attention_prune(k->name, bq, bk, w)) continue;
+    long stages = k->tune[is].values[idx[is]].i;
+    const char *pipeline = fa_config_value_name(fa_config_axis("pipeline"), (int)k->tune[ip].values[idx[ip]].i);
+    ck_assert_ptr_nonnull(pipeline);
+    if (!attention_prune(k->name, pipeline, bq, bk, w, stages, d_head)) continue;
     ck_assert_int_lt(n, max);
     labels[n][0] = '\0';
     for (int t = 0; t < k->ntune; t++) {
@@ -192,7 +210,9 @@ static int64_t problem_size(const FaProgram *p, const char *name) {
 
 static void check_space(json_t *res, const FaKernelInfo *k) {
   char labels[256][96];
-  int n = expected_attention_space(k, labels, 256);
+  long d_head = (long)json_integer_value(json_object_get(json_object_get(res, "key"), "d_head"));
+  ck_assert(d_head > 0 && d_head <= 128);
+  int n = expected_attention_space(k, d_head, labels, 256);
   int total = 1;
   for (int t = 0; t < k->ntune; t++) total *= k->tune[t].nvalues;
   ck_assert_int_eq(json_integer_value(json_object_get(res, "space_size")), total);
@@ -268,25 +288,82 @@ START_TEST(dry_run_fused_pass) {
 END_TEST
 
 START_TEST(dry_run_size_override) {
-  Result r = tune("--dry-run --kernel attn_bwd_dkdv --size N=2048 --size causal=True --size D=128 --json - " FADSL_TOP_SRCDIR
-                  "/examples/attention/attention.fa");
-  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
-  json_error_t je;
-  json_t *root = json_loads(r.out, 0, &je);
-  ck_assert_msg(root != NULL, "stdout is not JSON: %s", je.text);
-  ck_assert_int_eq(json_array_size(json_object_get(root, "results")), 1);
-  json_t *res = result_for(root, "attn_bwd_dkdv");
-  json_t *key = json_object_get(res, "key");
-  ck_assert_int_eq(json_integer_value(json_object_get(key, "q_seq_len")), 2048);
-  ck_assert_int_eq(json_integer_value(json_object_get(key, "kv_seq_len")), 2048);
-  ck_assert_int_eq(json_integer_value(json_object_get(key, "d_head")), 128);
-  ck_assert(json_is_true(json_object_get(key, "is_causal")));
-  Program p;
-  program_load(&p, attention);
-  check_space(res, fa_program_kernel(p.prog, "attn_bwd_dkdv"));
-  fa_compiler_free(&p.fc);
-  json_decref(root);
-  result_free(&r);
+  /* dK/dV and dQ at d_head 128 (dQ's 128x128 blocks fit the shared memory with 2 stages only) */
+  static const char *const kernels[] = {"attn_bwd_dkdv", "attn_bwd_dq"};
+  for (int i = 0; i < 2; i++) {
+    char args[600];
+    snprintf(args, sizeof args, "--dry-run --kernel %s --size N=2048 --size causal=True --size D=128 --json - %s",
+             kernels[i], attention);
+    Result r = tune(args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    json_error_t je;
+    json_t *root = json_loads(r.out, 0, &je);
+    ck_assert_msg(root != NULL, "stdout is not JSON: %s", je.text);
+    ck_assert_int_eq(json_array_size(json_object_get(root, "results")), 1);
+    json_t *res = result_for(root, kernels[i]);
+    json_t *key = json_object_get(res, "key");
+    ck_assert_int_eq(json_integer_value(json_object_get(key, "q_seq_len")), 2048);
+    ck_assert_int_eq(json_integer_value(json_object_get(key, "kv_seq_len")), 2048);
+    ck_assert_int_eq(json_integer_value(json_object_get(key, "d_head")), 128);
+    ck_assert(json_is_true(json_object_get(key, "is_causal")));
+    Program p;
+    program_load(&p, attention);
+    check_space(res, fa_program_kernel(p.prog, kernels[i]));
+    fa_compiler_free(&p.fc);
+    json_decref(root);
+    result_free(&r);
+  }
+}
+END_TEST
+
+/* d_head 256, where the prunes keep small tiles with bulk copies (the defaults
+ * unchanged) and add: attn_fwd's 128-row blocks on 8 warps with a producer
+ * warp (128x64 with 2 stages, 128x32 with 3 and 4), and each backward
+ * kernel's other pipelines at 2 stages. */
+START_TEST(dry_run_d256_spaces) {
+  static const struct {
+    const char *kernel, *sizes;
+    int survivors;
+    const char *first, *last;
+  } want[] = {
+      {"attn_fwd", "", 15, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
+       "pipeline=tma_ws_pp BLOCK_Q=32 BLOCK_K=32 stages=4 warps=4"},
+      {"attn_bwd_dkdv", "", 4, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
+       "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
+      {"attn_bwd_dq", "", 10, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
+       "pipeline=tma_ws_pp BLOCK_Q=32 BLOCK_K=32 stages=2 warps=4"},
+      {"attn_bwd", "--size deterministic=False ", 4, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
+       "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
+  };
+  static const char *const fwd_ws[] = {"pipeline=tma_ws_pp BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
+                                       "pipeline=tma_ws_pp BLOCK_Q=128 BLOCK_K=32 stages=3 warps=8",
+                                       "pipeline=tma_ws_pp BLOCK_Q=128 BLOCK_K=32 stages=4 warps=8"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    char args[600];
+    snprintf(args, sizeof args, "--dry-run --kernel %s --size D=256 %s--json - %s", want[i].kernel, want[i].sizes,
+             attention);
+    Result r = tune(args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    json_t *root = json_loads(r.out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *res = result_for(root, want[i].kernel);
+    ck_assert_int_eq(json_integer_value(json_object_get(res, "survivors")), want[i].survivors);
+    ck_assert_str_eq(json_string_value(json_object_get(res, "default")), want[i].first);
+    const char *last = NULL;
+    int ws = 0;
+    size_t j;
+    json_t *c;
+    json_array_foreach(json_object_get(res, "candidates"), j, c) {
+      if (strcmp(json_string_value(json_object_get(c, "status")), "candidate")) continue;
+      last = json_string_value(json_object_get(c, "label"));
+      for (int w = 0; w < 3; w++) ws += !strcmp(last, fwd_ws[w]);
+    }
+    ck_assert_ptr_nonnull(last);
+    ck_assert_str_eq(last, want[i].last);
+    ck_assert_int_eq(ws, !strcmp(want[i].kernel, "attn_fwd") ? 3 : 0);
+    json_decref(root);
+    result_free(&r);
+  }
 }
 END_TEST
 
@@ -498,6 +575,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, dry_run_attention_space);
   tcase_add_test(tc, dry_run_size_override);
+  tcase_add_test(tc, dry_run_d256_spaces);
   tcase_add_test(tc, dry_run_fused_pass);
   tcase_add_test(tc, dry_run_prune_sees_runtime_arguments);
   tcase_add_test(tc, compile_only_small);
