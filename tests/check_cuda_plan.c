@@ -816,6 +816,10 @@ START_TEST(test_persistent_plans) {
       for (int di = 0; di < 2; di++)
         for (int causal = 0; causal < 2; causal++)
           for (int wi = 0; wi < 2; wi++) {
+            /* attn_fwd's space leaves persistent thread blocks out with bulk copies alone
+               (fwd_schedule_ok): no point passes with both given */
+            if (ki == 0 && pi == FA_PIPELINE_TMA)
+              continue;
             Ctx c;
             load_file(&c, "examples/attention/attention.fa");
             char defs[160], what[256];
@@ -841,7 +845,7 @@ START_TEST(test_persistent_plans) {
             fa_cuda_plan_free(&plan);
             fa_compiler_free(&c.fc);
           }
-  ck_assert_int_eq(planned, 120);
+  ck_assert_int_eq(planned, 120 - 8); /* attn_fwd with tma alone: 2 dims x 2 causal x 2 warps */
 }
 END_TEST
 

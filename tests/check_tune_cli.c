@@ -127,8 +127,10 @@ static json_t *result_for(json_t *root, const char *kernel) {
  * 64x128 on 8, attn_bwd_dq tma_async at 64x64 on 4 warps and 128x128 on 8
  * and tma_ws_pp at 128x128 on 8, where Q, dO and each stage's K and V fit
  * 227 KB. */
-static bool attention_prune(const char *kernel, const char *pipeline, long bq, long bk, long warps, long stages,
-                            long d_head) {
+static bool attention_prune(const char *kernel, const char *pipeline, const char *schedule, long bq, long bk,
+                            long warps, long stages, long d_head) {
+  /* attn_fwd: persistent thread blocks only beside a producer warp (fwd_schedule_ok) */
+  if (schedule && !strcmp(schedule, "persistent") && !strcmp(pipeline, "tma")) return false;
   bool loop_over_queries = !strcmp(kernel, "attn_bwd_dkdv") || !strcmp(kernel, "attn_bwd");
   bool divides = loop_over_queries ? bk % bq == 0 : bq % bk == 0;
   long big = !strcmp(kernel, "attn_fwd") || !strcmp(kernel, "attn_bwd") ? 128 * 64 : 128 * 128;
@@ -182,7 +184,11 @@ static int expected_attention_space(const FaKernelInfo *k, long d_head, char lab
     long stages = k->tune[is].values[idx[is]].i;
     const char *pipeline = fa_config_value_name(fa_config_axis("pipeline"), (int)k->tune[ip].values[idx[ip]].i);
     ck_assert_ptr_nonnull(pipeline);
-    if (!attention_prune(k->name, pipeline, bq, bk, w, stages, d_head)) continue;
+    const char *schedule = NULL;
+    for (int t = 0; t < k->ntune; t++)
+      if (!strcmp(k->tune[t].name, "schedule"))
+        schedule = fa_config_value_name(fa_config_axis("schedule"), (int)k->tune[t].values[idx[t]].i);
+    if (!attention_prune(k->name, pipeline, schedule, bq, bk, w, stages, d_head)) continue;
     ck_assert_int_lt(n, max);
     labels[n][0] = '\0';
     for (int t = 0; t < k->ntune; t++) {
@@ -318,7 +324,8 @@ END_TEST
 
 /* d_head 256, where the prunes keep small tiles with bulk copies (the defaults
  * unchanged) and add: attn_fwd's 128-row blocks on 8 warps with a producer
- * warp (128x64 with 2 stages, 128x32 with 3 and 4), and each backward
+ * warp (128x64 with 2 stages, 128x32 with 3 and 4; one thread block per
+ * program or persistent), and each backward
  * kernel's other pipelines at 2 stages. */
 START_TEST(dry_run_d256_spaces) {
   static const struct {
@@ -326,8 +333,8 @@ START_TEST(dry_run_d256_spaces) {
     int survivors;
     const char *first, *last;
   } want[] = {
-      {"attn_fwd", "", 15, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
-       "pipeline=tma_ws_pp BLOCK_Q=32 BLOCK_K=32 stages=4 warps=4"},
+      {"attn_fwd", "", 24, "pipeline=tma schedule=grid BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
+       "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=32 BLOCK_K=32 stages=4 warps=4"},
       {"attn_bwd_dkdv", "", 4, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
        "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
       {"attn_bwd_dq", "", 10, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
@@ -335,9 +342,13 @@ START_TEST(dry_run_d256_spaces) {
       {"attn_bwd", "--size deterministic=False ", 4, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
        "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
   };
-  static const char *const fwd_ws[] = {"pipeline=tma_ws_pp BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
-                                       "pipeline=tma_ws_pp BLOCK_Q=128 BLOCK_K=32 stages=3 warps=8",
-                                       "pipeline=tma_ws_pp BLOCK_Q=128 BLOCK_K=32 stages=4 warps=8"};
+  static const char *const fwd_ws[] = {
+      "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
+      "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=32 stages=3 warps=8",
+      "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=32 stages=4 warps=8",
+      "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
+      "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=32 stages=3 warps=8",
+      "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=32 stages=4 warps=8"};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     char args[600];
     snprintf(args, sizeof args, "--dry-run --kernel %s --size D=256 %s--json - %s", want[i].kernel, want[i].sizes,
@@ -356,11 +367,11 @@ START_TEST(dry_run_d256_spaces) {
     json_array_foreach(json_object_get(res, "candidates"), j, c) {
       if (strcmp(json_string_value(json_object_get(c, "status")), "candidate")) continue;
       last = json_string_value(json_object_get(c, "label"));
-      for (int w = 0; w < 3; w++) ws += !strcmp(last, fwd_ws[w]);
+      for (int w = 0; w < 6; w++) ws += !strcmp(last, fwd_ws[w]);
     }
     ck_assert_ptr_nonnull(last);
     ck_assert_str_eq(last, want[i].last);
-    ck_assert_int_eq(ws, !strcmp(want[i].kernel, "attn_fwd") ? 3 : 0);
+    ck_assert_int_eq(ws, !strcmp(want[i].kernel, "attn_fwd") ? 6 : 0);
     json_decref(root);
     result_free(&r);
   }

@@ -88,6 +88,7 @@ helper attention_core.dkdv_acc_regs
 helper attention_core.dkdv_tiles_ok
 helper attention_core.bwd_tiles_ok
 helper attention_core.dq_tiles_ok
+helper attention_core.fwd_schedule_ok
 helper attention_core.fwd_ws_tiles_ok
 helper attention_core.dq_smem_ok
 helper attention_core.dkdv_pipeline_ok
