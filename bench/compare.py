@@ -32,7 +32,9 @@ def load(paths):
 
 
 def key(r):
-    return (int(r["B"]), int(r["H"]), int(r["N"]), int(r["D"]), bool(r["causal"]))
+    """A shape: B, H, KVH (H when the record has none), N, D, causal, dtype (f16 when none)."""
+    dtype = {"float16": "f16", "bfloat16": "bf16"}.get(r.get("dtype", "f16"), r.get("dtype", "f16"))
+    return (int(r["B"]), int(r["H"]), int(r.get("KVH") or r["H"]), int(r["N"]), int(r["D"]), bool(r["causal"]), dtype)
 
 
 def num(x):
@@ -87,8 +89,9 @@ def main():
         head.append("fadsl max error")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for k in order:
-        B, H, N, D, causal = k
-        shape = f"B={B} H={H} N={N} D={D} {'causal' if causal else 'full'}"
+        B, H, KVH, N, D, causal, dtype = k
+        shape = f"B={B} H={H}{'' if KVH == H else f' KVH={KVH}'} N={N} D={D} {'causal' if causal else 'full'}" + \
+            ("" if dtype == "f16" else f" {dtype}")
         r = mine.get(k, {})
         f, b = num(r.get("fwd_tflops")), num(r.get("bwd_tflops"))
         row = [shape, fmt_pair(f, b) if r else "not run"]

@@ -3,8 +3,12 @@
 #
 # Runs fadsl-attn --gpu --bench --json over the standard shapes (16k tokens,
 # hidden 2048: D in {64, 128}, N in {1024, 4096, 16384}, B = 16384 / N,
-# H = 2048 / D, causal and not) and the trading day (B in {1, 4}, H = 12,
-# N = 23400, D = 64, causal), f16, forward and backward, and writes one JSON
+# H = 2048 / D, causal and not), the trading day (B in {1, 4}, H = 12,
+# N = 23400, D = 64, causal), f16, grouped-query attention at cuDNN's own
+# benchmark shape (B = 1, 64 query heads over 8 K/V heads, N = 16384,
+# D = 128, causal, bf16) and D = 256 (B = 1, H = 16, N = 16384, causal and
+# not; FADSL_BENCH_SHAPES picks among the sets std, trading, gqa, d256),
+# forward and backward, and writes one JSON
 # record per shape to OUT.jsonl (replacing it).  Each record has provider
 # "fadsl", B, H, KVH, N, D, causal, dtype, the config of every kernel and
 # where it came from, fwd/bwd ms and TFLOP/s (4*B*H*N*N*D, x0.5 causal, x2.5
@@ -25,7 +29,9 @@
 # looping over the programs, the longest first); records say "schedule".
 # FADSL_BENCH_TUNE=1 first tunes every shape with fadsl-tune (each kernel of
 # attention.fa at that shape's sizes, those of the deterministic backward pass
-# and, with --size deterministic=False, of the fused one, into the database
+# and, with --size deterministic=False, of the fused one, or only the kernels
+# FADSL_BENCH_TUNE_KERNELS names, with FADSL_BENCH_TUNE_ARGS added to each
+# fadsl-tune command, e.g. "--only BLOCK_Q=128"; into the database
 # libfadsl reads: FADSL_TUNE_DB, else the cache root's tune.json), so the
 # records show the tuned configurations; the tuner's output goes to
 # OUT.jsonl.tune.log.
@@ -61,37 +67,60 @@ if [ "${FADSL_BENCH_TUNE:-0}" = 1 ]; then
   : > "$out.tune.log" || exit 2
 fi
 
-bench() {   # B H N D causal|full
+bench() {   # B H N D causal|full [KVH [DTYPE]]
   c=""
   [ "$5" = causal ] && c=--causal
-  echo "== B=$1 H=$2 N=$3 D=$4 $5"
+  kvh=${6:-$2}
+  dtype=${7:-f16}
+  echo "== B=$1 H=$2 KVH=$kvh N=$3 D=$4 $5 $dtype"
   if [ "${FADSL_BENCH_TUNE:-0}" = 1 ]; then
     tc=False
     [ "$5" = causal ] && tc=True
-    # every kernel of the default (deterministic) pass, then the fused pass's tunable one
-    for only in "" "--size deterministic=False --kernel attn_bwd"; do
-      if ! "$tune" "$srcdir/examples/attention/attention.fa" --size B="$1" --size H="$2" --size KVH="$2" \
-          --size N="$3" --size D="$4" --size causal=$tc --size T=f16 $only >> "$out.tune.log" 2>&1; then
+    # every kernel of the default (deterministic) pass, then the fused pass's
+    # tunable one (FADSL_BENCH_TUNE_KERNELS: only these, in one run each)
+    if [ -n "${FADSL_BENCH_TUNE_KERNELS:-}" ]; then
+      runs=""
+      for k in $FADSL_BENCH_TUNE_KERNELS; do runs="$runs --kernel:$k"; done
+    else
+      runs=": --size:deterministic=False:--kernel:attn_bwd"
+    fi
+    for only in $runs; do
+      only=$(echo "$only" | tr ':' ' ')
+      if ! "$tune" "$srcdir/examples/attention/attention.fa" --size B="$1" --size H="$2" --size KVH="$kvh" \
+          --size N="$3" --size D="$4" --size causal=$tc --size T="$dtype" $only ${FADSL_BENCH_TUNE_ARGS:-} \
+          >> "$out.tune.log" 2>&1; then
         echo "run-attention: tuning B=$1 H=$2 N=$3 D=$4 $5 ($only) FAILED (see $out.tune.log)" >&2
         failures=$((failures + 1))
       fi
     done
   fi
-  if ! "$attn" --gpu --shape "$1,$2,$2,$3,$4" $c --dtype f16 --bench --json "$out" --seed 1 $check $extra; then
-    echo "run-attention: B=$1 H=$2 N=$3 D=$4 $5 FAILED" >&2
+  if ! "$attn" --gpu --shape "$1,$2,$kvh,$3,$4" $c --dtype "$dtype" --bench --json "$out" --seed 1 $check $extra; then
+    echo "run-attention: B=$1 H=$2 KVH=$kvh N=$3 D=$4 $5 $dtype FAILED" >&2
     failures=$((failures + 1))
   fi
 }
 
-for D in 64 128; do
-  for N in 1024 4096 16384; do
-    for causal in full causal; do
-      bench $((16384 / N)) $((2048 / D)) "$N" "$D" "$causal"
-    done
-  done
-done
-for B in 1 4; do
-  bench "$B" 12 23400 64 causal
+for set in ${FADSL_BENCH_SHAPES:-std trading gqa d256}; do
+  case $set in
+    std)
+      for D in 64 128; do
+        for N in 1024 4096 16384; do
+          for causal in full causal; do
+            bench $((16384 / N)) $((2048 / D)) "$N" "$D" "$causal"
+          done
+        done
+      done ;;
+    trading)
+      for B in 1 4; do
+        bench "$B" 12 23400 64 causal
+      done ;;
+    gqa)   # cuDNN's own benchmark shape: 64 query heads over 8 K/V heads, bf16
+      bench 1 64 16384 128 causal 8 bf16 ;;
+    d256)
+      bench 1 16 16384 256 full
+      bench 1 16 16384 256 causal ;;
+    *) echo "run-attention: unknown shape set $set (std, trading, gqa, d256)" >&2; exit 2 ;;
+  esac
 done
 # every record names the pipeline and schedule it was measured with
 sed -i "s/^{\"provider\": \"fadsl\", /{\"provider\": \"fadsl\", \"pipeline\": \"$pipeline\", \"schedule\": \"$schedule\", /" "$out"
