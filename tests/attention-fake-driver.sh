@@ -86,6 +86,20 @@ has "$dir/out" "attn_bwd       n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK
 r=$($relerr "$dir/o.npy" "$dir/in_q.npy")
 [ "${r#* }" = "51200 51200" ] && echo "ok: o.npy came back poisoned ($r)" || fail "o.npy: $r (want every element NaN)"
 
+# --config: one kernel's own tiles, over --block-q and the others (the fused
+# kernel at 64x128 on 8 warps while the forward pass keeps its default)
+"$attn" --gpu --shape 2,4,2,100,64 --backward --fused --config attn_bwd:BLOCK_Q=64,BLOCK_K=128,warps=8 \
+  > "$dir/out" 2>&1
+has "$dir/out" "attn_bwd       n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=128 FUSE_D=False warps=8 stages=2 (explicit+default)" \
+  "--config attn_bwd: its own tiles and warps"
+has "$dir/out" "T=f16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=2 (default)" "--config attn_bwd: attn_fwd keeps its default"
+"$attn" --gpu --shape 2,4,2,100,64 --backward --block-q 64 --block-k 32 --config attn_bwd_dq:BLOCK_Q=128,BLOCK_K=128,warps=8 \
+  > "$dir/out" 2>&1
+has "$dir/out" "attn_bwd_dq    n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=128 BLOCK_K=128 warps=8 stages=2 (explicit+default)" \
+  "--config attn_bwd_dq over --block-q and --block-k"
+has "$dir/out" "attn_bwd_dkdv  n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=32 BLOCK_K=64" \
+  "--block-q and --block-k still fix the other kernels"
+
 # forward-only benchmark on files, JSON record
 "$attn" --gpu --q "$dir/in_q.npy" --k "$dir/in_k.npy" --v "$dir/in_v.npy" --bench --iters 3 --min-ms 1 \
   --json "$dir/b.jsonl" > "$dir/out" 2>&1 || { fail "--bench on files"; cat "$dir/out"; }

@@ -82,6 +82,14 @@ static void bad_calls(fadsl_attention *a) {
   expect_error(a, st, FADSL_ERROR_INVALID_ARGUMENT, "bad warps 3", "set_config with 3 warps");
   expect(fadsl_attention_set_config(a, 128, 64, 8, 3) == FADSL_SUCCESS, "set_config(128, 64, 8, 3)", NULL);
   expect(fadsl_attention_set_config(a, 0, 0, 0, 0) == FADSL_SUCCESS, "set_config back to automatic", NULL);
+  st = fadsl_attention_set_kernel_config(a, FADSL_ATTENTION_BWD_D, 64, 64, 0, 0);
+  expect_error(a, st, FADSL_ERROR_INVALID_ARGUMENT, "has no tiles", "set_kernel_config of attn_bwd_d");
+  st = fadsl_attention_set_kernel_config(a, FADSL_ATTENTION_BWD, 48, 128, 0, 0);
+  expect_error(a, st, FADSL_ERROR_INVALID_ARGUMENT, "attn_bwd: bad BLOCK_Q 48", "set_kernel_config with BLOCK_Q 48");
+  expect(fadsl_attention_set_kernel_config(a, FADSL_ATTENTION_BWD, 64, 128, 8, 0) == FADSL_SUCCESS,
+         "set_kernel_config(attn_bwd, 64, 128, 8, 0): BLOCK_Q < BLOCK_K for a kernel of its own", NULL);
+  expect(fadsl_attention_set_kernel_config(a, FADSL_ATTENTION_BWD, 0, 0, 0, 0) == FADSL_SUCCESS,
+         "set_kernel_config back to automatic", NULL);
   fadsl_kernel_info info;
   expect(fadsl_attention_kernel_info(a, FADSL_ATTENTION_FWD, &info) == FADSL_ERROR_NOT_FOUND,
          "no kernel info before a launch", NULL);

@@ -605,8 +605,9 @@ START_TEST(test_attention_launch) {
   fadsl_args_set_int(a, "BLOCK_Q", configs[chosen][0]);
   fadsl_args_set_int(a, "BLOCK_K", configs[chosen][1]);
   fadsl_args_set_config(a, configs[chosen][2], configs[chosen][3]);
-  /* attn_fwd's space lists the pipeline too: every axis fixed makes the launch explicit */
+  /* attn_fwd's space lists the pipeline and the schedule too: every axis fixed makes the launch explicit */
   ck_assert_int_eq(fadsl_args_set_config_axis(a, "pipeline", 2), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_config_axis(a, "schedule", 1), FADSL_SUCCESS);   /* and the schedule (grid) */
   fadsl_kernel_info compiled;
   ck_assert_int_eq(fadsl_compile(k, a, NULL, &compiled), FADSL_SUCCESS);
   int attribute_before = fake_int("fake_cuda_max_dynamic_shared");

@@ -124,7 +124,8 @@ static json_t *result_for(json_t *root, const char *kernel) {
  * 128x128.  Every space lists the pipeline first; beside tma (every tile),
  * attn_fwd tries tma_ws_pp at every tile, attn_bwd_dkdv tma_async at the
  * 64-key blocks on 4 warps, attn_bwd tma_async at 64x64 on 4 warps and
- * 64x128 on 8, attn_bwd_dq tma_async at 64x64 on 4 warps and 128x128 on 8
+ * 64x128 on 8 (above d_head 64 at 32x64 on 4 warps with 2 stages only),
+ * attn_bwd_dq tma_async at 64x64 on 4 warps and 128x128 on 8
  * and tma_ws_pp at 128x128 on 8, where Q, dO and each stage's K and V fit
  * 227 KB. */
 static bool attention_prune(const char *kernel, const char *pipeline, const char *schedule, long bq, long bk,
@@ -138,6 +139,8 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
   if (!strcmp(pipeline, "tma") || !strcmp(kernel, "attn_fwd")) return true;
   bool tile_64x64_w4 = bq == 64 && bk == 64 && warps == 4;
   if (!strcmp(kernel, "attn_bwd_dkdv")) return !strcmp(pipeline, "tma_async") && bk == 64 && warps == 4;
+  if (!strcmp(kernel, "attn_bwd") && d_head > 64)
+    return !strcmp(pipeline, "tma_async") && bq == 32 && bk == 64 && warps == 4 && stages == 2;
   if (!strcmp(kernel, "attn_bwd"))
     return !strcmp(pipeline, "tma_async") && (tile_64x64_w4 || (bq == 64 && bk == 128 && warps == 8));
   bool fits = (2 * bq + 2 * stages * bk) * d_head * 2 <= 227 * 1024;
@@ -294,12 +297,13 @@ START_TEST(dry_run_fused_pass) {
 END_TEST
 
 START_TEST(dry_run_size_override) {
-  /* dK/dV and dQ at d_head 128 (dQ's 128x128 blocks fit the shared memory with 2 stages only) */
-  static const char *const kernels[] = {"attn_bwd_dkdv", "attn_bwd_dq"};
-  for (int i = 0; i < 2; i++) {
+  /* dK/dV, dQ and the fused kernel at d_head 128 (dQ's 128x128 blocks fit the shared memory with
+     2 stages only; the fused kernel tries tma_async at its default tiles only) */
+  static const char *const kernels[] = {"attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd"};
+  for (int i = 0; i < 3; i++) {
     char args[600];
-    snprintf(args, sizeof args, "--dry-run --kernel %s --size N=2048 --size causal=True --size D=128 --json - %s",
-             kernels[i], attention);
+    snprintf(args, sizeof args, "--dry-run --kernel %s --size N=2048 --size causal=True --size D=128 %s--json - %s",
+             kernels[i], i == 2 ? "--size deterministic=False " : "", attention);
     Result r = tune(args);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     json_error_t je;

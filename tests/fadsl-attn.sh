@@ -84,7 +84,14 @@ expect 1 "(above the test bound)" --interpret --program "$dir/wrong.fa" --shape 
 expect 1 "head dimension 48" --interpret --shape 1,2,2,16,48
 expect 1 "must be a multiple of the 4 key/value heads" --interpret --shape 1,6,4,16,16
 expect 1 "causal attention needs as many queries as keys" --interpret --shape 1,2,2,16,32,16 --causal
-expect 2 "--bench, --json, --warps and --stages are for --gpu" --interpret --shape 1,2,2,16,16 --bench
+expect 2 "--bench, --json, --warps, --stages and --config are for --gpu" --interpret --shape 1,2,2,16,16 --bench
+expect 2 "--bench, --json, --warps, --stages and --config are for --gpu" --interpret --shape 1,2,2,16,16 \
+  --config attn_fwd:BLOCK_Q=64
+expect 2 "KERNEL one of attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd" --gpu --shape 1,2,2,16,16 \
+  --config attn_bwd_d:BLOCK_Q=64
+expect 2 "KERNEL one of attn_fwd" --gpu --shape 1,2,2,16,16 --config BLOCK_Q=64
+expect 2 "(the pipeline is FADSL_PIPELINE's)" --gpu --shape 1,2,2,16,16 --config attn_bwd:pipeline=tma_async
+expect 2 "each value a positive number" --gpu --shape 1,2,2,16,16 --config attn_bwd:BLOCK_Q=64,warps=
 expect 2 "--json writes the --bench record" --gpu --shape 1,2,2,16,16 --json "$dir/x.jsonl"
 expect 2 "give --block-q and --block-k together" --gpu --shape 1,2,2,16,16 --block-q 64
 expect 2 "choose one of --interpret and --gpu" --shape 1,2,2,16,16

@@ -19,6 +19,8 @@ struct fadsl_attention {
   fadsl_kernel_info info[FADSL_ATTENTION_KERNELS];   /* of the last launch */
   int launched[FADSL_ATTENTION_KERNELS];
   int block_q, block_k, warps, stages;                /* 0: automatic */
+  int own[FADSL_ATTENTION_KERNELS][4];                /* fadsl_attention_set_kernel_config's BLOCK_Q,
+                                                         BLOCK_K, warps, stages per kernel (0: not given) */
   pthread_mutex_t lock;                               /* the args and info are shared state */
   char error[4096];
   struct FaAttnExtra *extra;                          /* attention_variants.c: variant and decoding programs */

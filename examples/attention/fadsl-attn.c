@@ -85,6 +85,8 @@ typedef struct Options {
   int shape[6];         /* B, H, KVH, Nq, Nkv, D */
   uint64_t seed;
   int block_q, block_k, warps, stages, threads, device;
+  int own[FADSL_ATTENTION_KERNELS][4];  /* --config: a kernel's BLOCK_Q, BLOCK_K, warps, stages (0: not given) */
+  bool has_own;
   int bench_iters;      /* at least this many timed runs ... */
   double bench_ms;      /* ... and at least this much time */
 } Options;
@@ -133,6 +135,11 @@ static void usage(FILE *f) {
         "  --block-q N, --block-k N  tile sizes (interpreter default 32 and 32; on the GPU they fix\n"
         "                       the config, which otherwise comes from the tuning database or the default)\n"
         "  --warps N, --stages N  (--gpu) fix warps and pipeline stages\n"
+        "  --config KERNEL:BLOCK_Q=N,BLOCK_K=N,warps=N,stages=N  (--gpu) one kernel's own tiles,\n"
+        "                       warps and stages (any of them), over --block-q and the others, e.g.\n"
+        "                       --config attn_bwd:BLOCK_Q=64,BLOCK_K=128,warps=8 (repeatable; kernels with\n"
+        "                       tiles: attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd; the pipeline is\n"
+        "                       FADSL_PIPELINE's, for every kernel)\n"
         "Decoding from a paged KV cache (decode.fa; the layout of flash_attn_with_kvcache):\n"
         "  --decode             q [B, Sq, H, D] against --k-cache/--v-cache [blocks, page, KVH, D] through\n"
         "                       --block-table (int32 [B, max_blocks]) with --cache-seqlens (int32 [B], the new\n"
@@ -175,6 +182,43 @@ static bool parse_pos_int(const char *s, int *out) {
     return false;
   *out = (int)v;
   return true;
+}
+
+/* --config KERNEL:NAME=N,...: one kernel's own configuration.  NULL when it
+ * parses, else what is wrong. */
+static const char *parse_kernel_config(const char *text, Options *o) {
+  static const char *const axes[4] = {"BLOCK_Q", "BLOCK_K", "warps", "stages"};
+  const char *colon = strchr(text, ':');
+  int which = -1;
+  for (int k = 0; colon && k < FADSL_ATTENTION_KERNELS; k++) {
+    const char *name = fadsl_attention_kernel_name((fadsl_attention_kernel)k);
+    if (strlen(name) == (size_t)(colon - text) && !strncmp(text, name, (size_t)(colon - text)))
+      which = k;
+  }
+  if (which != FADSL_ATTENTION_FWD && which != FADSL_ATTENTION_BWD_DKDV && which != FADSL_ATTENTION_BWD_DQ &&
+      which != FADSL_ATTENTION_BWD)
+    return "--config wants KERNEL:NAME=N,... with KERNEL one of attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd";
+  int got[4] = {0, 0, 0, 0};
+  for (const char *item = colon + 1; *item;) {
+    const char *end = strchr(item, ',');
+    size_t len = end ? (size_t)(end - item) : strlen(item);
+    const char *eq = memchr(item, '=', len);
+    char value[32];
+    int a = -1;
+    for (int i = 0; eq && i < 4; i++)
+      if (strlen(axes[i]) == (size_t)(eq - item) && !strncmp(item, axes[i], (size_t)(eq - item)))
+        a = i;
+    if (a < 0 || len - (size_t)(eq - item) >= sizeof value)
+      return "--config takes BLOCK_Q=N, BLOCK_K=N, warps=N and stages=N, comma-separated (the pipeline is "
+             "FADSL_PIPELINE's)";
+    snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - item) - 1), eq + 1);
+    if (!parse_pos_int(value, &got[a]))
+      return "--config: each value a positive number";
+    item += len + (end != NULL);
+  }
+  memcpy(o->own[which], got, sizeof got);
+  o->has_own = true;
+  return NULL;
 }
 
 static int parse_options(int argc, char **argv, Options *o) {
@@ -221,6 +265,13 @@ static int parse_options(int argc, char **argv, Options *o) {
       }
     if (matched)
       continue;
+    if (!strcmp(a, "--config")) {
+      const char *why = val ? parse_kernel_config(val, o) : "--config needs KERNEL:NAME=N,...";
+      if (why)
+        return usage_error("%s", why);
+      i++;
+      continue;
+    }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       exit(0);
@@ -355,8 +406,8 @@ static int parse_options(int argc, char **argv, Options *o) {
   }
   if (o->k_cache || o->v_cache || o->block_table || o->cache_seqlens || o->num_splits)
     return usage_error("%s", "--k-cache, --v-cache, --block-table, --cache-seqlens and --num-splits are for --decode");
-  if (o->interpret && (o->bench || o->json || o->warps || o->stages))
-    return usage_error("%s", "--bench, --json, --warps and --stages are for --gpu");
+  if (o->interpret && (o->bench || o->json || o->warps || o->stages || o->has_own))
+    return usage_error("%s", "--bench, --json, --warps, --stages and --config are for --gpu");
   if (o->json && !o->bench)
     return usage_error("%s", "--json writes the --bench record: give --bench too");
   if ((o->block_q == 0) != (o->block_k == 0) && o->gpu)
@@ -945,6 +996,13 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
       !attn_ok(&g, fadsl_attention_set_config(g.attn, o->block_q, o->block_k, o->warps, o->stages),
                "fixing the configuration"))
     goto done;
+  for (int k = 0; o->has_own && k < FADSL_ATTENTION_KERNELS; k++) {
+    const int *c = o->own[k];
+    if ((c[0] || c[1] || c[2] || c[3]) &&
+        !attn_ok(&g, fadsl_attention_set_kernel_config(g.attn, (fadsl_attention_kernel)k, c[0], c[1], c[2], c[3]),
+                 "fixing a kernel's configuration (--config)"))
+      goto done;
+  }
 
   if (!dev_upload(&g, q, dt, &g.q, "q") || !dev_upload(&g, k, dt, &g.k, "k") || !dev_upload(&g, v, dt, &g.v, "v") ||
       !dev_output(&g, qbytes, &g.o, "o") || !dev_output(&g, (size_t)rows * 4, &g.lse, "lse"))

@@ -212,6 +212,31 @@ fadsl_status fa_attn_api_check(fadsl_attention *a, const char *fn, FaAttnCall *c
 }
 
 /* ---- binding and launching ------------------------------------------------ */
+fadsl_status fadsl_attention_set_kernel_config(fadsl_attention *a, fadsl_attention_kernel which, int block_q,
+                                               int block_k, int warps, int stages) {
+  if (!a)
+    return FADSL_ERROR_INVALID_ARGUMENT;
+  if (which != FADSL_ATTENTION_FWD && which != FADSL_ATTENTION_BWD_DKDV && which != FADSL_ATTENTION_BWD_DQ &&
+      which != FADSL_ATTENTION_BWD)
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+                            "fadsl_attention_set_kernel_config: kernel %d has no tiles (attn_fwd, attn_bwd_dkdv, "
+                            "attn_bwd_dq and attn_bwd have)", (int)which);
+  if ((block_q && !is_pow2(block_q)) || (block_k && !is_pow2(block_k)) || warps < 0 || stages < 0 ||
+      (warps && !is_pow2(warps)))
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+                            "fadsl_attention_set_kernel_config: %s: bad BLOCK_Q %d, BLOCK_K %d, warps %d or stages %d "
+                            "(powers of two, stages > 0; 0 for not given)",
+                            kernel_names[which], block_q, block_k, warps, stages);
+  pthread_mutex_lock(&a->lock);
+  int *own = a->own[which];
+  own[0] = block_q;
+  own[1] = block_k;
+  own[2] = warps;
+  own[3] = stages;
+  pthread_mutex_unlock(&a->lock);
+  return FADSL_SUCCESS;
+}
+
 
 /* Binds one argument, stopping at the first failure (st carries it). */
 #define BIND(st, call)                                                         \
@@ -238,14 +263,19 @@ static fadsl_status bind_common(fadsl_attention *a, fadsl_attention_kernel which
     return st;
   BIND(st, fadsl_args_set_i32(args, "kv_seq_len", c->Nkv));
   BIND(st, fadsl_args_set_bool(args, "is_causal", c->causal));
-  if (a->block_q) {
-    /* attn_bwd_dkdv and attn_bwd loop over queries: their key block is the larger one */
-    int dkdv = which == FADSL_ATTENTION_BWD_DKDV || which == FADSL_ATTENTION_BWD;
-    BIND(st, fadsl_args_set_int(args, "BLOCK_Q", dkdv ? a->block_k : a->block_q));
-    BIND(st, fadsl_args_set_int(args, "BLOCK_K", dkdv ? a->block_q : a->block_k));
-  }
-  if (a->warps || a->stages)
-    BIND(st, fadsl_args_set_config(args, a->warps, a->stages));
+  /* the kernel's own configuration first, then the one of every kernel:
+     attn_bwd_dkdv and attn_bwd loop over queries, their key block the larger one */
+  int dkdv = which == FADSL_ATTENTION_BWD_DKDV || which == FADSL_ATTENTION_BWD;
+  const int *own = a->own[which];
+  int bq = own[0] ? own[0] : dkdv ? a->block_k : a->block_q;
+  int bk = own[1] ? own[1] : dkdv ? a->block_q : a->block_k;
+  int warps = own[2] ? own[2] : a->warps, stages = own[3] ? own[3] : a->stages;
+  if (bq)
+    BIND(st, fadsl_args_set_int(args, "BLOCK_Q", bq));
+  if (bk)
+    BIND(st, fadsl_args_set_int(args, "BLOCK_K", bk));
+  if (warps || stages)
+    BIND(st, fadsl_args_set_config(args, warps, stages));
   return st;
 }
 

@@ -274,6 +274,19 @@ FADSL_API fadsl_status fadsl_attention_decode(fadsl_attention *attn,
 FADSL_API fadsl_status fadsl_attention_set_config(fadsl_attention *attn, int block_q, int block_k,
                                                   int warps, int stages);
 
+/* Fixes the configuration of one kernel for the next calls, over what
+ * fadsl_attention_set_config fixes: block_q and block_k are that kernel's own
+ * BLOCK_Q and BLOCK_K (attn_bwd_dkdv's and attn_bwd's too, not exchanged), so
+ * that each kernel can take a tile of its own space (attn_bwd 64 x 128 on 8
+ * warps while attn_fwd keeps its own).  0 leaves a value to
+ * fadsl_attention_set_config, the tuning database or the default; all zeros
+ * clears the kernel's own configuration.  Kernels with tiles only
+ * (FWD, BWD_DKDV, BWD_DQ, BWD); the variants' kernels take
+ * fadsl_attention_set_config's.  Values are used as given (a tile that the
+ * kernel cannot take fails at its launch). */
+FADSL_API fadsl_status fadsl_attention_set_kernel_config(fadsl_attention *attn, fadsl_attention_kernel which,
+                                                         int block_q, int block_k, int warps, int stages);
+
 /* What the last launch of a kernel used: constexprs (BLOCK_Q, BLOCK_K, ...),
  * warps, stages, where they came from ("tuned", "default", "explicit", ...),
  * architecture, grid and kernel-cache hit.  The strings stay valid until the
