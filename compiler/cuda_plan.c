@@ -1067,6 +1067,8 @@ static void plan_tma_store(Planner *pl, const IrOp *op) {
   FaTmaRefusal why = staging_tile(op, &stage);
   if (why == FA_TMA_OK)
     why = fa_plan_tma_view(p, op, &stage, op->parent, &map, &plan, &dim);
+  if (why == FA_TMA_OK && !fa_plan_blockptr_nonneg(p, op->operands[0], map.param))
+    why = FA_TMA_NEGATIVE;
   if (why == FA_TMA_OK && param_accessed_elsewhere(p, op, map.param))
     why = FA_TMA_ALIASED;
   if (why == FA_TMA_OK && !(plan.map = intern_tmap(pl, &map)))

@@ -221,6 +221,9 @@ typedef enum FaTmaRefusal {
                                bytes in groups of 8 rows; elements of a dtype tensor maps have, of 2 bytes
                                or more) */
   FA_TMA_SMEM,              /* stores: the staging tile would not fit in shared memory */
+  FA_TMA_NEGATIVE,          /* stores: a block offset may be negative (the copy engine faults on a bulk store
+                               at negative coordinates: CUDA_ERROR_ILLEGAL_INSTRUCTION on an H200, where
+                               loads there are padded) */
   FA_TMA_ALIASED,           /* stores: another op of the kernel loads or stores through the same pointer
                                parameter (or one that cannot be told), and the bulk store's writes would
                                land in no order with it (atomic_adds among themselves excepted: they
@@ -725,6 +728,12 @@ bool fa_plan_reads_tile(const IrOp *op, int i);
  * copies issued by code in region `issue` (or a region inside it).
  * FA_TMA_OK fills *map (its id left 0) and *out (out->map left NULL);
  * otherwise *dim is the block dimension the refusal is about, or -1. */
+/* Whether every offset of block pointer bp, which stores into pointer
+ * parameter `param`, is provably non-negative: built from constants, program
+ * ids, the integer parameters that are dimensions of param's extent, and
+ * additions, products, maxima ... of such, advanced by such, through loops
+ * whose carried offsets stay so. */
+bool fa_plan_blockptr_nonneg(const FaCudaPlan *p, const IrValue *bp, int param);
 FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaTilePlan *t, const IrRegion *issue,
                               FaTensorMapPlan *map, FaTmaPlan *out, int *dim);
 const char *fa_tma_refusal_text(FaTmaRefusal r);

@@ -278,6 +278,155 @@ static bool atoms_visible(const FaCudaPlan *p, const FaSymPoly *c, const IrRegio
 
 /* The block a block-pointer access moves: a load's result, a store's (or
  * atomic_add's) value. */
+/* ---- non-negative offsets (bulk stores) ----
+ * A value is non-negative when it is built from non-negative constants,
+ * program ids and counts by additions, products, maxima, minima, divisions,
+ * remainders, widening casts and selections of such; a loop's carried value
+ * (or result) when its initial value is and its next value is, given that
+ * it is (`assumed`, the loop arguments taken so far). */
+enum { NONNEG_DEPTH = 64, NONNEG_ASSUMED = 16 };
+typedef struct NonNeg {
+  const IrValue *assumed[NONNEG_ASSUMED];
+  int nassumed;
+  int depth;
+  const IrFunction *fn;
+  unsigned long long sizes;  /* integer parameters that are dimensions of the stored tensor's extent: the
+                                runtime encodes its tensor map only with positive dimensions */
+} NonNeg;
+
+static bool nonneg(NonNeg *nn, const IrValue *v);
+
+static const IrValue *yield_operand(const IrRegion *r, int i) {
+  const IrOp *y = r ? r->last : NULL;
+  return y && y->kind == IR_YIELD && i >= 0 && i < y->noperands ? y->operands[i] : NULL;
+}
+
+/* Carried value i of loop `f` (its argument `arg`, or NULL for its result). */
+static bool carried_nonneg(NonNeg *nn, const IrOp *f, int i, const IrValue *arg) {
+  if (f->kind != IR_FOR || 3 + i >= f->noperands || !nonneg(nn, f->operands[3 + i]))
+    return false;
+  const IrRegion *body = f->regions[0];
+  if (!arg)
+    arg = 1 + i < body->nargs ? body->args[1 + i] : NULL;
+  for (int a = 0; a < nn->nassumed; a++)
+    if (nn->assumed[a] == arg)
+      return true;
+  if (!arg || nn->nassumed == NONNEG_ASSUMED)
+    return false;
+  nn->assumed[nn->nassumed++] = arg;
+  bool ok = nonneg(nn, yield_operand(body, i));
+  nn->nassumed--;
+  return ok;
+}
+
+static bool region_arg_nonneg(NonNeg *nn, const IrValue *v) {
+  const IrOp *f = v->region->parent_op;
+  if (!f || f->kind != IR_FOR)
+    return false;
+  for (int a = 0; a < nn->nassumed; a++)
+    if (nn->assumed[a] == v)
+      return true;
+  if (v == v->region->args[0]) /* the induction variable: from lb by steps */
+    return nonneg(nn, f->operands[0]) && nonneg(nn, f->operands[2]);
+  for (int j = 1; j < v->region->nargs; j++)
+    if (v->region->args[j] == v)
+      return carried_nonneg(nn, f, j - 1, v);
+  return false;
+}
+
+static bool const_int(const IrValue *v, long long *c) {
+  if (!v || !v->def || v->def->kind != IR_CONST || !fa_dtype_is_int(v->type.dtype))
+    return false;
+  *c = v->def->ival;
+  return true;
+}
+
+/* (x + a) - b with constants a >= b >= 0 and x non-negative: cdiv's
+ * (n + d - 1) / d. */
+static bool sub_nonneg(NonNeg *nn, const IrOp *op) {
+  long long a, b;
+  const IrOp *add = op->operands[0]->def;
+  if (!const_int(op->operands[1], &b) || b < 0 || !add || add->kind != IR_BINARY || add->sub != BIN_ADD)
+    return false;
+  for (int i = 0; i < 2; i++)
+    if (const_int(add->operands[i], &a) && a >= b)
+      return nonneg(nn, add->operands[1 - i]);
+  return false;
+}
+
+static bool op_nonneg(NonNeg *nn, const IrOp *op, const IrValue *v) {
+  int rank = op->kind == IR_MAKE_BLOCK_PTR ? (op->noperands - 1) / 3 : op->noperands - 1;
+  switch (op->kind) {
+  case IR_CONST: return fa_dtype_is_int(v->type.dtype) && op->ival >= 0;
+  case IR_PROGRAM_ID:
+  case IR_NUM_PROGRAMS: return true;
+  case IR_CAST:
+    return fa_dtype_is_int(v->type.dtype) && fa_dtype_is_int(op->operands[0]->type.dtype) &&
+           fa_dtype_bits(v->type.dtype) >= fa_dtype_bits(op->operands[0]->type.dtype) && nonneg(nn, op->operands[0]);
+  case IR_SELECT: return nonneg(nn, op->operands[1]) && nonneg(nn, op->operands[2]);
+  case IR_BINARY:
+    switch (op->sub) {
+    case BIN_ADD:
+    case BIN_MUL:
+    case BIN_MIN:
+    case BIN_DIV: return nonneg(nn, op->operands[0]) && nonneg(nn, op->operands[1]);
+    case BIN_MOD: return nonneg(nn, op->operands[0]); /* a remainder has the dividend's sign */
+    case BIN_MAX: return nonneg(nn, op->operands[0]) || nonneg(nn, op->operands[1]);
+    case BIN_SHR: return nonneg(nn, op->operands[0]);
+    case BIN_SUB: return sub_nonneg(nn, op);
+    default: return false;
+    }
+  case IR_MAKE_BLOCK_PTR:
+    for (int d = 0; d < rank; d++)
+      if (!nonneg(nn, op->operands[1 + 2 * rank + d]))
+        return false;
+    return true;
+  case IR_ADVANCE:
+    for (int d = 1; d < op->noperands; d++)
+      if (!nonneg(nn, op->operands[d]))
+        return false;
+    return nonneg(nn, op->operands[0]);
+  case IR_FOR:
+    for (int i = 0; i < op->nresults; i++)
+      if (op->results[i] == v)
+        return carried_nonneg(nn, op, i, NULL);
+    return false;
+  case IR_IF:
+    for (int i = 0; i < op->nresults; i++)
+      if (op->results[i] == v) {
+        for (int r = 0; r < op->nregions; r++)
+          if (!nonneg(nn, yield_operand(op->regions[r], i)))
+            return false;
+        return op->nregions == 2;
+      }
+    return false;
+  default: return false;
+  }
+}
+
+static bool nonneg(NonNeg *nn, const IrValue *v) {
+  if (!v || nn->depth > NONNEG_DEPTH)
+    return false;
+  int pi = param_index(nn->fn, v);
+  if (pi >= 0)
+    return pi < 64 && (nn->sizes >> pi & 1);
+  nn->depth++;
+  bool ok = v->def ? op_nonneg(nn, v->def, v) : v->region ? region_arg_nonneg(nn, v) : false;
+  nn->depth--;
+  return ok;
+}
+
+bool fa_plan_blockptr_nonneg(const FaCudaPlan *p, const IrValue *bp, int param) {
+  NonNeg nn = {{0}, 0, 0, p->fn, 0};
+  FaSymPoly ext[FA_MAX_RANK];
+  int rank = extent_polys(p->k, param, ext);
+  for (int e = 0; e < rank; e++)
+    if (ext[e].nterms == 1 && ext[e].terms[0].coef == 1 && ext[e].terms[0].natoms == 1 &&
+        ext[e].terms[0].atoms[0] < 64)
+      nn.sizes |= 1ull << ext[e].terms[0].atoms[0];
+  return nonneg(&nn, bp);
+}
+
 static const IrValue *moved_value(const IrOp *op) {
   return op->kind == IR_LOAD_BLOCK ? op->results[0] : op->operands[1];
 }
@@ -457,6 +606,7 @@ const char *fa_tma_refusal_text(FaTmaRefusal r) {
     return "no swizzled staging tile for it (rows of 32, 64 or a multiple of 128 bytes in groups of 8; elements "
            "f16, bf16, f32, f64, i16, i32 or i64)";
   case FA_TMA_SMEM: return "its staging tile would not fit in shared memory (227 KB)";
+  case FA_TMA_NEGATIVE: return "a block offset may be negative (the copy engine faults on stores there)";
   case FA_TMA_ALIASED:
     return "the kernel accesses the tensor elsewhere too (a bulk store's writes land asynchronously)";
   }
