@@ -519,6 +519,20 @@ static bool swizzle_ok(const FaCudaPlan *p, int size, int row_bytes, int rows) {
   return row_bytes == 32 || row_bytes == 64 || row_bytes % 128 == 0;
 }
 
+/* Elements a thread writes to shared memory at once from layout l along
+ * dimension dim: its registers' run of consecutive elements there, at most
+ * 16 bytes. */
+static int store_vec_along(const FaLayout *l, int dim, int size) {
+  int first, count, run = 0;
+  fa_layout_dim_bits(l, dim, &first, &count);
+  while (run < l->nreg && run < count && l->reg[run] == first + run)
+    run++;
+  int v = 1 << run;
+  while (v * size > 16)
+    v /= 2;
+  return v;
+}
+
 /* A shared-memory copy of x, stored along the dimension its registers run
  * along, written in vectors of up to 16 bytes. */
 static void request_tile(Planner *pl, const IrValue *x) {
@@ -531,14 +545,7 @@ static void request_tile(Planner *pl, const IrValue *x) {
   const FaLayout *l = x->layout;
   int size = fa_dtype_size(x->type.dtype);
   int d_in = l->nreg > 0 ? dim_of_bit(l, l->reg[0]) : 1;
-  int first, count;
-  fa_layout_dim_bits(l, d_in, &first, &count);
-  int run = 0;
-  while (run < l->nreg && run < count && l->reg[run] == first + run)
-    run++;
-  int v = 1 << run;
-  while (v * size > 16)
-    v /= 2;
+  int v = store_vec_along(l, d_in, size);
   t->value = x;
   t->inner = d_in;
   t->store_vec = v;
@@ -1003,13 +1010,7 @@ static FaTmaRefusal staging_tile(const IrOp *op, FaTilePlan *t) {
   int row_bytes = x->type.shape[inner] * size, rows = x->type.shape[1 - inner];
   if (!tensor_map_dtype_ok(dt) || rows % 8 || (row_bytes != 32 && row_bytes != 64 && row_bytes % 128 != 0))
     return FA_TMA_STAGING;
-  int first, count, run = 0;
-  fa_layout_dim_bits(l, inner, &first, &count);
-  while (run < l->nreg && run < count && l->reg[run] == first + run)
-    run++;
-  int v = 1 << run;
-  while (v * size > 16)
-    v /= 2;
+  int v = store_vec_along(l, inner, size);
   t->value = x;
   t->inner = inner;
   t->rows = rows;
