@@ -61,7 +61,6 @@ typedef struct Emitter {
   int ring_ahead;           /* tiles of rings are read for this many uses ahead (a rotated product;
                                -1: the use before, a deferred product) */
   /* the loop being written whose last product is deferred (FaPipelinePlan.deferred) */
-  bool tiles_released;      /* the tiles of loads outside loops were released inside the op just emitted */
   const FaPipelinePlan *defer;
   const char *defer_frags;  /* its A fragments, packed where it stands, read at its issue */
   const char *defer_flag;   /* a deferred product waits for its issue */
@@ -789,6 +788,14 @@ static const char *mbar_address(Emitter *em, int barrier, const char *slot) {
 static bool releases_tiles_after(const Emitter *em, const IrOp *op) {
   const FaSchedulePlan *s = &em->plan->schedule;
   return !em->producer_mode && s->tile_barrier >= 0 && op == s->tile_release_after;
+}
+
+/* ... inside the loop op, before the last deferred product it issues after
+ * its iterations (which reads no such tile: the planner would have kept the
+ * release at the end of the program) */
+static bool releases_tiles_in_loop(const Emitter *em, const IrOp *op) {
+  const FaPipelinePlan *pp = op->kind == IR_FOR ? fa_plan_pipeline(em->plan, op) : NULL;
+  return releases_tiles_after(em, op) && pp && pp->deferred;
 }
 
 static void emit_tile_release(Emitter *em) {
@@ -1935,13 +1942,8 @@ static void emit_for(Emitter *em, const IrOp *op) {
   em->indent--;
   line(em, "}");
   if (em->defer && em->defer == pp) {
-    /* the last deferred product reads no tile of a load outside loops (the
-       planner releases those at the end of the program otherwise): the
-       producer may load the next program's under it */
-    if (releases_tiles_after(em, op)) {
-      emit_tile_release(em);
-      em->tiles_released = true;
-    }
+    if (releases_tiles_in_loop(em, op))
+      emit_tile_release(em);   /* the producer loads the next program's under the last deferred product */
     line(em, "if (%s) {  // the last iteration's deferred product", em->defer_flag);
     em->indent++;
     emit_deferred_issue(em, pp);
@@ -2391,9 +2393,8 @@ static void emit_op(Emitter *em, const IrOp *op) {
 static void emit_region(Emitter *em, const IrRegion *r) {
   for (const IrOp *op = r->first; op && em->ok; op = op->next) {
     emit_op(em, op);
-    if (releases_tiles_after(em, op) && !em->tiles_released)
+    if (releases_tiles_after(em, op) && !releases_tiles_in_loop(em, op))
       emit_tile_release(em);
-    em->tiles_released = false;
   }
   emit_wgmma_waits(em, NULL, r);
 }
