@@ -15,9 +15,14 @@
  *   3. two warm-up launches, then TUNE_SCREEN_RUNS timed runs.
  * Final round, once every candidate is screened: those whose screening
  * median is at most TUNE_SCREEN_FACTOR times the best one's, and the default
- * configuration (the speed-up is measured against it), get one warm-up and
- * opt->min_runs timed runs; their median and minimum are of these runs
- * only.  The others are dropped with their screening statistics.
+ * configuration (the speed-up is measured against it), get TUNE_WARMUP_MS of
+ * warm-up runs and then at least opt->min_runs timed runs and opt->min_ms of
+ * them (the number estimated from the screening median); their median and
+ * minimum are of these runs only.  The others are dropped with their
+ * screening statistics.  The duration matters on GPUs that hold their
+ * highest clock only briefly under full load (an H200 timed 13% faster in
+ * 20 runs after an idle spell than in 200 ms of runs): benchmarks, and the
+ * peers they compare with, time sustained work.
  *
  * A timed run is: a memset of a buffer twice the size of the L2 cache (so
  * that no run finds its inputs in the cache the previous run left), an
@@ -67,6 +72,7 @@ struct TuneBench {
   void **ev;                    /* two per timed run of a round */
   int nev;
   double *times;                /* one per timed run of a round */
+  int ntimes;                   /* room in times */
   bool calibrated;
   bool broken;                  /* the context is unusable after a failure */
   double busy_s;                /* time spent here (the job's time_s) */
@@ -310,6 +316,24 @@ static bool warm_up(Bench *b, TuneCand *c, int n) {
   return true;
 }
 
+/* Runs enough for `ms` at `each_ms` a run (a screening median), at least
+ * `least` and at most TUNE_MAX_RUNS. */
+static int final_runs(double ms, double each_ms, int least) {
+  double n = each_ms > 0 ? ceil(ms / each_ms) : least;
+  if (n > TUNE_MAX_RUNS) n = TUNE_MAX_RUNS;
+  return n > least ? (int)n : least;
+}
+
+/* Room in b->times for `runs` run times. */
+static bool reserve_times(Bench *b, int runs) {
+  if (runs <= b->ntimes) return true;
+  double *t = realloc(b->times, (size_t)runs * sizeof *t);
+  if (!t) return false;
+  b->times = t;
+  b->ntimes = runs;
+  return true;
+}
+
 /* The statistics of b->times[0..runs) as the candidate's. */
 static void set_stats(Bench *b, TuneCand *c, int runs) {
   c->median_ms = fa_tune_median(b->times, runs);   /* sorts */
@@ -350,11 +374,14 @@ TuneBench *fa_tune_bench_begin(TuneRun *run, TuneJob *job, fadsl_kernel *k, cons
   b->flush_reps = 1;
   job->flush_ms = -1;
   job->flush_reps = 1;
+  job->final_min_runs = opt->min_runs;
+  job->final_min_ms = opt->min_ms;
   fadsl_context *ctx = run->ctx;
   int maxruns = opt->min_runs > TUNE_SCREEN_RUNS ? opt->min_runs : TUNE_SCREEN_RUNS;
   b->nev = 2 * (maxruns < MAX_BATCH ? maxruns : MAX_BATCH);
   b->ev = calloc((size_t)b->nev, sizeof *b->ev);
   b->times = calloc((size_t)maxruns, sizeof *b->times);
+  b->ntimes = maxruns;
   bool ok = b->ev && b->times && setup_buffers(b);
   for (int i = 0; ok && i < b->nev; i++) ok = fadsl_event_create(ctx, &b->ev[i]) == FADSL_SUCCESS;
   if (!ok) {
@@ -440,8 +467,13 @@ bool fa_tune_bench_finish(TuneBench *b) {
     }
     if (b->broken) {
       fail_cand(b, c, "launch", "not timed: the GPU context was lost after an earlier candidate failed");
-    } else if (warm_up(b, c, FINAL_WARMUP) && timed_runs(b, c, b->opt->min_runs)) {
-      set_stats(b, c, b->opt->min_runs);
+    } else {
+      int warm = final_runs(TUNE_WARMUP_MS, screen[i], FINAL_WARMUP);
+      int runs = final_runs(b->opt->min_ms, screen[i], b->opt->min_runs);
+      if (!reserve_times(b, runs))
+        fail_cand(b, c, "launch", "not timed: out of memory for %d run times", runs);
+      else if (warm_up(b, c, warm) && timed_runs(b, c, runs))
+        set_stats(b, c, runs);
     }
     char line[600];
     if (c->status == TUNE_OK)

@@ -46,6 +46,9 @@ static void usage(FILE *out) {
           "  --force             tune again keys the database already has\n"
           "  --runs N            timed runs of each candidate that survives the 5-run\n"
           "                      screening (default and minimum 20)\n"
+          "  --min-ms MS         and at least MS milliseconds of timed runs, after 25 ms of\n"
+          "                      warm-up, so that they are compared at sustained clocks\n"
+          "                      (default 100; 0: --runs alone)\n"
           "  --top N             runners-up shown per key (default 5)\n"
           "  --device N          the CUDA device to tune on (default 0)\n"
           "  --seed N            seed of the generated input data (default 1)\n"
@@ -122,6 +125,7 @@ static int parse_args(int argc, char **argv, Arena *arena, TuneOptions *opt) {
   opt->jobs = ncpu > 0 ? (int)ncpu : 1;
   opt->top = 5;
   opt->min_runs = 20;
+  opt->min_ms = 100;
   opt->seed = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
@@ -193,6 +197,11 @@ static int parse_args(int argc, char **argv, Arena *arena, TuneOptions *opt) {
     } else if (option(argc, argv, &i, "--runs", &v, &status)) {
       if (!v) return status;
       if (!parse_int(v, 20, 100000, &opt->min_runs)) return usage_error("--runs needs a number of at least 20");
+    } else if (option(argc, argv, &i, "--min-ms", &v, &status)) {
+      if (!v) return status;
+      int ms;
+      if (!parse_int(v, 0, 100000, &ms)) return usage_error("--min-ms needs a number of milliseconds from 0 to 100000");
+      opt->min_ms = ms;
     } else if (option(argc, argv, &i, "--top", &v, &status)) {
       if (!v) return status;
       if (!parse_int(v, 0, 100000, &opt->top)) return usage_error("--top needs a number");

@@ -212,20 +212,19 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
           job->space_size, job->npruned, nrej, job->nunique_sources, job->nunique_sources == 1 ? "" : "s",
           job->ncompiled, job->ncompiled == 1 ? "" : "s", nok, job->setup_s, job->wall_s, job->emit_s, job->compile_s,
           job->time_s);
-  int nfinal = 0, runs = 0;
+  int nfinal = 0;
   for (int i = 0; i < job->ncands; i++) {
     const TuneCand *c = &job->cands[i];
-    if (c->status == TUNE_OK && c->same_source_as < 0 && !c->dropped) {
-      nfinal++;
-      runs = c->runs;
-    }
+    nfinal += c->status == TUNE_OK && c->same_source_as < 0 && !c->dropped;
   }
   char flush[96] = "no L2 flush";
   if (job->flush_bytes)
     snprintf(flush, sizeof flush, "L2 flushed by %d memset%s of %zu MiB (%.3f ms of GPU time each)", job->flush_reps,
              job->flush_reps == 1 ? "" : "s", job->flush_bytes >> 20, job->flush_ms);
-  fprintf(out, "  timing: %d runs each, then %d for the %d within %.1fx of the best (%d dropped); %s\n",
-          TUNE_SCREEN_RUNS, runs, nfinal, TUNE_SCREEN_FACTOR, job->ndropped, flush);
+  fprintf(out,
+          "  timing: %d runs each, then %.0f ms of warm-up and at least %d runs and %.0f ms of them for the %d within "
+          "%.1fx of the best (%d dropped); %s\n",
+          TUNE_SCREEN_RUNS, TUNE_WARMUP_MS, job->final_min_runs, job->final_min_ms, nfinal, TUNE_SCREEN_FACTOR, job->ndropped, flush);
   const TuneCand **ok = calloc((size_t)job->ncands + 1, sizeof *ok);
   if (!ok) return;
   int n = 0;
@@ -368,6 +367,9 @@ static json_t *job_json(const TuneJob *job) {
   json_t *timing = json_object();
   json_object_set_new(timing, "screen_runs", json_integer(TUNE_SCREEN_RUNS));
   json_object_set_new(timing, "screen_factor", json_real(TUNE_SCREEN_FACTOR));
+  json_object_set_new(timing, "warmup_ms", json_real(TUNE_WARMUP_MS));
+  json_object_set_new(timing, "min_runs", json_integer(job->final_min_runs));
+  json_object_set_new(timing, "min_ms", json_real(job->final_min_ms));
   json_object_set_new(timing, "dropped", json_integer(job->ndropped));
   json_object_set_new(timing, "flush_bytes", json_integer((json_int_t)job->flush_bytes));
   set_num(timing, "flush_ms", job->flush_ms, job->flush_ms > 0);

@@ -55,6 +55,7 @@ typedef struct TuneOptions {
   int device;
   int top;                      /* rows of the summary table per key */
   int min_runs;                 /* timed runs per candidate, at least */
+  double min_ms;                /* final round: at least this much time of timed runs per candidate */
   bool tty;                     /* progress as a redrawn bar */
   bool quiet;
   uint64_t seed;
@@ -258,6 +259,8 @@ typedef struct TuneJob {
   size_t flush_bytes;           /* the L2 flush memset */
   double flush_ms;              /* its GPU time per timed run; -1: unknown */
   int flush_reps;               /* memsets per timed run */
+  int final_min_runs;           /* the final round's rule (the options') */
+  double final_min_ms;
   bool cached;                  /* an exact database entry existed (no --force) */
   char *cached_label;
   bool compiler_bug;            /* some candidate disagreed with the reference */
@@ -307,10 +310,15 @@ void fa_tune_copy_from_same_code(TuneRun *run, TuneJob *job);
  *     and it is timed TUNE_SCREEN_RUNS times;
  *   final: once all are screened, those whose screening median is within
  *     TUNE_SCREEN_FACTOR of the best screening median, and the default
- *     configuration always, get opt->min_runs further timed runs, and their
- *     median and minimum are of those runs only.  The others are dropped:
- *     they keep their screening statistics and cannot win. */
-enum { TUNE_SCREEN_RUNS = 5 };
+ *     configuration always, get TUNE_WARMUP_MS of warm-up runs and then at
+ *     least opt->min_runs and opt->min_ms of timed runs (at most
+ *     TUNE_MAX_RUNS), and their median and minimum are of those runs only:
+ *     the candidates are compared at the clocks sustained work runs at, as
+ *     benchmarks time them, not at those of a short burst after an idle GPU.
+ *     The others are dropped: they keep their screening statistics and
+ *     cannot win. */
+enum { TUNE_SCREEN_RUNS = 5, TUNE_MAX_RUNS = 2000 };
+#define TUNE_WARMUP_MS 25.0
 #define TUNE_SCREEN_FACTOR 1.5
 
 typedef struct TuneBench TuneBench;

@@ -123,7 +123,7 @@ grep -q "compiler bug" "$work/attn-fwd.out" && fail "attn_fwd: candidates disagr
 grep -q "TFLOP/s" "$work/attn-fwd.out" || fail "attn_fwd: no TFLOP/s column"
 json_ok "$work/attn.json" || fail "attn_fwd: --json output is not JSON"
 # the timing rule and where the time went are reported
-grep -q "timing: 5 runs each, then 20 for the" "$work/attn-fwd.out" || fail "attn_fwd: no timing rule line"
+grep -q "timing: 5 runs each, then 25 ms of warm-up and at least 20 runs and 100 ms of them for the" "$work/attn-fwd.out" || fail "attn_fwd: no timing rule line"
 grep -q "L2 flushed by [0-9]* memsets* of [0-9]* MiB" "$work/attn-fwd.out" || fail "attn_fwd: no L2 flush"
 grep -q "setup .*buffers made" "$work/attn-fwd.out" || fail "attn_fwd: no setup breakdown"
 grep -q '"runs": 20' "$work/attn.json" || fail "attn_fwd: no candidate with 20 final runs in --json"

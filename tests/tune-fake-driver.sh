@@ -45,7 +45,7 @@ n=$(grep -c "fadsl: launch square" "$dir/err")
 [ "$n" = 1 ] && echo "ok: square runs once, before axpy; not after it" || fail "square launched $n times, want 1"
 n=$(grep -c ": screened, " "$dir/err")
 [ "$n" = 6 ] && echo "ok: all 6 candidates screened" || fail "$n candidates screened, want 6"
-has "$dir/out" "timing: 5 runs each, then 20 for the 6 within 1.5x of the best (0 dropped)" "the timing rule is reported"
+has "$dir/out" "timing: 5 runs each, then 25 ms of warm-up and at least 20 runs and 100 ms of them for the 6 within 1.5x of the best (0 dropped)" "the timing rule is reported"
 has "$dir/out" "L2 flushed by" "the flush is reported"
 has "$dir/out" "setup " "the setup time is reported per kernel"
 has "$dir/out" "generate " "the setup phases are reported"
@@ -54,17 +54,20 @@ has "$dir/out" "libfadsl now launches it with T=f16 BLOCK=64 warps=1 stages=2 (t
 has "$dir/out" "1 result stored in $dir/db.json" "the result is stored"
 has "$dir/out.json" '"screen_runs": 5' "--json: screening runs"
 has "$dir/out.json" '"dropped": false' "--json: per-candidate dropped flag"
-has "$dir/out.json" '"runs": 20' "--json: final runs"
+# the fake driver times every run at 1.5 ms: 100 ms of runs are 67
+has "$dir/out.json" '"runs": 67' "--json: final runs (100 ms of runs at 1.5 ms)"
+has "$dir/out.json" '"min_ms": 100' "--json: the final round's duration"
 
 # --runs: more final runs; the screening round stays 5
-"$tune" "$srcdir/tests/tune/lazy.fa" --db "$dir/db.json" --force --runs 24 --only BLOCK=64 --quiet \
+"$tune" "$srcdir/tests/tune/lazy.fa" --db "$dir/db.json" --force --runs 24 --min-ms 0 --only BLOCK=64 --json "$dir/out2.json" --quiet \
   >"$dir/out2" 2>"$dir/err2" || { fail "--runs 24: status $?"; cat "$dir/err2"; }
-has "$dir/out2" "timing: 5 runs each, then 24 for the 2 within 1.5x" "--runs sets the final round"
+has "$dir/out2" "at least 24 runs and 0 ms of them for the 2 within 1.5x" "--runs sets the final round"
+has "$dir/out2.json" '"runs": 24' "--min-ms 0: --runs alone"
 
 # more final runs than one batch of queued runs holds (128)
 "$tune" "$srcdir/tests/tune/lazy.fa" --db "$dir/db.json" --force --runs 130 --only BLOCK=64 --only warps=1 \
   --json "$dir/out3.json" --quiet >"$dir/out3" 2>"$dir/err3" || { fail "--runs 130: status $?"; cat "$dir/err3"; }
-has "$dir/out3" "timing: 5 runs each, then 130 for the 1 within 1.5x" "--runs 130: in two batches"
+has "$dir/out3" "at least 130 runs and 100 ms of them for the 1 within 1.5x" "--runs 130: in two batches"
 has "$dir/out3.json" '"runs": 130' "--runs 130: all runs counted"
 
 echo "$failures failure(s)"
