@@ -94,6 +94,8 @@ expect 2 "(the pipeline is FADSL_PIPELINE's)" --gpu --shape 1,2,2,16,16 --config
 expect 2 "each value a positive number" --gpu --shape 1,2,2,16,16 --config attn_bwd:BLOCK_Q=64,warps=
 expect 2 "--json writes the --bench record" --gpu --shape 1,2,2,16,16 --json "$dir/x.jsonl"
 expect 2 "give --block-q and --block-k together" --gpu --shape 1,2,2,16,16 --block-q 64
+expect 2 "--forward-only times the forward pass alone" --gpu --shape 1,2,2,16,16 --forward-only
+expect 2 "--forward-only times the forward pass alone" --gpu --shape 1,2,2,16,16 --bench --backward --forward-only
 expect 2 "choose one of --interpret and --gpu" --shape 1,2,2,16,16
 
 # --gpu where there is none: a clean failure naming the cause
