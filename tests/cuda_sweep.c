@@ -98,6 +98,18 @@ static void describe(const Job *j, char *buf, size_t size) {
     snprintf(buf + n, size - (size_t)n, " schedule=persistent");
 }
 
+/* Whether jobs[n] compiles what one of jobs[0 .. n) compiles (the same description). */
+static bool duplicates_earlier(const Job *jobs, int n) {
+  char mine[512], other[512];
+  describe(&jobs[n], mine, sizeof mine);
+  for (int i = 0; i < n; i++) {
+    describe(&jobs[i], other, sizeof other);
+    if (!strcmp(mine, other))
+      return true;
+  }
+  return false;
+}
+
 /* The ptxas notes (C7500 .. C7531) in a compile log, as a bit set. */
 static unsigned ptxas_notes(const char *log) {
   unsigned set = 0;
@@ -447,6 +459,8 @@ int main(int argc, char **argv) {
               j->pipeline = ai == 1 ? configs[ci].pipeline : 0;
               j->schedule = configs[ci].schedule;
               j->arch = archs[ai];
+              if (duplicates_earlier(jobs, njobs - 1))
+                njobs--;   /* off sm_90a, configurations that differ only in the pipeline compile the same */
             }
       }
     }
