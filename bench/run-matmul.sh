@@ -9,12 +9,12 @@
 #     every axis pinned to it by --only, and
 #   - the whole space (the tuned configuration),
 # each with CUDA events, an L2 flush before every timed run and the median of
-# at least 20 runs (see docs/tuning.md), into a database of its own
+# at least 20 runs and 100 ms of them after 25 ms of warm-up (docs/tuning.md), into a database of its own
 # (OUT.jsonl.d/tune.json, so the user's is left alone); then PyTorch times
-# torch.matmul on the same shapes (median of 50 runs after 10 warm-ups, the
-# same L2 flush).  One JSON record per measurement goes to OUT.jsonl
-# (replacing it): provider ("fadsl default", "fadsl tuned", "torch.matmul"),
-# dtype, M, N, K, ms, TFLOP/s (2*M*N*K / time), and for fadsl the config; a
+# torch.matmul on the same shapes the same way (25 ms of warm-up, then the
+# median of at least 20 runs and 100 ms of them, an L2 flush before each).
+# One JSON record per measurement goes to OUT.jsonl (replacing it):
+# provider ("fadsl default", "fadsl tuned", "torch.matmul"), dtype, M, N, K, ms, TFLOP/s (2*M*N*K / time), and for fadsl the config; a
 # table with the ratios to torch.matmul is printed at the end.  The tuner's
 # output and JSON stay in OUT.jsonl.d/.
 #
@@ -109,19 +109,30 @@ for name in sys.argv[2].split():
         a = torch.randn(n, n, device="cuda", dtype=dtypes[name])
         b = torch.randn(n, n, device="cuda", dtype=dtypes[name])
         c = torch.empty(n, n, device="cuda", dtype=dtypes[name])
-        for _ in range(10):
-            torch.matmul(a, b, out=c)
+        # timed as fadsl-tune times fadsl's candidates: 25 ms of warm-up, then at
+        # least 20 runs and 100 ms of them queued back to back, each after an L2
+        # flush, their events read at the end (a run per host round trip would let
+        # the GPU idle between runs and hold a clock sustained work does not get)
+        torch.matmul(a, b, out=c)
         torch.cuda.synchronize()
-        times = []
-        for _ in range(50):
+        s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s0.record()
+        for _ in range(3):
+            torch.matmul(a, b, out=c)
+        s1.record()
+        s1.synchronize()
+        est = max(s0.elapsed_time(s1) / 3, 1e-3)
+        for _ in range(int(25 / est) + 1):
+            torch.matmul(a, b, out=c)
+        runs = max(20, min(2000, int(100 / est) + 1))
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
+        for start, end in events:
             flush.zero_()
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
             start.record()
             torch.matmul(a, b, out=c)
             end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
+        torch.cuda.synchronize()
+        times = [start.elapsed_time(end) for start, end in events]
         ms = sorted(times)[len(times) // 2]
         print(json.dumps({"provider": "torch.matmul", "dtype": name, "M": n, "N": n, "K": n, "ms": ms,
                           "tflops": 2.0 * n * n * n / (ms * 1e-3) / 1e12, "runs": len(times),
