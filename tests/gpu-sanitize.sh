@@ -48,21 +48,27 @@ for tool in ${FADSL_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         # they are what the pipelines change (bulk copies in and out of
         # shared memory; filters are substrings of kernel names)
         for filter in kmm heads accum tstore block_atomics attn; do
-          FADSL_PIPELINE=$p FADSL_SCHEDULE=$sch $lt "$san" $opts ./tests/gpu_codegen "$srcdir" "$filter" >> "$dir/out" 2>&1 || {
+          if FADSL_PIPELINE=$p FADSL_SCHEDULE=$sch $lt "$san" $opts ./tests/gpu_codegen "$srcdir" "$filter" >> "$dir/out" 2>&1; then
+            # what ran, so that a pass can be told from a run of nothing
+            echo "    gpu_codegen $filter: $(grep -E 'cases passed' "$dir/out" | tail -1);" \
+              "$(grep -E 'SUMMARY' "$dir/out" | tail -1 | sed 's/^=* *//')"
+          else
             echo "FAIL: $tool, FADSL_PIPELINE=$p FADSL_SCHEDULE=$sch, gpu_codegen $filter:"
             tail -40 "$dir/out" | sed 's/^/    /'
             failures=$((failures + 1))
-          }
+          fi
           : > "$dir/out"
         done
       else
         for shape in 1,2,2,77,64 1,2,1,200,128; do
-          FADSL_PIPELINE=$p FADSL_SCHEDULE=$sch $lt "$san" $opts "$attn" --gpu --shape $shape --causal --backward --seed 7 \
-            > "$dir/out" 2>&1 || {
+          if FADSL_PIPELINE=$p FADSL_SCHEDULE=$sch $lt "$san" $opts "$attn" --gpu --shape $shape --causal --backward --seed 7 \
+            > "$dir/out" 2>&1; then
+            echo "    fadsl-attn $shape: $(grep -E 'SUMMARY' "$dir/out" | tail -1 | sed 's/^=* *//')"
+          else
             echo "FAIL: $tool, FADSL_PIPELINE=$p FADSL_SCHEDULE=$sch, fadsl-attn --shape $shape --causal --backward:"
             tail -40 "$dir/out" | sed 's/^/    /'
             failures=$((failures + 1))
-          }
+          fi
         done
       fi
     done
