@@ -67,6 +67,8 @@ typedef enum FaCudaArgKind {
                                runtime for pointer param `param` (TMA) */
   CUDA_ARG_GRID,            /* persistent kernels: dimension `param` (0, 1, 2) of the grid of
                                programs @kernel(grid=...) gives, an unsigned 32-bit integer */
+  CUDA_ARG_TILE_COUNTER,    /* dynamic persistent kernels: a device pointer to an unsigned 32-bit
+                               counter of programs taken, zeroed on the launch's stream before it */
 } FaCudaArgKind;
 
 typedef struct FaCudaArg {
@@ -97,6 +99,7 @@ typedef struct FaCudaKernel {
   bool persistent;          /* launched on as many thread blocks as fit the GPU at once (at most
                                one per program), each looping over the programs; the grid of
                                programs is passed in the CUDA_ARG_GRID arguments */
+  bool tile_counter;        /* persistent and dynamic: its last argument is CUDA_ARG_TILE_COUNTER */
 } FaCudaKernel;
 
 /* Emits one specialised kernel (plans it with no facts about its arguments

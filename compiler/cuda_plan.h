@@ -545,6 +545,9 @@ typedef enum FaMbarrierUse {
   FA_MBAR_LOAD,             /* one bulk copy outside loops has landed */
   FA_MBAR_TILE,             /* persistent, with a producer warp: the compute threads are done with
                                a tile's loads outside loops */
+  FA_MBAR_NEXT_FULL,        /* dynamic persistent, with a producer warp: the next program's id is in
+                               its slot (the producer arrives) */
+  FA_MBAR_NEXT_EMPTY,       /* ... each compute warp has read it */
 } FaMbarrierUse;
 
 /* What a barrier is used for (bits of FaBarrierPlan.uses). */
@@ -556,6 +559,7 @@ enum {
   FA_BARRIER_FOR_TURNS = 8,     /* ping-pong: warpgroup `warpgroup`'s turn to issue its products */
   FA_BARRIER_FOR_TILE_END = 16, /* persistent: the end of a program, its shared memory free for the next */
   FA_BARRIER_FOR_STORES = 32,   /* bulk stores: their staging tiles written and free again */
+  FA_BARRIER_FOR_NEXT = 64,     /* dynamic persistent: the next program's id read from its slot */
 };
 
 typedef struct FaBarrierPlan {
@@ -611,6 +615,13 @@ typedef struct FaSchedulePlan {
   bool end_sync;            /* persistent: the compute warps meet at a barrier at the end of each program,
                                before the next writes shared memory they may still read (not needed
                                where they write none: every tile filled by the copy engine, no scratch) */
+  bool dynamic;             /* persistent, longest first: after its first program a thread block takes
+                               the next from a counter in global memory (an extra kernel argument the
+                               launch zeroes), so blocks that finish early take more, as the hardware
+                               does with one block per program; else block b runs b, b + G, ... */
+  int next_full, next_empty;/* dynamic with a producer warp: the mbarriers (2 slots each) through which
+                               the producer hands the compute warps the next program; -1 if none */
+  size_t next_slots;        /* dynamic: two 32-bit slots for the next program's id (shared memory offset) */
   const IrOp *tile_release_after; /* with tile_barrier: the op of the kernel's body after which no compute
                                thread reads those tiles (their last products complete), where they
                                arrive, so that the producer loads the next program's under the end of

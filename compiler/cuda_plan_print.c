@@ -119,7 +119,13 @@ static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
                  s->group);
   else
     fa_sb_printf(out, "linear, program_id(0) fastest (%s)\n", s->linear_why ? s->linear_why : "");
-  if (s->order == FA_ORDER_LONGEST_FIRST)
+  if (s->dynamic)
+    fa_sb_printf(out,
+                 "schedule: dynamic: after its first program each thread block takes the next from a counter in global "
+                 "memory (one more argument, zeroed before the launch)%s; next program's slots at smem %zu\n",
+                 s->next_full >= 0 ? ", the producer handing it to the compute warps" : ", through a barrier",
+                 s->next_slots);
+  else if (s->order == FA_ORDER_LONGEST_FIRST)
     fa_sb_puts(out, "schedule: rounds of one program per thread block, in alternating directions\n");
   if (s->kind == FA_SCHEDULE_PERSISTENT && !s->end_sync)
     fa_sb_puts(out, p->bulk_stores ? "schedule: the compute warps do not meet between programs (they write shared memory "
@@ -129,7 +135,7 @@ static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
 }
 
 static void print_mbarrier(const FaCudaPlan *p, const FaBarrierPlan *b, StrBuf *out) {
-  static const char *const what[] = {"full", "empty", "load", "tile"};
+  static const char *const what[] = {"full", "empty", "load", "tile", "next full", "next empty"};
   fa_sb_printf(out, "barrier mbarrier %s: %d x %d arrival%s at smem %zu", what[b->mbar], b->slots, b->arrivals,
                b->arrivals == 1 ? "" : "s", b->offset);
   if (b->pipeline) {
@@ -140,6 +146,10 @@ static void print_mbarrier(const FaCudaPlan *p, const FaBarrierPlan *b, StrBuf *
     fa_sb_puts(out, " (load ");
     put_value(out, b->load->op->results[0]);
     fa_sb_putc(out, ')');
+  } else if (b->mbar == FA_MBAR_NEXT_FULL) {
+    fa_sb_puts(out, " (the producer has put the next program's id in its slot)");
+  } else if (b->mbar == FA_MBAR_NEXT_EMPTY) {
+    fa_sb_puts(out, " (every compute warp has read it)");
   } else if (b->mbar == FA_MBAR_TILE) {
     fa_sb_puts(out, " (the compute threads are done with a program's loads outside loops: ");
     if (p->schedule.tile_release_after) {
@@ -235,6 +245,10 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
     }
     if (b->uses & FA_BARRIER_FOR_STORES) {
       fa_sb_printf(out, "%sbulk stores' staging tiles", sep);
+      sep = ", ";
+    }
+    if (b->uses & FA_BARRIER_FOR_NEXT) {
+      fa_sb_printf(out, "%sthe next program's id (dynamic)", sep);
       sep = ", ";
     }
     if (b->uses & FA_BARRIER_FOR_TURNS)

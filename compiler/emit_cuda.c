@@ -2525,7 +2525,28 @@ static void emit_tile_loop_open(Emitter *em, bool compute) {
   bool counted = tiles_counted(em);
   if (counted)
     line(em, "unsigned fa_tiles_done = 0;  // programs run so far: the phase of the mbarriers of loads outside loops");
-  if (s->order == FA_ORDER_LONGEST_FIRST) {
+  if (s->dynamic) {
+    /* round 0 runs program blockIdx.x; each later one the next program
+       nobody has taken (fa::next_tile_shared, fa::next_tile_publish) */
+    char next[320];
+    if (s->next_full < 0)
+      snprintf(next, sizeof next,
+               "fa::next_tile_shared(fa_tile_counter, gridDim.x, reinterpret_cast<unsigned *>(fa_smem + %zu), fa_round)",
+               s->next_slots);
+    else if (!compute)
+      snprintf(next, sizeof next,
+               "fa::next_tile_publish(fa_tile_counter, gridDim.x, fa::smem_addr(fa_smem + %zu), fa::smem_addr(fa_smem + "
+               "%zu), fa::smem_addr(fa_smem + %zu), fa_round)",
+               s->next_slots, em->plan->barriers[s->next_full].offset, em->plan->barriers[s->next_empty].offset);
+    else
+      snprintf(next, sizeof next,
+               "fa::next_tile_take(fa::smem_addr(fa_smem + %zu), fa::smem_addr(fa_smem + %zu), fa::smem_addr(fa_smem + "
+               "%zu), fa_round, fa_lane)",
+               s->next_slots, em->plan->barriers[s->next_full].offset, em->plan->barriers[s->next_empty].offset);
+    line(em, "for (unsigned fa_round = 0, fa_tile = blockIdx.x; fa_tile < fa_grid_x * fa_grid_y * fa_grid_z; "
+             "++fa_round, fa_tile = %s%s) {",
+         next, counted ? ", ++fa_tiles_done" : "");
+  } else if (s->order == FA_ORDER_LONGEST_FIRST) {
     /* the programs in rounds of gridDim.x, each round's in the order
        opposite to the round before (b, then gridDim.x - 1 - b): with the
        longest first, thread block 0 would otherwise take the longest of
@@ -2694,6 +2715,8 @@ static void emit_prologue(Emitter *em, StrBuf *out, const FaCudaKernel *kout) {
     fa_sb_printf(out, ", const __grid_constant__ fa::TensorMap fa_tmap%d", i);
   if (kout->persistent) /* the grid of programs (the launch's grid is the resident thread blocks) */
     fa_sb_puts(out, ", const unsigned fa_grid_x, const unsigned fa_grid_y, const unsigned fa_grid_z");
+  if (kout->tile_counter) /* dynamic: the programs taken so far (zeroed by the launch) */
+    fa_sb_puts(out, ", unsigned *const fa_tile_counter");
   fa_sb_puts(out, ") {\n");
   if (em->plan->smem.tile_align >= 1024) {
     /* swizzled tiles need a 1024-byte boundary; the launch reserves 1024 more bytes for it */
@@ -2733,7 +2756,7 @@ static void emit_mbarrier_init(Emitter *em, StrBuf *out) {
     const FaBarrierPlan *b = &p->barriers[i];
     if (b->kind != FA_BARRIER_MBARRIER)
       continue;
-    static const char *const what[] = {"full", "empty", "load", "tile"};
+    static const char *const what[] = {"full", "empty", "load", "tile", "next program's id", "its slot read"};
     fa_sb_printf(out, "    for (int fa_s = 0; fa_s < %d; ++fa_s)  // %s\n", b->slots, what[b->mbar]);
     fa_sb_printf(out, "      fa::mbar_init(fa::smem_addr(fa_smem + %zu) + 8u * fa_s, %du);\n", b->offset, b->arrivals);
   }
@@ -2796,7 +2819,8 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
     out->threads = plan->threads;
     out->shared_bytes = plan->smem.total;
     out->persistent = plan->schedule.kind == FA_SCHEDULE_PERSISTENT;
-    out->nargs = em.fn->nparams + plan->ntmaps + (out->persistent ? 3 : 0);
+    out->tile_counter = out->persistent && plan->schedule.dynamic;
+    out->nargs = em.fn->nparams + plan->ntmaps + (out->persistent ? 3 : 0) + (out->tile_counter ? 1 : 0);
     out->args = fa_arena_alloc(&fc->arena, (size_t)(out->nargs > 0 ? out->nargs : 1) * sizeof *out->args);
     if (!out->args)
       ok = false;
@@ -2820,6 +2844,13 @@ bool fa_emit_cuda_plan(const FaCudaPlan *plan, FaCudaKernel *out) {
       memset(a, 0, sizeof *a);
       a->kind = CUDA_ARG_GRID;
       a->param = d;
+      a->dtype = DT_U32;
+    }
+    if (ok && out->tile_counter) {
+      FaCudaArg *a = &out->args[out->nargs - 1];
+      memset(a, 0, sizeof *a);
+      a->kind = CUDA_ARG_TILE_COUNTER;
+      a->param = -1;
       a->dtype = DT_U32;
     }
     for (int i = 0; ok && i < em.fn->nparams; i++) {

@@ -223,6 +223,7 @@ FADSL_API fadsl_status fadsl_context_create(int device, fadsl_context **out) {
   if (!ctx) return FADSL_ERROR_OUT_OF_MEMORY;
   ctx->device = device;
   pthread_mutex_init(&ctx->lock, NULL);
+  pthread_mutex_init(&ctx->counter_lock, NULL);
   ctx->log.stream = stderr;
   ctx->log.level = fa_log_level_from_env();
   fa_loader_init(&ctx->loader, 0);
@@ -241,11 +242,13 @@ FADSL_API fadsl_status fadsl_context_create(int device, fadsl_context **out) {
 
 FADSL_API void fadsl_context_destroy(fadsl_context *ctx) {
   if (!ctx) return;
+  fa_rt_free_counters(ctx);
   if (ctx->device_ready) ctx->drv->cuDevicePrimaryCtxRelease(ctx->cu_device);
   fa_cache_free(&ctx->cache);
   fa_loader_free(&ctx->loader);
   fa_tune_cache_free(ctx->tune_cache);
   pthread_mutex_destroy(&ctx->lock);
+  pthread_mutex_destroy(&ctx->counter_lock);
   free(ctx->tune_db);
   free(ctx->last_error);
   free(ctx);

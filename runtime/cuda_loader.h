@@ -49,6 +49,7 @@
   X(cuMemcpyHtoD, NULL, false)                                \
   X(cuMemcpyDtoH, NULL, false)                                \
   X(cuMemsetD8, NULL, false)                                  \
+  X(cuMemsetD32Async, NULL, true)                             \
   X(cuMemGetInfo, NULL, false)                                \
   X(cuMemGetAddressRange, NULL, false)                        \
   X(cuStreamSynchronize, NULL, false)                         \

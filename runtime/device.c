@@ -2,6 +2,7 @@
  * raw kernel launch, each with the context's device made current for the
  * duration of the call (the caller's current context is left as it was). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "rt.h"
 
@@ -181,4 +182,76 @@ fadsl_status fa_rt_launch_raw(fadsl_context *ctx, const FaRtModule *m, const uns
     return fa_rt_cuda_fail(ctx, r, what);
   }
   return FADSL_SUCCESS;
+}
+
+/* The stream's counter (allocated on first use); 0 after reporting. */
+static CUdeviceptr stream_counter(fadsl_context *ctx, const FaDriverApi *d, void *stream) {
+  for (int i = 0; i < ctx->ncounters; i++)
+    if (ctx->counters[i].stream == stream) return ctx->counters[i].ptr;
+  if (ctx->ncounters == ctx->counters_cap) {
+    int cap = ctx->counters_cap ? 2 * ctx->counters_cap : 4;
+    struct FaTileCounter *c = realloc(ctx->counters, (size_t)cap * sizeof *c);
+    if (!c) {
+      fa_rt_fail(ctx, FADSL_ERROR_OUT_OF_MEMORY, "out of memory for a persistent kernel's program counter");
+      return 0;
+    }
+    ctx->counters = c;
+    ctx->counters_cap = cap;
+  }
+  CUdeviceptr p = 0;
+  CUresult r = d->cuMemAlloc(&p, 16);
+  if (r != CUDA_SUCCESS) {
+    fa_rt_cuda_fail(ctx, r, "cuMemAlloc of a persistent kernel's program counter");
+    return 0;
+  }
+  ctx->counters[ctx->ncounters++] = (struct FaTileCounter){stream, p};
+  return p;
+}
+
+fadsl_status fa_rt_launch_counted(fadsl_context *ctx, const FaRtModule *m, const unsigned grid[3],
+                                  unsigned threads, size_t shared_bytes, void *stream, void **params,
+                                  uint64_t *counter_slot) {
+  const FaDriverApi *d;
+  fadsl_status st = fa_rt_enter(ctx, &d);
+  if (st != FADSL_SUCCESS) return st;
+  if (!d->cuMemsetD32Async) {
+    fa_rt_leave(ctx);
+    return fa_rt_fail(ctx, FADSL_ERROR_NO_DRIVER,
+                      "the CUDA driver has no cuMemsetD32Async, which a dynamic persistent kernel needs "
+                      "(FADSL_SCHEDULE=grid runs one thread block per program instead)");
+  }
+  pthread_mutex_lock(&ctx->counter_lock);
+  CUdeviceptr counter = stream_counter(ctx, d, stream);
+  CUresult r = CUDA_SUCCESS;
+  const char *what = "cuMemsetD32Async of a persistent kernel's program counter";
+  if (counter) {
+    *counter_slot = (uint64_t)counter;
+    r = d->cuMemsetD32Async(counter, 0, 1, (CUstream)stream);
+    if (r == CUDA_SUCCESS) {
+      what = "cuLaunchKernel";
+      r = d->cuLaunchKernel(m->function, grid[0], grid[1], grid[2], threads, 1, 1, (unsigned)shared_bytes,
+                            (CUstream)stream, params, NULL);
+    }
+  }
+  pthread_mutex_unlock(&ctx->counter_lock);
+  fa_rt_leave(ctx);
+  if (!counter) return FADSL_ERROR_CUDA;   /* reported by stream_counter */
+  if (r != CUDA_SUCCESS) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s (grid=(%u,%u,%u), block=%u, shared=%zu, a dynamic persistent kernel)", what, grid[0],
+             grid[1], grid[2], threads, shared_bytes);
+    return fa_rt_cuda_fail(ctx, r, msg);
+  }
+  return FADSL_SUCCESS;
+}
+
+void fa_rt_free_counters(fadsl_context *ctx) {
+  const FaDriverApi *d;
+  if (ctx->ncounters && fa_rt_enter(ctx, &d) == FADSL_SUCCESS) {
+    for (int i = 0; i < ctx->ncounters; i++) d->cuMemFree(ctx->counters[i].ptr);
+    fa_rt_leave(ctx);
+  }
+  free(ctx->counters);
+  ctx->counters = NULL;
+  ctx->ncounters = ctx->counters_cap = 0;
 }

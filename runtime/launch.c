@@ -831,8 +831,15 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
   CUtensorMap *maps = aligned_alloc(64, sizeof(CUtensorMap) * ((size_t)n + 1));
   if (!params || !slots || !maps) st = st == FADSL_SUCCESS ? FADSL_ERROR_OUT_OF_MEMORY : st;
   const IrFunction *dev = v->ir->device;
+  int counter = -1;   /* the CUDA_ARG_TILE_COUNTER argument */
   for (int j = 0; st == FADSL_SUCCESS && j < n; j++) {
     const FaCudaArg *arg = &v->cuda.args[j];
+    if (arg->kind == CUDA_ARG_TILE_COUNTER) { /* filled at the launch (fa_rt_launch_counted) */
+      slots[j] = 0;
+      params[j] = &slots[j];
+      counter = j;
+      continue;
+    }
     if (arg->kind == CUDA_ARG_GRID) { /* persistent: the grid of programs, one dimension */
       uint32_t g = arg->param >= 0 && arg->param < 3 ? grid[arg->param] : 0;
       slots[j] = 0;
@@ -867,6 +874,7 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
         params[j] = &maps[j];
         break;
       case CUDA_ARG_GRID: /* handled above */
+      case CUDA_ARG_TILE_COUNTER:
         break;
     }
   }
@@ -875,7 +883,10 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
     blocks[1] = blocks[2] = 1;
     st = persistent_blocks(ctx, k, v, grid, &blocks[0]);
   }
-  if (st == FADSL_SUCCESS && grid[0] && grid[1] && grid[2])
+  if (st == FADSL_SUCCESS && grid[0] && grid[1] && grid[2] && counter >= 0)
+    st = fa_rt_launch_counted(ctx, &v->module, blocks, (unsigned)v->cuda.threads, v->cuda.shared_bytes, stream,
+                              params, &slots[counter]);
+  else if (st == FADSL_SUCCESS && grid[0] && grid[1] && grid[2])
     st = fa_rt_launch_raw(ctx, &v->module, blocks, (unsigned)v->cuda.threads, v->cuda.shared_bytes,
                           stream, params);
   free(params);

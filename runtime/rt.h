@@ -33,6 +33,11 @@ struct fadsl_context {
   CUdevice cu_device;
   CUcontext cu_context;         /* the device's retained primary context */
   fadsl_device_info info;
+  /* dynamic persistent kernels: a counter of programs taken per stream,
+     zeroed before each launch on it (launches on one stream run in order) */
+  pthread_mutex_t counter_lock; /* held from a counter's reset to its kernel's launch */
+  struct FaTileCounter { void *stream; CUdeviceptr ptr; } *counters;
+  int ncounters, counters_cap;
 };
 
 /* Records a failure: sets the context's last error and returns `st`. */
@@ -96,5 +101,15 @@ void fa_rt_module_unload(fadsl_context *ctx, FaRtModule *m);
 /* cuLaunchKernel with the context's device current. */
 fadsl_status fa_rt_launch_raw(fadsl_context *ctx, const FaRtModule *m, const unsigned grid[3],
                               unsigned threads, size_t shared_bytes, void *stream, void **params);
+/* cuLaunchKernel of a dynamic persistent kernel: the stream's counter of
+ * programs taken, zeroed on the stream, is written to *counter_slot (the
+ * parameter params points to) and the kernel launched right after, under
+ * the context's counter lock, so that no other launch on the stream comes
+ * between the reset and the kernel. */
+fadsl_status fa_rt_launch_counted(fadsl_context *ctx, const FaRtModule *m, const unsigned grid[3],
+                                  unsigned threads, size_t shared_bytes, void *stream, void **params,
+                                  uint64_t *counter_slot);
+/* Frees the counters (at fadsl_context_destroy). */
+void fa_rt_free_counters(fadsl_context *ctx);
 
 #endif

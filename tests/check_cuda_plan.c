@@ -398,7 +398,7 @@ static void assert_tma_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, c
       ck_assert_int_eq(arg->box[d], t->map->box[d]);
     ck_assert_int_eq(arg->dims_end[arg->rank - 1], p->fn->params[t->map->param].extent_rank);
   }
-  ck_assert_int_eq(ck->nargs, p->fn->nparams + p->ntmaps + (ck->persistent ? 3 : 0));
+  ck_assert_int_eq(ck->nargs, p->fn->nparams + p->ntmaps + (ck->persistent ? 3 : 0) + (ck->tile_counter ? 1 : 0));
 }
 
 /* Every kernel of attention.fa with pipeline=tma on sm_90a: every
@@ -745,17 +745,29 @@ static void assert_schedule_invariants(const FaCudaPlan *p, const FaCudaKernel *
   const FaSchedulePlan *s = &p->schedule;
   ck_assert_int_eq(s->kind, FA_SCHEDULE_PERSISTENT);
   ck_assert(ck->persistent);
-  ck_assert_int_eq(ck->nargs, p->fn->nparams + p->ntmaps + 3);
+  /* programs that differ in work are taken from a counter, the one more argument */
+  ck_assert_int_eq(s->dynamic, s->order == FA_ORDER_LONGEST_FIRST);
+  ck_assert_int_eq(ck->tile_counter, s->dynamic);
+  ck_assert_int_eq(ck->nargs, p->fn->nparams + p->ntmaps + 3 + (s->dynamic ? 1 : 0));
   for (int d = 0; d < 3; d++) {
     ck_assert_int_eq(ck->args[p->fn->nparams + p->ntmaps + d].kind, CUDA_ARG_GRID);
     ck_assert_int_eq(ck->args[p->fn->nparams + p->ntmaps + d].param, d);
+  }
+  if (s->dynamic) {
+    ck_assert_int_eq(ck->args[ck->nargs - 1].kind, CUDA_ARG_TILE_COUNTER);
+    /* with a producer warp it takes the programs and hands them over; else thread 0, behind a barrier */
+    ck_assert_int_eq(occurrences(ck->source, "fa::next_tile_publish("), p->warp_specialised ? 1 : 0);
+    ck_assert_int_eq(occurrences(ck->source, "fa::next_tile_take("), p->warp_specialised ? 1 : 0);
+    ck_assert_int_eq(occurrences(ck->source, "fa::next_tile_shared("), p->warp_specialised ? 0 : 1);
+    ck_assert_int_eq(s->next_full >= 0 && s->next_empty >= 0, p->warp_specialised);
+    ck_assert(s->next_slots >= p->smem.tiles && s->next_slots + 8 <= p->smem.tiles + p->smem.barriers);
   }
   int roles = p->warp_specialised ? 2 : 1;
   ck_assert_int_eq(occurrences(ck->source, "for (unsigned fa_tile = blockIdx.x;") +
                        occurrences(ck->source, "for (unsigned fa_round = 0, fa_tile = blockIdx.x;"),
                    roles);
   /* (twice in a loop in rounds of alternating direction: its start and snake_tile) */
-  int per_loop = s->order == FA_ORDER_LONGEST_FIRST ? 2 : 1;
+  int per_loop = s->order == FA_ORDER_LONGEST_FIRST && !s->dynamic ? 2 : 1;
   ck_assert_msg(occurrences(ck->source, "blockIdx") == roles * per_loop, "%s: blockIdx outside the loops over programs",
                 what);
   ck_assert_msg(strstr(ck->source, "fa_pid.v[0]") != NULL, "%s", what);
@@ -766,7 +778,7 @@ static void assert_schedule_invariants(const FaCudaPlan *p, const FaCudaKernel *
     for (int i = 0; i < p->ntiles; i++)
       ck_assert(p->tiles[i]->fill == FA_FILL_TMA || p->tiles[i]->fill == FA_FILL_STAGED);
   }
-  ck_assert_int_eq(strstr(ck->source, "fa::snake_tile") != NULL, s->order == FA_ORDER_LONGEST_FIRST);
+  ck_assert_int_eq(strstr(ck->source, "fa::snake_tile") != NULL, s->order == FA_ORDER_LONGEST_FIRST && !s->dynamic);
   bool once = false;
   for (int i = 0; i < p->naccesses; i++)
     once |= p->accesses[i]->method == FA_ACCESS_TMA && !p->accesses[i]->pipeline;

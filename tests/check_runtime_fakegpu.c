@@ -798,6 +798,7 @@ START_TEST(test_attention_persistent) {
   ck_assert_int_eq(fadsl_malloc(ctx, (size_t)B * H * N * 4, &lse), FADSL_SUCCESS);
   fadsl_args *a;
   ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  uint64_t counter = 0;
   for (int pass = 0; pass < 4; pass++) {
     /* 0: 32 x 16 programs on 264 blocks; 1: 4 x 16 programs, one block each;
        2: the tma pipeline (tensor maps before the grid); 3: no occupancy query */
@@ -826,10 +827,22 @@ START_TEST(test_attention_persistent) {
     ck_assert_uint_eq(l.grid[1], 1);
     ck_assert_uint_eq(l.grid[2], 1);
     int tmaps = pass == 2 ? 4 : 0; /* K, V, Q and O's store */
-    ck_assert_int_eq(l.nparams, 9 + tmaps + 3);
+    /* causal: the programs differ in work, so the blocks take them from a counter (the last argument) */
+    ck_assert_int_eq(l.nparams, 9 + tmaps + 3 + 1);
     ck_assert_uint_eq(l.params[9 + tmaps] & 0xffffffffu, n / BQ);
     ck_assert_uint_eq(l.params[10 + tmaps] & 0xffffffffu, B * H);
     ck_assert_uint_eq(l.params[11 + tmaps] & 0xffffffffu, 1);
+    uint64_t c = l.params[12 + tmaps];
+    ck_assert_msg(c != 0, "no program counter");
+    ck_assert_msg(strstr(info.cuda_source, "fa::next_tile_shared(fa_tile_counter"), "not taken from the counter");
+    if (counter)
+      ck_assert_msg(c == counter, "one counter per stream");   /* the same stream each pass */
+    counter = c;
+    unsigned zero = 1;
+    memcpy(&zero, (const void *)(uintptr_t)c, 4);   /* the fake driver's memory is the host's */
+    ck_assert_uint_eq(zero, 0);
+    unsigned taken = 77;   /* as a run leaves it: the next launch must zero it again */
+    memcpy((void *)(uintptr_t)c, &taken, 4);
   }
   setenv("FADSL_SCHEDULE", "persistant", 1);
   ck_assert_int_eq(fadsl_launch(k, a, NULL, NULL), FADSL_ERROR_INVALID_ARGUMENT);

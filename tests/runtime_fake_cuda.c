@@ -189,6 +189,11 @@ FAKE_API CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdevice
 FAKE_API CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return CUDA_SUCCESS; }
 FAKE_API CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); return CUDA_SUCCESS; }
 FAKE_API CUresult cuMemsetD8(CUdeviceptr d, unsigned char c, size_t n) { memset((void *)(uintptr_t)d, c, n); return CUDA_SUCCESS; }
+FAKE_API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
+  (void)s;
+  for (size_t i = 0; i < n; i++) memcpy((char *)(uintptr_t)d + 4 * i, &v, 4);
+  return CUDA_SUCCESS;
+}
 FAKE_API CUresult cuMemGetInfo(size_t *f, size_t *t) { *f = (size_t)1 << 33; *t = (size_t)1 << 34; return CUDA_SUCCESS; }
 FAKE_API CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
 FAKE_API CUresult cuEventCreate(CUevent *e, unsigned flags) { (void)flags; *e = (CUevent)malloc(8); return CUDA_SUCCESS; }

@@ -83,6 +83,33 @@ FA_DEV void mbar_wait(unsigned bar, unsigned parity) {
   }
 }
 
+/* Dynamic persistent scheduling with a producer warp (fa::next_tile_shared
+ * says what is shared): the producer's thread takes the ticket of round r
+ * (>= 1), writes the program into slot r % 2 at `slots` and arrives on that
+ * slot's `full` mbarrier, whose completion publishes the write; each
+ * compute warp waits for it, reads the slot and arrives on the slot's
+ * `empty` mbarrier, which the producer waits for before writing the slot
+ * again two rounds later.  Both sides run the same rounds and leave their
+ * loops on the same program (past the last). */
+FA_DEV unsigned next_tile_publish(unsigned *counter, unsigned G, unsigned slots, unsigned full, unsigned empty,
+                                  unsigned r) {
+  const unsigned t = G + atomicAdd(counter, 1u), s = r & 1u, use = r >> 1;
+  mbar_wait(empty + 8u * s, (use & 1u) ^ 1u);
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(slots + 4u * s), "r"(t) : "memory");
+  mbar_arrive(full + 8u * s);
+  return t;
+}
+FA_DEV unsigned next_tile_take(unsigned slots, unsigned full, unsigned empty, unsigned r, int lane) {
+  const unsigned s = r & 1u, use = r >> 1;
+  mbar_wait(full + 8u * s, use & 1u);
+  unsigned t;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(t) : "r"(slots + 4u * s) : "memory");
+  __syncwarp();
+  if (lane == 0)
+    mbar_arrive(empty + 8u * s);
+  return t;
+}
+
 /* Use n of a ring buffer: which buffer, and the parity of its phase. */
 template <int STAGES> FA_DEV unsigned ring_slot(int n) { return (unsigned)n % STAGES; }
 template <int STAGES> FA_DEV unsigned ring_parity(int n) { return ((unsigned)n / STAGES) & 1u; }

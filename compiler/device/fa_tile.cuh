@@ -651,6 +651,23 @@ struct TileId {
  * steadily every block gets about the same. */
 FA_DEV unsigned snake_tile(unsigned r, unsigned b, unsigned G) { return r * G + ((r & 1u) ? G - 1u - b : b); }
 
+/* Dynamic persistent scheduling, where programs differ in work: round 0
+ * of thread block b runs program b of the order, and every later round the
+ * next one nobody has taken, the G programs of round 0 plus a ticket of
+ * `counter` (global memory, zeroed before the launch).  Blocks that finish
+ * early take more programs, as the hardware does with one block per
+ * program, so no static assignment's imbalance remains.  Here every thread
+ * computes: thread 0 takes the ticket for round r (>= 1) into slot r % 2 of
+ * `slots` (shared memory) and the others read it after a barrier; a slot
+ * is written again two rounds later, after the next round's barrier, which
+ * every thread reaches only after reading it. */
+FA_DEV unsigned next_tile_shared(unsigned *counter, unsigned G, unsigned *slots, unsigned r) {
+  if (threadIdx.x == 0)
+    slots[r & 1u] = G + atomicAdd(counter, 1u);
+  sync_compute();
+  return slots[r & 1u];
+}
+
 template <int AXIS, bool DESCENDING, int GROUP>
 FA_DEV TileId tile_coords(unsigned t, unsigned gx, unsigned gy, unsigned gz) {
   TileId r;
