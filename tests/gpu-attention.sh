@@ -150,6 +150,11 @@ gpu_case 2,2,2,257,32 f16 causal --block-q 128 --block-k 32 --warps 4 --stages 4
 gpu_case 1,3,1,100,16 f16 full --block-q 64 --block-k 32 --stages 2
 gpu_case 1,4,2,300,64 f16 causal --block-q 32 --block-k 32 --warps 4 --stages 3
 gpu_case 2,2,2,200,128 bf16 full --block-q 32 --block-k 32 --warps 4 --stages 2
+# several times more programs than an H200 holds thread blocks: with
+# FADSL_SCHEDULE=persistent each block takes many, from the counter where
+# they differ in work (causal), with a producer warp handing them over
+gpu_case 4,8,8,2048,64 f16 causal --block-q 128 --block-k 128 --warps 8 --stages 3
+gpu_case 4,8,4,2048,128 bf16 causal --block-q 128 --block-k 64 --warps 8 --stages 2
 
 if [ -z "${FADSL_GPU_TEST_QUICK:-}" ]; then
   echo "== long sequences (float64 on a subset of heads and rows)"

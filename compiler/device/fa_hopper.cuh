@@ -90,17 +90,23 @@ FA_DEV void mbar_wait(unsigned bar, unsigned parity) {
  * compute warp waits for it, reads the slot and arrives on the slot's
  * `empty` mbarrier, which the producer waits for before writing the slot
  * again two rounds later.  Both sides run the same rounds and leave their
- * loops on the same program (past the last). */
+ * loops on the same program (past the last).  Round r uses slot (r - 1) % 2
+ * for the ((r - 1) / 2)-th time: round 0 hands nothing over, so counting
+ * from round 1 makes each slot's first use the first phase of its
+ * mbarriers (counted from r, slot 0's first use, in round 2, would wait for
+ * a phase of `empty` that no round completes, and the compute warps pass
+ * its `full` wait on the fresh mbarrier's parity and read an unwritten
+ * slot; tests/next-tile-protocol.py models both). */
 FA_DEV unsigned next_tile_publish(unsigned *counter, unsigned G, unsigned slots, unsigned full, unsigned empty,
                                   unsigned r) {
-  const unsigned t = G + atomicAdd(counter, 1u), s = r & 1u, use = r >> 1;
+  const unsigned t = G + atomicAdd(counter, 1u), s = (r - 1u) & 1u, use = (r - 1u) >> 1;
   mbar_wait(empty + 8u * s, (use & 1u) ^ 1u);
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(slots + 4u * s), "r"(t) : "memory");
   mbar_arrive(full + 8u * s);
   return t;
 }
 FA_DEV unsigned next_tile_take(unsigned slots, unsigned full, unsigned empty, unsigned r, int lane) {
-  const unsigned s = r & 1u, use = r >> 1;
+  const unsigned s = (r - 1u) & 1u, use = (r - 1u) >> 1;
   mbar_wait(full + 8u * s, use & 1u);
   unsigned t;
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(t) : "r"(slots + 4u * s) : "memory");
