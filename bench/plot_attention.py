@@ -3,11 +3,12 @@
 
   python3 bench/plot_attention.py FADSL.jsonl PEERS.jsonl [more PEERS.jsonl ...] --out chart.png
           [--bwd recorded|fused|deterministic] [--title TEXT] [--providers sdpa_cudnn,sdpa_flash]
-          [--rename 'LABEL=SHOWN AS' ...]
+          [--rename 'LABEL=SHOWN AS' ...] [--forward-only]
 
 FADSL.jsonl holds `fadsl-attn --bench --json` records (provider "fadsl"; "label" names the bar,
 e.g. the pipeline); PEERS.jsonl the peers' records (provider "sdpa_cudnn", "sdpa_flash", ...; KVH
-absent means KVH = H), as bench/compare.py reads them.  Two panels, forward and backward, one group
+absent means KVH = H), as bench/compare.py reads them.  Two panels, forward and backward (with
+--forward-only the forward one alone), one group
 of bars per shape.  The backward bar of fadsl is, with --bwd recorded (the default), the pass the
 record timed as bwd_ms (its bwd_mode); with fused or deterministic, that pass, from bwd_ms or from
 the record's second timing (bwd_deterministic_ms / bwd_fused_ms).  A record of one label and shape
@@ -89,6 +90,8 @@ def main():
                     help="the peers to plot, in this order (comma-separated)")
     ap.add_argument("--rename", action="append", default=[], metavar="LABEL=TEXT",
                     help="show fadsl's records of this label under another name (repeatable)")
+    ap.add_argument("--forward-only", action="store_true",
+                    help="one panel, the forward pass (records of fadsl-attn --bench --forward-only)")
     ap.add_argument("--title", default=None)
     ap.add_argument("--dpi", type=int, default=100)
     a = ap.parse_args()
@@ -105,7 +108,7 @@ def main():
     series = []
     for label, recs in mine.items():
         shown = renames.get(label, label)
-        series.append((f"fadsl {shown}" if shown != "fadsl" else "fadsl",
+        series.append((shown if shown.startswith("fadsl") else f"fadsl {shown}",
                        {k: (num(r.get("fwd_tflops")), fadsl_bwd(r, a.bwd)) for k, r in recs.items()}))
     for p in a.providers.split(","):
         if p in peers:
@@ -116,10 +119,14 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
+    panels = ("forward",) if a.forward_only else ("forward", f"backward (fadsl: {bwd_what})")
+    # wide enough that every shape's label has room (about 0.75 inch a shape and panel)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(13, 0.75 * len(order) * len(panels)), 4.8), sharey=True,
+                             squeeze=False)
+    axes = axes[0]
     width = 0.8 / len(series)
     cmap = plt.get_cmap("tab10")
-    for panel, (ax, what) in enumerate(zip(axes, ("forward", f"backward (fadsl: {bwd_what})"))):
+    for panel, (ax, what) in enumerate(zip(axes, panels)):
         for i, (name, vals) in enumerate(series):
             xs, ys = [], []
             for j, k in enumerate(order):
@@ -141,9 +148,10 @@ def main():
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
     axes[0].set_ylabel("TFLOP/s")
-    top = max((v for _, vals in series for pair in vals.values() for v in pair if v is not None), default=1)
+    top = max((v for _, vals in series for pair in vals.values() for v in pair[:len(panels)] if v is not None),
+              default=1)
     axes[0].set_ylim(0, top * 1.15)
-    axes[1].legend(fontsize=7, loc="upper right", ncol=2)
+    axes[-1].legend(fontsize=7, loc="upper right", ncol=2)
     if a.title:
         fig.suptitle(a.title, fontsize=11)
     fig.tight_layout()
