@@ -35,8 +35,10 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tune.h"
 
@@ -154,9 +156,24 @@ static bool context_alive(Bench *b) {
   return ok;
 }
 
+/* A candidate whose launch never ends: the GPU cannot be used again in
+ * this process (every later call would wait behind it, the clean-up
+ * included), so the tuner stops here, naming the candidate. */
+static _Noreturn void hung(Bench *b, TuneCand *c) {
+  fprintf(stderr,
+          "fadsl-tune: error: kernel '%s', %s: %s; the GPU stays busy with it, so tuning stops here (a possible "
+          "compiler bug: report it; --only leaves the configuration out)\n",
+          b->job->kernel->name, c->label, fadsl_context_last_error(ctx_of(b)));
+  fflush(NULL);
+  _exit(TUNE_EXIT_FAILED);
+}
+
 static bool launch_once(Bench *b, TuneCand *c, bool sync) {
   fadsl_status st = fadsl_launch(b->k, c->args, NULL, NULL);
-  if (st == FADSL_SUCCESS && sync) st = fadsl_synchronize(ctx_of(b), NULL);
+  if (st == FADSL_SUCCESS && sync)
+    st = b->opt->timeout_s > 0 ? fadsl_synchronize_within(ctx_of(b), NULL, b->opt->timeout_s)
+                               : fadsl_synchronize(ctx_of(b), NULL);
+  if (st == FADSL_ERROR_TIMEOUT) hung(b, c);
   if (st != FADSL_SUCCESS) {
     fail_cand(b, c, "launch", "%s: %s", fadsl_status_string(st), fadsl_context_last_error(ctx_of(b)));
     if (!context_alive(b)) b->broken = true;

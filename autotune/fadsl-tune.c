@@ -49,6 +49,9 @@ static void usage(FILE *out) {
           "  --min-ms MS         and at least MS milliseconds of timed runs, after 25 ms of\n"
           "                      warm-up, so that they are compared at sustained clocks\n"
           "                      (default 100; 0: --runs alone)\n"
+          "  --timeout S         a candidate's first launch that has not finished within S\n"
+          "                      seconds stops the tuner, naming it (a kernel that never\n"
+          "                      ends leaves the GPU unusable; default 60, 0: no limit)\n"
           "  --top N             runners-up shown per key (default 5)\n"
           "  --device N          the CUDA device to tune on (default 0)\n"
           "  --seed N            seed of the generated input data (default 1)\n"
@@ -126,6 +129,7 @@ static int parse_args(int argc, char **argv, Arena *arena, TuneOptions *opt) {
   opt->top = 5;
   opt->min_runs = 20;
   opt->min_ms = 100;
+  opt->timeout_s = 60;
   opt->seed = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
@@ -202,6 +206,11 @@ static int parse_args(int argc, char **argv, Arena *arena, TuneOptions *opt) {
       int ms;
       if (!parse_int(v, 0, 100000, &ms)) return usage_error("--min-ms needs a number of milliseconds from 0 to 100000");
       opt->min_ms = ms;
+    } else if (option(argc, argv, &i, "--timeout", &v, &status)) {
+      if (!v) return status;
+      int s;
+      if (!parse_int(v, 0, 86400, &s)) return usage_error("--timeout needs a number of seconds from 0 to 86400");
+      opt->timeout_s = s;
     } else if (option(argc, argv, &i, "--top", &v, &status)) {
       if (!v) return status;
       if (!parse_int(v, 0, 100000, &opt->top)) return usage_error("--top needs a number");

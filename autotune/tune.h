@@ -56,6 +56,7 @@ typedef struct TuneOptions {
   int top;                      /* rows of the summary table per key */
   int min_runs;                 /* timed runs per candidate, at least */
   double min_ms;                /* final round: at least this much time of timed runs per candidate */
+  double timeout_s;             /* a candidate's checked launch that has not finished by then stops the tuner */
   bool tty;                     /* progress as a redrawn bar */
   bool quiet;
   uint64_t seed;

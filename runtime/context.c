@@ -26,6 +26,7 @@ FADSL_API const char *fadsl_status_string(fadsl_status status) {
     case FADSL_ERROR_BINDING: return "argument binding error";
     case FADSL_ERROR_IO: return "I/O error";
     case FADSL_ERROR_UNSUPPORTED: return "unsupported";
+    case FADSL_ERROR_TIMEOUT: return "timed out";
   }
   return "unknown status";
 }

@@ -57,6 +57,7 @@
   X(cuEventDestroy, NULL, false)                              \
   X(cuEventRecord, NULL, false)                               \
   X(cuEventSynchronize, NULL, false)                          \
+  X(cuEventQuery, NULL, true)                                 \
   X(cuEventElapsedTime, "cuEventElapsedTime", false)          \
   X(cuTensorMapEncodeTiled, NULL, true)                       \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, NULL, true)

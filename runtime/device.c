@@ -3,6 +3,7 @@
  * duration of the call (the caller's current context is left as it was). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "rt.h"
 
@@ -68,6 +69,54 @@ FADSL_API fadsl_status fadsl_synchronize(fadsl_context *ctx, void *stream) {
   if (!ctx) return FADSL_ERROR_INVALID_ARGUMENT;
   if (stream) FA_DRIVER_CALL(ctx, "cuStreamSynchronize", cuStreamSynchronize((CUstream)stream));
   FA_DRIVER_CALL(ctx, "cuCtxSynchronize", cuCtxSynchronize());
+}
+
+static double monotonic_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+FADSL_API fadsl_status fadsl_synchronize_within(fadsl_context *ctx, void *stream, double seconds) {
+  if (!ctx || !(seconds > 0)) return FADSL_ERROR_INVALID_ARGUMENT;
+  const FaDriverApi *d;
+  fadsl_status st = fa_rt_enter(ctx, &d);
+  if (st != FADSL_SUCCESS) return st;
+  if (!d->cuEventQuery) {
+    fa_rt_leave(ctx);
+    return fadsl_synchronize(ctx, stream);
+  }
+  /* an event after the work, polled (every 0.1 ms to 10 ms, doubling) until done or the time is up */
+  CUevent ev = NULL;
+  CUresult r = d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+  const char *what = "cuEventCreate";
+  if (r == CUDA_SUCCESS) {
+    what = "cuEventRecord";
+    r = d->cuEventRecord(ev, (CUstream)stream);
+  }
+  double t0 = monotonic_s(), wait_us = 100;
+  bool late = false;
+  while (r == CUDA_SUCCESS) {
+    what = "cuEventQuery";
+    r = d->cuEventQuery(ev);
+    if (r != CUDA_ERROR_NOT_READY) break;
+    r = CUDA_SUCCESS;
+    if (monotonic_s() - t0 > seconds) {
+      late = true;
+      break;
+    }
+    struct timespec ts = {0, (long)(wait_us * 1000)};
+    nanosleep(&ts, NULL);
+    if (wait_us < 10000) wait_us *= 2;
+  }
+  if (ev) d->cuEventDestroy(ev);
+  fa_rt_leave(ctx);
+  if (late)
+    return fa_rt_fail(ctx, FADSL_ERROR_TIMEOUT,
+                      "the GPU did not finish the work queued %s within %g s (a kernel that does not end?)",
+                      stream ? "on the stream" : "on the device", seconds);
+  if (r != CUDA_SUCCESS) return fa_rt_cuda_fail(ctx, r, what);
+  return FADSL_SUCCESS;
 }
 
 FADSL_API fadsl_status fadsl_mem_info(fadsl_context *ctx, size_t *free_bytes, size_t *total_bytes) {

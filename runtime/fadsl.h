@@ -84,6 +84,7 @@ typedef enum fadsl_status {
   FADSL_ERROR_BINDING,           /* unknown argument, wrong kind, duplicate or missing argument */
   FADSL_ERROR_IO,                /* a file could not be read */
   FADSL_ERROR_UNSUPPORTED,       /* e.g. a GPU architecture this NVRTC cannot target */
+  FADSL_ERROR_TIMEOUT,           /* the GPU did not finish in the time given (fadsl_synchronize_within) */
 } fadsl_status;
 
 /* A short constant description of a status ("no CUDA driver", ...). */
@@ -360,6 +361,13 @@ FADSL_API fadsl_status fadsl_memset(fadsl_context *ctx, uint64_t dst, unsigned c
                                     size_t bytes);
 /* Waits for all work on the device (stream NULL) or on one stream. */
 FADSL_API fadsl_status fadsl_synchronize(fadsl_context *ctx, void *stream);
+/* The same, for at most `seconds` (> 0): FADSL_ERROR_TIMEOUT when the work
+ * has not finished by then (a kernel that never ends: nothing can stop it
+ * short of ending the process, but the caller learns which launch it was).
+ * The work queued on the stream up to the call is waited for (NULL: the
+ * default stream, which waits for the other blocking streams); a driver
+ * without cuEventQuery waits without a limit. */
+FADSL_API fadsl_status fadsl_synchronize_within(fadsl_context *ctx, void *stream, double seconds);
 /* Free and total device memory, in bytes. */
 FADSL_API fadsl_status fadsl_mem_info(fadsl_context *ctx, size_t *free_bytes, size_t *total_bytes);
 

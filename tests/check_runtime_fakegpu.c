@@ -1017,6 +1017,16 @@ START_TEST(test_device_helpers) {
   ck_assert_int_eq(out[99], 7);
   ck_assert_int_eq(out[100], 100);
   ck_assert_int_eq(fadsl_synchronize(ctx, NULL), FADSL_SUCCESS);   /* needs the context current */
+  /* waiting with a limit: done at once, or (no recorded work ever completes) a timeout that says so */
+  ck_assert_int_eq(fadsl_synchronize_within(ctx, NULL, 1.0), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_synchronize_within(ctx, NULL, 0), FADSL_ERROR_INVALID_ARGUMENT);
+  setenv("FAKE_CUDA_HANG", "1", 1);
+  ck_assert_int_eq(fadsl_synchronize_within(ctx, NULL, 0.05), FADSL_ERROR_TIMEOUT);
+  unsetenv("FAKE_CUDA_HANG");
+  ck_assert_msg(strstr(fadsl_context_last_error(ctx), "did not finish the work queued on the device within 0.05 s"), "%s",
+                fadsl_context_last_error(ctx));
+  ck_assert_str_eq(fadsl_status_string(FADSL_ERROR_TIMEOUT), "timed out");
+  ck_assert_int_eq(fake_int("fake_cuda_context_depth"), 0);
   void *e1, *e2;
   ck_assert_int_eq(fadsl_event_create(ctx, &e1), FADSL_SUCCESS);
   ck_assert_int_eq(fadsl_event_create(ctx, &e2), FADSL_SUCCESS);

@@ -200,6 +200,8 @@ FAKE_API CUresult cuEventCreate(CUevent *e, unsigned flags) { (void)flags; *e = 
 FAKE_API CUresult cuEventDestroy(CUevent e) { free(e); return CUDA_SUCCESS; }
 FAKE_API CUresult cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_SUCCESS; }
 FAKE_API CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
+/* FAKE_CUDA_HANG=1: work recorded never completes (a hung kernel) */
+FAKE_API CUresult cuEventQuery(CUevent e) { (void)e; return env_int("FAKE_CUDA_HANG", 0) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS; }
 FAKE_API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) { (void)a; (void)b; *ms = 1.5f; return CUDA_SUCCESS; }
 FAKE_API CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank, void *addr,
                                          const cuuint64_t *dim, const cuuint64_t *stride, const cuuint32_t *box,

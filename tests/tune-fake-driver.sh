@@ -70,5 +70,15 @@ has "$dir/out2.json" '"runs": 24' "--min-ms 0: --runs alone"
 has "$dir/out3" "at least 130 runs and 100 ms of them for the 1 within 1.5x" "--runs 130: in two batches"
 has "$dir/out3.json" '"runs": 130' "--runs 130: all runs counted"
 
+# a candidate whose first launch never finishes (FAKE_CUDA_HANG: no recorded work completes) stops
+# the tuner within --timeout, naming it, instead of waiting forever
+FAKE_CUDA_HANG=1 timeout 60 "$tune" "$srcdir/tests/tune/lazy.fa" --db "$dir/db-hang.json" --force --timeout 1 \
+  --only BLOCK=64 --only warps=1 --quiet >"$dir/out4" 2>"$dir/err4"
+status=$?
+[ "$status" -eq 1 ] && echo "ok: a hung launch stops the tuner (status 1)" || fail "hung launch: status $status, want 1"
+has "$dir/err4" "did not finish the work queued on the device within 1 s" "the hang is reported"
+has "$dir/err4" "kernel 'axpy', " "the hung kernel is named"
+[ ! -s "$dir/db-hang.json" ] && echo "ok: nothing stored after a hang" || fail "a result was stored after a hang"
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
