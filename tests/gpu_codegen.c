@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "../compiler/cuda.h" /* not the toolkit's <cuda.h> */
@@ -459,7 +460,15 @@ static int run_case(const char *srcdir, const Case *c, fadsl_context *ctx) {
   }
   fadsl_args_set_config(args, c->warps, c->stages);
   fadsl_kernel_info info;
-  if (fadsl_launch(k, args, NULL, &info) || fadsl_synchronize(ctx, NULL)) {
+  fadsl_status st = fadsl_launch(k, args, NULL, &info);
+  if (st == FADSL_SUCCESS)
+    st = fadsl_synchronize_within(ctx, NULL, 120);
+  if (st == FADSL_ERROR_TIMEOUT) {   /* the GPU stays busy with it: nothing after it could run */
+    fprintf(stderr, "FAIL %s: %s; stopping\n", label, fadsl_context_last_error(ctx));
+    fflush(NULL);
+    _exit(1);
+  }
+  if (st) {
     fprintf(stderr, "FAIL %s: %s\n", label, fadsl_context_last_error(ctx));
     goto done;
   }
