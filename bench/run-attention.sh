@@ -100,28 +100,8 @@ bench() {   # B H N D causal|full [KVH [DTYPE]]
   fi
 }
 
-for set in ${FADSL_BENCH_SHAPES:-std trading gqa d256}; do
-  case $set in
-    std)
-      for D in 64 128; do
-        for N in 1024 4096 16384; do
-          for causal in full causal; do
-            bench $((16384 / N)) $((2048 / D)) "$N" "$D" "$causal"
-          done
-        done
-      done ;;
-    trading)
-      for B in 1 4; do
-        bench "$B" 12 23400 64 causal
-      done ;;
-    gqa)   # cuDNN's own benchmark shape: 64 query heads over 8 K/V heads, bf16
-      bench 1 64 16384 128 causal 8 bf16 ;;
-    d256)
-      bench 1 16 16384 256 full
-      bench 1 16 16384 256 causal ;;
-    *) echo "run-attention: unknown shape set $set (std, trading, gqa, d256)" >&2; exit 2 ;;
-  esac
-done
+. "$srcdir/bench/shape-sets.sh"
+shape_sets "${FADSL_BENCH_SHAPES:-std trading gqa d256}" bench || exit 2
 # every record names the pipeline and schedule it was measured with
 sed -i "s/^{\"provider\": \"fadsl\", /{\"provider\": \"fadsl\", \"pipeline\": \"$pipeline\", \"schedule\": \"$schedule\", /" "$out"
 echo "run-attention: $(wc -l < "$out") records in $out (pipeline $pipeline, schedule $schedule), $failures failed shape(s)"

@@ -47,21 +47,7 @@ shape() {   # B H N D causal|full [KVH [DTYPE]]
   done
 }
 
-for set in ${FADSL_BENCH_SHAPES:-std trading gqa}; do
-  case $set in
-    std)
-      for D in 64 128; do
-        for N in 1024 4096 16384; do
-          for causal in full causal; do
-            shape $((16384 / N)) $((2048 / D)) "$N" "$D" "$causal"
-          done
-        done
-      done ;;
-    trading) for B in 1 4; do shape "$B" 12 23400 64 causal; done ;;
-    gqa) shape 1 64 16384 128 causal 8 bf16 ;;
-    d256) shape 1 16 16384 256 full; shape 1 16 16384 256 causal ;;
-    *) echo "run-forward-configs: unknown shape set $set (std, trading, gqa, d256)" >&2; exit 2 ;;
-  esac
-done
+. "$(cd "$(dirname "$0")" && pwd)/shape-sets.sh"
+shape_sets "${FADSL_BENCH_SHAPES:-std trading gqa}" shape || exit 2
 echo "run-forward-configs: $(wc -l < "$out") records in $out, $failures failed run(s)"
 [ "$failures" -eq 0 ]
