@@ -161,5 +161,13 @@ for poison in "" --poison; do
     fail "fresh --out buffers${poison:+ ($poison)} differ between the GPU and the interpreter"
 done
 
+# a pass that never finishes (FAKE_CUDA_HANG: no recorded work completes) stops fadsl-attn within
+# --timeout with a message, instead of waiting forever
+FAKE_CUDA_HANG=1 timeout 60 "$attn" --gpu --shape 1,2,2,16,16 --seed 1 --timeout 0.5 > "$dir/out" 2>&1
+st=$?
+[ "$st" -eq 1 ] && echo "ok: a pass that never finishes stops fadsl-attn (status 1)" || { fail "hung pass: status $st"; cat "$dir/out"; }
+has "$dir/out" "running the forward kernel: the GPU did not finish the work queued on the device within 0.5 s" \
+  "the hang is reported"
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

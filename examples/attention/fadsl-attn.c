@@ -89,6 +89,7 @@ typedef struct Options {
   bool has_own;
   int bench_iters;      /* at least this many timed runs ... */
   double bench_ms;      /* ... and at least this much time */
+  double timeout_s;     /* --timeout: a pass not finished by then stops the program */
 } Options;
 
 static void usage(FILE *f) {
@@ -130,6 +131,8 @@ static void usage(FILE *f) {
         "                       --iters runs (default 20) and --min-ms of runs (default 200), L2 flushed\n"
         "                       before each; prints ms and TFLOP/s (with --shape it implies --backward);\n"
         "  --forward-only       (--bench --shape) time the forward pass alone\n"
+        "  --timeout S          (--gpu) a pass that has not finished within S seconds (default 300) stops\n"
+        "                       the program with a message: the GPU would stay busy with it\n"
         "                       the backward pass chosen, and the other one (fused / deterministic) beside it\n"
         "  --json FILE          (--bench) append one JSON line with shape, configs, times, errors\n"
         "  --label TEXT         (--json) a name for the record (its \"label\")\n"
@@ -340,6 +343,11 @@ static int parse_options(int argc, char **argv, Options *o) {
       char *e;
       if (!val || (o->softcap = strtod(val, &e), *e) || e == val || !(o->softcap > 0) || !isfinite(o->softcap))
         return usage_error("--softcap needs a positive number", a);
+      i++;
+    } else if (!strcmp(a, "--timeout")) {
+      char *e;
+      if (!val || (o->timeout_s = strtod(val, &e), *e) || e == val || !(o->timeout_s > 0) || o->timeout_s > 86400)
+        return usage_error("--timeout needs a number of seconds", a);
       i++;
     } else if (!strcmp(a, "--min-ms")) {
       char *e;
@@ -758,6 +766,7 @@ typedef struct Gpu {
   fadsl_attention_options opts;
   size_t flush_bytes;
   size_t allocated;             /* bytes this tool holds for attention (not the L2 flush buffer) */
+  double timeout_s;             /* --timeout */
 } Gpu;
 
 /* Prints a libfadsl failure with the context's message. */
@@ -866,13 +875,28 @@ static double forward_flops(const FaAttnShape *s, const Variant *var) {
   return 4.0 * s->B * s->H * (double)s->Nq * s->Nkv * s->D * (s->causal ? 0.5 : 1.0);
 }
 
+/* Waits for the GPU, at most --timeout seconds (300): an attention pass
+ * takes a second or two at the largest shapes, so one that has not
+ * finished by then never will (a compiler bug); the GPU stays busy with it,
+ * every later call (the clean-up included) would wait behind it, so the
+ * program stops here. */
+static bool wait_gpu(Gpu *g, const char *what) {
+  fadsl_status st = fadsl_synchronize_within(g->ctx, NULL, g->timeout_s > 0 ? g->timeout_s : 300);
+  if (st == FADSL_ERROR_TIMEOUT) {
+    fprintf(stderr, "fadsl-attn: %s: %s; stopping\n", what, fadsl_context_last_error(g->ctx));
+    fflush(NULL);
+    _exit(1);
+  }
+  return rt_ok(g, st, what);
+}
+
 /* Runs one pass and waits for it, so that a fault shows here. */
 static bool gpu_pass(Gpu *g, bool backward, double *seconds) {
   double t0 = now_s();
   const char *what = backward ? "the backward pass" : "the forward pass";
   if (!attn_ok(g, backward ? gpu_backward(g) : gpu_forward(g), what))
     return false;
-  if (!rt_ok(g, fadsl_synchronize(g->ctx, NULL), backward ? "running the backward kernels" : "running the forward kernel"))
+  if (!wait_gpu(g, backward ? "running the backward kernels" : "running the forward kernel"))
     return false;
   if (seconds)
     *seconds = now_s() - t0;
@@ -923,7 +947,7 @@ static bool time_pass(Gpu *g, const Options *o, bool backward, double *median_ms
     ok = ok && attn_ok(g, backward ? gpu_backward(g) : gpu_forward(g), "a timed pass");
     ok = ok && rt_ok(g, fadsl_event_record(g->ctx, ev[2 * i + 1], NULL), "cuEventRecord");
   }
-  ok = ok && rt_ok(g, fadsl_synchronize(g->ctx, NULL), "running the timed passes");
+  ok = ok && wait_gpu(g, "running the timed passes");
   ms = ok ? malloc((size_t)n * sizeof *ms) : NULL;
   ok = ok && ms;
   for (int i = 0; ok && i < n; i++) {
@@ -976,6 +1000,7 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
   Gpu g;
   memset(&g, 0, sizeof g);
   g.s = s;
+  g.timeout_s = o->timeout_s;
   g.dtype = dt == DT_BF16 ? FADSL_ATTENTION_BF16 : FADSL_ATTENTION_F16;
   bool ok = false;
   int64_t rows = (int64_t)s->B * s->H * s->Nq;
