@@ -2528,21 +2528,19 @@ static void emit_tile_loop_open(Emitter *em, bool compute) {
   if (s->dynamic) {
     /* round 0 runs program blockIdx.x; each later one the next program
        nobody has taken (fa::next_tile_shared, fa::next_tile_publish) */
-    char next[320];
+    char next[320], slots[200] = "";
+    if (s->next_full >= 0) /* the slots and their mbarriers, as the producer and the compute warps name them */
+      snprintf(slots, sizeof slots,
+               "fa::smem_addr(fa_smem + %zu), fa::smem_addr(fa_smem + %zu), fa::smem_addr(fa_smem + %zu)", s->next_slots,
+               em->plan->barriers[s->next_full].offset, em->plan->barriers[s->next_empty].offset);
     if (s->next_full < 0)
       snprintf(next, sizeof next,
                "fa::next_tile_shared(fa_tile_counter, gridDim.x, reinterpret_cast<unsigned *>(fa_smem + %zu), fa_round)",
                s->next_slots);
     else if (!compute)
-      snprintf(next, sizeof next,
-               "fa::next_tile_publish(fa_tile_counter, gridDim.x, fa::smem_addr(fa_smem + %zu), fa::smem_addr(fa_smem + "
-               "%zu), fa::smem_addr(fa_smem + %zu), fa_round)",
-               s->next_slots, em->plan->barriers[s->next_full].offset, em->plan->barriers[s->next_empty].offset);
+      snprintf(next, sizeof next, "fa::next_tile_publish(fa_tile_counter, gridDim.x, %s, fa_round)", slots);
     else
-      snprintf(next, sizeof next,
-               "fa::next_tile_take(fa::smem_addr(fa_smem + %zu), fa::smem_addr(fa_smem + %zu), fa::smem_addr(fa_smem + "
-               "%zu), fa_round, fa_lane)",
-               s->next_slots, em->plan->barriers[s->next_full].offset, em->plan->barriers[s->next_empty].offset);
+      snprintf(next, sizeof next, "fa::next_tile_take(%s, fa_round, fa_lane)", slots);
     line(em, "for (unsigned fa_round = 0, fa_tile = blockIdx.x; fa_tile < fa_grid_x * fa_grid_y * fa_grid_z; "
              "++fa_round, fa_tile = %s%s) {",
          next, counted ? ", ++fa_tiles_done" : "");
