@@ -391,8 +391,6 @@ TuneBench *fa_tune_bench_begin(TuneRun *run, TuneJob *job, fadsl_kernel *k, cons
   b->flush_reps = 1;
   job->flush_ms = -1;
   job->flush_reps = 1;
-  job->final_min_runs = opt->min_runs;
-  job->final_min_ms = opt->min_ms;
   fadsl_context *ctx = run->ctx;
   int maxruns = opt->min_runs > TUNE_SCREEN_RUNS ? opt->min_runs : TUNE_SCREEN_RUNS;
   b->nev = 2 * (maxruns < MAX_BATCH ? maxruns : MAX_BATCH);

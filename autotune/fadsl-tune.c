@@ -683,7 +683,7 @@ static int report(Driver *d, double wall_s) {
       if (!any) status = TUNE_EXIT_FAILED;
       continue;
     }
-    fa_tune_print_summary(out, job, opt->top);
+    fa_tune_print_summary(out, job, opt);
     if (!job->cached && job->winner < 0) status = TUNE_EXIT_FAILED;
   }
   if (opt->mode == TUNE_MODE_TUNE) {

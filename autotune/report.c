@@ -193,7 +193,8 @@ static double speedup(const TuneJob *job, const TuneCand *c) {
   return d->median_ms / c->median_ms;
 }
 
-void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
+void fa_tune_print_summary(FILE *out, const TuneJob *job, const TuneOptions *opt) {
+  int top = opt->top;
   print_header(out, job);
   if (job->cached) {
     fprintf(out, "  already tuned: %s (use --force to tune again)\n", job->cached_label);
@@ -224,7 +225,7 @@ void fa_tune_print_summary(FILE *out, const TuneJob *job, int top) {
   fprintf(out,
           "  timing: %d runs each, then %.0f ms of warm-up and at least %d runs and %.0f ms of them for the %d within "
           "%.1fx of the best (%d dropped); %s\n",
-          TUNE_SCREEN_RUNS, TUNE_WARMUP_MS, job->final_min_runs, job->final_min_ms, nfinal, TUNE_SCREEN_FACTOR, job->ndropped, flush);
+          TUNE_SCREEN_RUNS, TUNE_WARMUP_MS, opt->min_runs, opt->min_ms, nfinal, TUNE_SCREEN_FACTOR, job->ndropped, flush);
   const TuneCand **ok = calloc((size_t)job->ncands + 1, sizeof *ok);
   if (!ok) return;
   int n = 0;
@@ -321,7 +322,7 @@ static json_t *cand_json(const TuneJob *job, const TuneCand *c) {
   return o;
 }
 
-static json_t *job_json(const TuneJob *job) {
+static json_t *job_json(const TuneJob *job, const TuneOptions *opt) {
   json_t *o = json_object();
   json_object_set_new(o, "kernel", json_string(job->kernel->name));
   json_object_set_new(o, "problem", json_string(job->problem->name));
@@ -368,8 +369,8 @@ static json_t *job_json(const TuneJob *job) {
   json_object_set_new(timing, "screen_runs", json_integer(TUNE_SCREEN_RUNS));
   json_object_set_new(timing, "screen_factor", json_real(TUNE_SCREEN_FACTOR));
   json_object_set_new(timing, "warmup_ms", json_real(TUNE_WARMUP_MS));
-  json_object_set_new(timing, "min_runs", json_integer(job->final_min_runs));
-  json_object_set_new(timing, "min_ms", json_real(job->final_min_ms));
+  json_object_set_new(timing, "min_runs", json_integer(opt->min_runs));
+  json_object_set_new(timing, "min_ms", json_real(opt->min_ms));
   json_object_set_new(timing, "dropped", json_integer(job->ndropped));
   json_object_set_new(timing, "flush_bytes", json_integer((json_int_t)job->flush_bytes));
   set_num(timing, "flush_ms", job->flush_ms, job->flush_ms > 0);
@@ -397,7 +398,7 @@ bool fa_tune_write_json(const char *path, const TuneOptions *opt, const TuneEnv 
   for (int i = 0; i < opt->nsizes; i++) json_object_set_new(sizes, opt->sizes[i].name, fa_tune_const_to_json(opt->sizes[i].value));
   json_object_set_new(root, "size_overrides", sizes);
   json_t *list = json_array();
-  for (int i = 0; i < njobs; i++) json_array_append_new(list, job_json(jobs[i]));
+  for (int i = 0; i < njobs; i++) json_array_append_new(list, job_json(jobs[i], opt));
   json_object_set_new(root, "results", list);
   json_object_set_new(root, "wall_s", json_real(wall_s));
   bool ok;

@@ -260,8 +260,6 @@ typedef struct TuneJob {
   size_t flush_bytes;           /* the L2 flush memset */
   double flush_ms;              /* its GPU time per timed run; -1: unknown */
   int flush_reps;               /* memsets per timed run */
-  int final_min_runs;           /* the final round's rule (the options') */
-  double final_min_ms;
   bool cached;                  /* an exact database entry existed (no --force) */
   char *cached_label;
   bool compiler_bug;            /* some candidate disagreed with the reference */
@@ -361,7 +359,7 @@ typedef struct TuneEnv {
 
 void fa_tune_print_dry_run(FILE *out, const TuneJob *job);
 void fa_tune_print_compile_only(FILE *out, const TuneJob *job);
-void fa_tune_print_summary(FILE *out, const TuneJob *job, int top);
+void fa_tune_print_summary(FILE *out, const TuneJob *job, const TuneOptions *opt);
 /* Writes the --json document.  False with a message on stderr. */
 bool fa_tune_write_json(const char *path, const TuneOptions *opt, const TuneEnv *env, TuneJob **jobs,
                         int njobs, double wall_s);
