@@ -2284,6 +2284,153 @@ static void plan_rotation(Planner *pl) {
   drop_empty_waits(pl);
 }
 
+static size_t smem_needed(const FaCudaPlan *p);
+
+/* Split rings (FaRingLoad).  A load's buffer can be released early when
+ * every use of its value in the kernel is a product in the loop body (not
+ * in a branch of its own) reading it as a tile: then it is released where
+ * the last of them is complete, the wgmma wait of an asynchronous one or
+ * the op after a synchronous one; one read by the deferred product is
+ * released after that product's wait, and if nothing else reads it, it is
+ * waited for only at the next iteration's head, where that product is
+ * issued.  Any other use (elementwise reads of the tile, a view, a carried
+ * value) keeps the release at the end of the iteration. */
+static bool reads_as_tile(Planner *pl, const IrOp *use, const IrValue *v) {
+  if (use->kind != IR_DOT || !fa_plan_op_live(pl->p, use))
+    return false;
+  for (int j = 0; j < use->noperands; j++)
+    if (use->operands[j] == v && (j > 1 || !fa_plan_reads_tile(use, j) || fused_cast_source(pl, use, j)))
+      return false;
+  return true;
+}
+
+/* The op of the body before which product `prod` (issued by `issue`) has
+ * read its operands: its wgmma wait, or the next op after a synchronous
+ * product; NULL: only at the end of the iteration. */
+static const IrOp *complete_before(Planner *pl, const FaProductPlan *prod, const IrOp *issue, const IrRegion *body) {
+  if (prod->instr == FA_INSTR_WGMMA && prod->wait == FA_WAIT_LATE) {
+    const FaWgmmaWait *w = prod->wait_at;
+    return w && w->before && w->region == body ? w->before : NULL;
+  }
+  const IrOp *after = issue->next;
+  while (after && !fa_plan_op_live(pl->p, after) && after->kind != IR_YIELD)
+    after = after->next;
+  return after && after->kind != IR_YIELD ? after : NULL;
+}
+
+static int position_in(const IrRegion *body, const IrOp *op) {
+  int at = 0;
+  for (const IrOp *o = body->first; o && o != op; o = o->next)
+    at++;
+  return at;
+}
+
+static const char *plan_ring_load(Planner *pl, const FaPipelinePlan *pp, const FaAccessPlan *ap, FaRingLoad *out) {
+  const FaCudaPlan *p = pl->p;
+  const IrRegion *body = pp->loop->regions[0];
+  const IrValue *v = ap->op->results[0];
+  memset(out, 0, sizeof *out);
+  out->release = FA_RELEASE_TAIL;
+  bool by_deferred = false, by_others = false;
+  int latest = -1;
+  const IrOp *latest_op = NULL;
+  for (int n = 0; n < p->nops; n++) {
+    const IrOp *use = p->order[n];
+    bool uses = false;
+    for (int k = 0; k < use->noperands; k++)
+      uses |= use->operands[k] == v;
+    if (!uses)
+      continue;
+    if (!reads_as_tile(pl, use, v) || use->parent != body)
+      return "a use of the tile is not a product in the loop's body";
+    const FaProductPlan *prod = fa_plan_product(p, use);
+    if (!prod)
+      return "a use of the tile is not a product in the loop's body";
+    if (prod == pp->deferred) {
+      by_deferred = true;
+      continue;
+    }
+    by_others = true;
+    /* the op that issues it: the addition it is fused into, or the dot */
+    const IrOp *issue = prod->fused_add ? prod->fused_add : use;
+    const IrOp *done = issue->parent == body ? complete_before(pl, prod, issue, body) : NULL;
+    if (!done)
+      return "a product reading the tile completes only at the end of the iteration";
+    int at = position_in(body, done);
+    if (at > latest) {
+      latest = at;
+      latest_op = done;
+    }
+  }
+  if (by_deferred) {
+    out->release = FA_RELEASE_DEFERRED;
+    out->next_head = !by_others;
+  } else if (latest_op) {
+    out->release = FA_RELEASE_BEFORE;
+    out->release_before = latest_op;
+  }
+  return NULL;
+}
+
+/* The loops of a shared ring split all or none (their producer copies and
+ * compute warps count the same barriers); a ring's barriers get a slot for
+ * each load's stages. */
+static void plan_split_rings(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  if (!p->warp_specialised)
+    return;
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    if (pp->sync != FA_SYNC_MBARRIER || pp->nloads < 2)
+      continue;
+    if (pp->rotated) {
+      pp->no_split = "the loop's first product is issued ahead";
+      continue;
+    }
+    FaRingLoad *split = palloc(pl, (size_t)pp->nloads * sizeof *split);
+    if (!split)
+      return;
+    bool early = false;
+    for (int j = 0; j < pp->nloads && !pp->no_split; j++) {
+      pp->no_split = plan_ring_load(pl, pp, pp->loads[j], &split[j]);
+      early |= split[j].release != split[0].release || split[j].release_before != split[0].release_before ||
+               split[j].next_head != split[0].next_head;
+    }
+    if (!pp->no_split && !early)
+      pp->no_split = "every load of the ring is released at the same point";
+    if (!pp->no_split)
+      pp->split = split;
+  }
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *root = pl->pipelines.items[i];
+    if (root->shares || root->sync != FA_SYNC_MBARRIER)
+      continue;
+    bool all = root->split != NULL;
+    const char *why = "another loop sharing the ring is not split";
+    for (int k = 0; k < pl->pipelines.len; k++) {
+      const FaPipelinePlan *q = pl->pipelines.items[k];
+      if (q->shares == root && !q->split)
+        all = false;
+    }
+    /* (the extra barriers, rounded as plan_kernel rounds them) */
+    if (all && smem_needed(p) + 16 * (size_t)root->stages * (size_t)(root->nloads - 1) + 16 > FA_SMEM_MAX_SM90) {
+      all = false;
+      why = "a full and an empty mbarrier a stage for each load would not fit in shared memory";
+    }
+    for (int k = 0; k < pl->pipelines.len && !all; k++) {
+      FaPipelinePlan *q = pl->pipelines.items[k];
+      if ((q == root || q->shares == root) && q->split) {
+        q->split = NULL;
+        q->no_split = why;
+      }
+    }
+    if (all) {
+      p->barriers[root->full].slots = root->stages * root->nloads;
+      p->barriers[root->empty].slots = root->stages * root->nloads;
+    }
+  }
+}
+
 /* ---- 9. loads and stores ---------------------------------------------------------------------------- */
 
 /* atomic_add through a block pointer, the reduce-store method: the elements
@@ -3343,6 +3490,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
     plan_deferral(&pl);
   if (pl.ok)
     plan_rotation(&pl);
+  if (pl.ok)
+    plan_split_rings(&pl);
   out->pipelines = (FaPipelinePlan **)freeze(&pl, &pl.pipelines, &out->npipelines);
   out->waits = (FaWgmmaWait **)freeze(&pl, &pl.waits, &out->nwaits);
   fa_ptrvec_free(&pl.tiles);

@@ -334,6 +334,25 @@ typedef struct FaPipeStep {
 
 enum { FA_PIPE_MAX_STEPS = 24, FA_PIPE_MAX_STAGES = 8 };
 
+/* Split rings (with a producer warp): each load of a ring has mbarriers of
+ * its own, full and empty (load j's buffer of stage s is slot
+ * j * stages + s of the ring's two barriers), so that a tile read early in
+ * an iteration (K for S = Q K^T) is released as soon as its readers are
+ * done and the producer refills it while the rest of the iteration runs,
+ * instead of when the last tile of the iteration is done with. */
+typedef enum FaRingRelease {
+  FA_RELEASE_TAIL,          /* at the end of the iteration */
+  FA_RELEASE_BEFORE,        /* before op `release_before` of the body, after the wgmma wait there */
+  FA_RELEASE_DEFERRED,      /* after the deferred product's wait, in the next iteration */
+} FaRingRelease;
+
+typedef struct FaRingLoad {
+  bool next_head;           /* read by the deferred product only: waited for at the head of the next
+                               iteration (and before the last deferred product after the loop) */
+  FaRingRelease release;
+  const IrOp *release_before;
+} FaRingLoad;
+
 typedef struct FaPipelinePlan {
   int id;
   const IrOp *loop;         /* the IR_FOR */
@@ -382,6 +401,8 @@ typedef struct FaPipelinePlan {
   int full, empty;
   int ring;                 /* its use counter (fa_ringN) */
   size_t tx_bytes;
+  FaRingLoad *split;        /* per load (FaRingLoad), or NULL: one full and one empty barrier a stage for all */
+  const char *no_split;     /* why not, with a producer warp and more than one load */
   FaTmaRefusal tma_refusal; /* why the loads stay cp.async (FA_TMA_OK: they do not) */
   const FaAccessPlan *refused; /* the load that decided it */
 } FaPipelinePlan;

@@ -336,6 +336,29 @@ static void print_steps(StrBuf *out, const FaPipeStep *s, int n) {
   fa_sb_putc(out, '\n');
 }
 
+/* A load of a split ring (FaRingLoad): its barriers, when it is waited for
+ * and released. */
+static void print_ring_load(const FaPipelinePlan *pp, int j, StrBuf *out) {
+  const FaRingLoad *r = &pp->split[j];
+  fa_sb_puts(out, "pipeline ");
+  put_loc(out, pp->loop->loc);
+  fa_sb_puts(out, " split: load ");
+  put_value(out, pp->loads[j]->op->results[0]);
+  fa_sb_printf(out, " on full/empty mbarriers %d..%d, ", j * pp->stages, (j + 1) * pp->stages - 1);
+  fa_sb_puts(out, r->next_head ? "waited for at the next iteration's head (read by the deferred product only)"
+                               : "waited for at the head");
+  switch (r->release) {
+  case FA_RELEASE_TAIL: fa_sb_puts(out, ", released at the end of the iteration"); break;
+  case FA_RELEASE_BEFORE:
+    fa_sb_puts(out, ", released before ");
+    put_loc(out, r->release_before->loc);
+    fa_sb_puts(out, " (its products complete)");
+    break;
+  case FA_RELEASE_DEFERRED: fa_sb_puts(out, ", released after the deferred product's wait in the next iteration"); break;
+  }
+  fa_sb_putc(out, '\n');
+}
+
 static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
   fa_sb_puts(out, "pipeline ");
   put_loc(out, pp->loop->loc);
@@ -380,7 +403,11 @@ static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
     put_value(out, pp->refused->op->results[0]);
     fa_sb_printf(out, " %s", fa_tma_refusal_text(pp->tma_refusal));
   }
+  if (pp->no_split)
+    fa_sb_printf(out, "; one full and one empty mbarrier a stage for all the loads: %s", pp->no_split);
   fa_sb_putc(out, '\n');
+  for (int j = 0; pp->split && j < pp->nloads; j++)
+    print_ring_load(pp, j, out);
   const char *part[5] = {"before the loop:", "each iteration:", "end of each iteration:", "after the loop:",
                          "the producer, each iteration:"};
   const FaPipeStep *steps[5] = {pp->prologue, pp->head, pp->tail, pp->epilogue, pp->producer};
@@ -391,7 +418,9 @@ static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
     fa_sb_puts(out, "pipeline ");
     put_loc(out, pp->loop->loc);
     fa_sb_printf(out, " %s", part[i]);
-    if (i == 2 && pp->deferred && n[i] == 1 && steps[i][0].kind == FA_STEP_RELEASE) /* emit_cuda.c: each warp releases after the deferred product's wait */
+    if (i == 2 && pp->split) /* emit_cuda.c: each load's where its line says */
+      fa_sb_puts(out, " each warp release the loads released at the end of the iteration (per load above)\n");
+    else if (i == 2 && pp->deferred && n[i] == 1 && steps[i][0].kind == FA_STEP_RELEASE) /* emit_cuda.c: each warp releases after the deferred product's wait */
       fa_sb_puts(out, " each warp release, in the next iteration after the deferred product (after the loop for "
                       "the last)\n");
     else

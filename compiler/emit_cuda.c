@@ -782,6 +782,14 @@ static const char *mbar_address(Emitter *em, int barrier, const char *slot) {
   return aprintf(em, "(fa::smem_addr(fa_smem + %zu) + 8u * %s)", b->offset, slot);
 }
 
+/* A ring's full or empty mbarrier of stage `slot`; of load j's own
+ * barriers in a split ring (FaPipelinePlan.split; j < 0: unsplit). */
+static const char *ring_mbar(Emitter *em, const FaPipelinePlan *pp, int barrier, int j, const char *slot) {
+  if (!pp->split || j < 0)
+    return mbar_address(em, barrier, slot);
+  return mbar_address(em, barrier, j ? aprintf(em, "(%d + %s)", j * pp->stages, slot) : slot);
+}
+
 /* Persistent kernels with a producer warp: the compute threads say they are
  * done with the tiles of loads outside loops (FaSchedulePlan.tile_barrier),
  * after the op the plan names (else at the end of the program). */
@@ -1338,6 +1346,35 @@ static void emit_ring_release(Emitter *em, const FaPipelinePlan *pp, const char 
   line(em, "  fa::mbar_arrive(%s);", mbar_address(em, pp->empty, slot));
 }
 
+/* Split rings: each warp releases load j's buffer of use `use` of the ring. */
+static void emit_load_release(Emitter *em, const FaPipelinePlan *pp, int j, const char *use, const char *why) {
+  const IrValue *v = pp->loads[j]->op->results[0];
+  line(em, "__syncwarp();  // every lane of the warp is done with %s's buffer (%s)", v->name ? v->name : "the tile",
+       why);
+  line(em, "if (fa_lane == 0)");
+  line(em, "  fa::mbar_arrive(%s);",
+       ring_mbar(em, pp, pp->empty, j, aprintf(em, "fa::ring_slot<%d>(%s)", pp->stages, use)));
+}
+
+/* Split rings: every thread waits for load j's copies of use `use`. */
+static void emit_load_wait(Emitter *em, const FaPipelinePlan *pp, int j, const char *use, const char *whose) {
+  const IrValue *v = pp->loads[j]->op->results[0];
+  line(em, "fa::mbar_wait(%s, fa::ring_parity<%d>(%s));  // %s %s has landed",
+       ring_mbar(em, pp, pp->full, j, aprintf(em, "fa::ring_slot<%d>(%s)", pp->stages, use)), pp->stages, use, whose,
+       v->name ? v->name : "tile");
+}
+
+/* Split rings: the releases planned before op (FA_RELEASE_BEFORE), after
+ * its wgmma waits. */
+static void emit_releases_before(Emitter *em, const IrOp *op) {
+  for (int i = 0; !em->producer_mode && i < em->plan->npipelines; i++) {
+    const FaPipelinePlan *pp = em->plan->pipelines[i];
+    for (int j = 0; pp->split && j < pp->nloads; j++)
+      if (pp->split[j].release == FA_RELEASE_BEFORE && pp->split[j].release_before == op && em->pipe_counter[pp->id])
+        emit_load_release(em, pp, j, em->pipe_counter[pp->id], "its products are complete");
+  }
+}
+
 /* The deferred product of the iteration before complete, and its ring
  * buffer released (GUARDED: only where there was one). */
 static void emit_deferred_wait(Emitter *em, const FaPipelinePlan *pp, bool guarded) {
@@ -1347,8 +1384,14 @@ static void emit_deferred_wait(Emitter *em, const FaPipelinePlan *pp, bool guard
   if (guarded)
     line(em, "if (%s) {", em->defer_flag);
   em->indent += guarded;
-  emit_ring_release(em, pp, aprintf(em, "fa::ring_slot<%d>(%s - 1)", pp->stages, em->pipe_counter[pp->id]),
-                    "the iteration before's");
+  const char *before = aprintf(em, "%s - 1", em->pipe_counter[pp->id]);
+  if (pp->split) {
+    for (int j = 0; j < pp->nloads; j++)
+      if (pp->split[j].release == FA_RELEASE_DEFERRED)
+        emit_load_release(em, pp, j, before, "the iteration before's, read by the deferred product");
+  } else {
+    emit_ring_release(em, pp, aprintf(em, "fa::ring_slot<%d>(%s)", pp->stages, before), "the iteration before's");
+  }
   em->indent -= guarded;
   if (guarded)
     line(em, "}");
@@ -1679,8 +1722,14 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
                                value_ref(em, loop->operands[1]));
   if (s->by == FA_BY_PRODUCER) /* the producer's own iteration: it exists */
     exists = "true";
+  if (pp->split && s->by != FA_BY_PRODUCER && s->by != FA_BY_WARP && s->kind != FA_STEP_WAIT_FULL) {
+    fail(em, loop->loc, "internal compiler error: a split ring without a producer warp");
+    return;
+  }
   switch (s->kind) {
   case FA_STEP_WAIT_EMPTY:
+    if (s->by == FA_BY_PRODUCER && pp->split)
+      break; /* each load's, with its copies (FA_STEP_ISSUE) */
     if (s->by == FA_BY_PRODUCER) {
       line(em, "fa::mbar_wait(%s, %s ^ 1u);  // this iteration's buffer is free", mbar_address(em, pp->empty, slot),
            parity);
@@ -1691,6 +1740,20 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
     line(em, "  fa::mbar_wait(%s, %s ^ 1u);", mbar_address(em, pp->empty, slot), parity);
     break;
   case FA_STEP_ISSUE: {
+    if (s->by == FA_BY_PRODUCER && pp->split) {
+      /* each load's buffer as soon as it is free, on its own barriers */
+      for (int j = 0; j < pp->nloads; j++) {
+        const FaAccessPlan *ap = pp->loads[j];
+        const IrValue *v = ap->op->results[0];
+        line(em, "fa::mbar_wait(%s, %s ^ 1u);  // %s's buffer is free", ring_mbar(em, pp, pp->empty, j, slot), parity,
+             v->name ? v->name : "the tile");
+        const char *full = ring_mbar(em, pp, pp->full, j, slot);
+        line(em, "fa::mbar_arrive_expect_tx(%s, %zuu);", full, ap->tma->bytes);
+        emit_tma_copies(em, ap, pipe_blockptr(em, pp, ap, s->arg, before),
+                        aprintf(em, "%s * %zuu", slot, ap->tile->buf_bytes), full);
+      }
+      break;
+    }
     if (s->by == FA_BY_PRODUCER)
       line(em, "{  // this iteration's copies");
     else
@@ -1709,9 +1772,28 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
     break;
   }
   case FA_STEP_WAIT_FULL:
+    if (pp->split) {
+      for (int j = 0; j < pp->nloads; j++) {
+        if (!pp->split[j].next_head) {
+          emit_load_wait(em, pp, j, use, "this iteration's");
+        } else if (em->defer == pp) {
+          line(em, "if (%s)", em->defer_flag);
+          em->indent++;
+          emit_load_wait(em, pp, j, aprintf(em, "%s - 1", use), "the iteration before's");
+          em->indent--;
+        }
+      }
+      break;
+    }
     line(em, "fa::mbar_wait(%s, %s);  // this iteration's tiles have landed", mbar_address(em, pp->full, slot), parity);
     break;
   case FA_STEP_RELEASE:
+    if (pp->split) {
+      for (int j = 0; j < pp->nloads; j++)
+        if (pp->split[j].release == FA_RELEASE_TAIL)
+          emit_load_release(em, pp, j, use, "the iteration's last read");
+      break;
+    }
     if (pp->deferred) {
       line(em, "// (this iteration's buffers are released after its deferred product, in the next iteration)");
       break;
@@ -1946,6 +2028,9 @@ static void emit_for(Emitter *em, const IrOp *op) {
       emit_tile_release(em);   /* the producer loads the next program's under the last deferred product */
     line(em, "if (%s) {  // the last iteration's deferred product", em->defer_flag);
     em->indent++;
+    for (int j = 0; pp->split && j < pp->nloads; j++)
+      if (pp->split[j].next_head)
+        emit_load_wait(em, pp, j, aprintf(em, "%s - 1", counter), "the last iteration's");
     emit_deferred_issue(em, pp);
     emit_deferred_wait(em, pp, false);
     em->indent--;
@@ -2297,6 +2382,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
   if (op->kind == IR_YIELD || op->kind == IR_RETURN)
     return;
   emit_wgmma_waits(em, op, NULL);
+  emit_releases_before(em, op);
   if (em->defer && !em->producer_mode && op == em->defer->defer_wait_before)
     emit_deferred_wait(em, em->defer, true);
   /* values computed at their uses need no code here */

@@ -369,8 +369,19 @@ static void assert_tma_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, c
     const FaPipelinePlan *pp = p->pipelines[i];
     if (pp->sync != FA_SYNC_MBARRIER)
       continue;
-    ck_assert_int_eq(p->barriers[pp->full].slots, pp->stages);
-    ck_assert_int_eq(p->barriers[pp->empty].slots, pp->stages);
+    /* a split ring: a stage's barriers for each load (FaRingLoad) */
+    int per_stage = pp->split ? pp->nloads : 1;
+    ck_assert_int_eq(p->barriers[pp->full].slots, pp->stages * per_stage);
+    ck_assert_int_eq(p->barriers[pp->empty].slots, pp->stages * per_stage);
+    ck_assert_msg(!pp->split || (p->warp_specialised && !pp->rotated && pp->nloads > 1),
+                  "%s: a split ring without a producer warp, or with a product issued ahead", what);
+    for (int j = 0; pp->split && j < pp->nloads; j++) {
+      const FaRingLoad *r = &pp->split[j];
+      ck_assert_msg(r->release != FA_RELEASE_DEFERRED || pp->deferred, "%s: released after no deferred product", what);
+      ck_assert_msg(!r->next_head || r->release == FA_RELEASE_DEFERRED, "%s: waited for late, released early", what);
+      ck_assert_msg(r->release != FA_RELEASE_BEFORE || (r->release_before && r->release_before->parent == pp->loop->regions[0]),
+                    "%s: released before an op outside the loop's body", what);
+    }
     ck_assert_int_eq(p->barriers[pp->empty].arrivals, p->warps);
     size_t bytes = 0;
     for (int j = 0; j < pp->nloads; j++) {
