@@ -1339,18 +1339,15 @@ static void emit_deferred_issue(Emitter *em, const FaPipelinePlan *pp) {
        w->N / w->wg_n, w->kt);
 }
 
-/* Each warp, after its last read of a ring buffer, releases it (empty[]). */
-static void emit_ring_release(Emitter *em, const FaPipelinePlan *pp, const char *slot, const char *whose) {
-  line(em, "__syncwarp();  // every lane of the warp is done with %s buffers", whose);
-  line(em, "if (fa_lane == 0)");
-  line(em, "  fa::mbar_arrive(%s);", mbar_address(em, pp->empty, slot));
-}
-
-/* Split rings: each warp releases load j's buffer of use `use` of the ring. */
-static void emit_load_release(Emitter *em, const FaPipelinePlan *pp, int j, const char *use, const char *why) {
-  const IrValue *v = pp->loads[j]->op->results[0];
-  line(em, "__syncwarp();  // every lane of the warp is done with %s's buffer (%s)", v->name ? v->name : "the tile",
-       why);
+/* Each warp, after its last read of a ring buffer, releases it (empty[]):
+ * the buffers of use `use` of the ring, or in a split ring load j's alone
+ * (j < 0: every load's, unsplit). */
+static void emit_ring_release(Emitter *em, const FaPipelinePlan *pp, int j, const char *use, const char *whose) {
+  const IrValue *v = j >= 0 ? pp->loads[j]->op->results[0] : NULL;
+  if (v)
+    line(em, "__syncwarp();  // every lane of the warp is done with %s buffer of %s", whose, v->name ? v->name : "a tile");
+  else
+    line(em, "__syncwarp();  // every lane of the warp is done with %s buffers", whose);
   line(em, "if (fa_lane == 0)");
   line(em, "  fa::mbar_arrive(%s);",
        ring_mbar(em, pp, pp->empty, j, aprintf(em, "fa::ring_slot<%d>(%s)", pp->stages, use)));
@@ -1371,7 +1368,7 @@ static void emit_releases_before(Emitter *em, const IrOp *op) {
     const FaPipelinePlan *pp = em->plan->pipelines[i];
     for (int j = 0; pp->split && j < pp->nloads; j++)
       if (pp->split[j].release == FA_RELEASE_BEFORE && pp->split[j].release_before == op && em->pipe_counter[pp->id])
-        emit_load_release(em, pp, j, em->pipe_counter[pp->id], "its products are complete");
+        emit_ring_release(em, pp, j, em->pipe_counter[pp->id], "this iteration's (its products are complete)");
   }
 }
 
@@ -1385,13 +1382,9 @@ static void emit_deferred_wait(Emitter *em, const FaPipelinePlan *pp, bool guard
     line(em, "if (%s) {", em->defer_flag);
   em->indent += guarded;
   const char *before = aprintf(em, "%s - 1", em->pipe_counter[pp->id]);
-  if (pp->split) {
-    for (int j = 0; j < pp->nloads; j++)
-      if (pp->split[j].release == FA_RELEASE_DEFERRED)
-        emit_load_release(em, pp, j, before, "the iteration before's, read by the deferred product");
-  } else {
-    emit_ring_release(em, pp, aprintf(em, "fa::ring_slot<%d>(%s)", pp->stages, before), "the iteration before's");
-  }
+  for (int j = pp->split ? 0 : -1; j < (pp->split ? pp->nloads : 0); j++)
+    if (j < 0 || pp->split[j].release == FA_RELEASE_DEFERRED)
+      emit_ring_release(em, pp, j, before, "the iteration before's");
   em->indent -= guarded;
   if (guarded)
     line(em, "}");
@@ -1776,7 +1769,10 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
       for (int j = 0; j < pp->nloads; j++) {
         if (!pp->split[j].next_head) {
           emit_load_wait(em, pp, j, use, "this iteration's");
-        } else if (em->defer == pp) {
+        } else if (em->defer != pp) {
+          fail(em, loop->loc, "internal compiler error: a load waited for by a deferred product outside its loop");
+          return;
+        } else {
           line(em, "if (%s)", em->defer_flag);
           em->indent++;
           emit_load_wait(em, pp, j, aprintf(em, "%s - 1", use), "the iteration before's");
@@ -1791,14 +1787,14 @@ static void emit_ring_step(Emitter *em, const FaPipelinePlan *pp, const FaPipeSt
     if (pp->split) {
       for (int j = 0; j < pp->nloads; j++)
         if (pp->split[j].release == FA_RELEASE_TAIL)
-          emit_load_release(em, pp, j, use, "the iteration's last read");
+          emit_ring_release(em, pp, j, use, "this iteration's");
       break;
     }
     if (pp->deferred) {
       line(em, "// (this iteration's buffers are released after its deferred product, in the next iteration)");
       break;
     }
-    emit_ring_release(em, pp, slot, "this iteration's");
+    emit_ring_release(em, pp, -1, use, "this iteration's");
     break;
   case FA_STEP_BARRIER: line(em, "%s%s", barrier_stmt(em), step_comment(s)); break;
   case FA_STEP_DRAIN_STORES: emit_drain(em, 0, false); break;
