@@ -12,8 +12,10 @@
 # FADSL_FWD_CONFIGS: the configurations, each PIPELINE:SCHEDULE:BLOCK_Q:BLOCK_K:STAGES
 # with 8 warps (default: the three fastest on an H200 on 2026-12-03,
 # "tma:grid:128:64:2 tma_ws_pp:grid:128:128:3 tma_ws_pp:persistent:128:128:3");
-# a configuration that does not fit a shape's head dimension fails that run
-# alone.  FADSL_BENCH_SHAPES: the shape sets, as bench/run-attention.sh's (std
+# FADSL_FWD_CONFIGS_D256 the same for head dimensions above 128, where those
+# tiles do not fit (default: "tma_ws_pp:grid:128:64:2
+# tma_ws_pp:persistent:128:64:2", the fastest there); a configuration that
+# does not fit a shape's head dimension fails that run alone.  FADSL_BENCH_SHAPES: the shape sets, as bench/run-attention.sh's (std
 # trading gqa d256; default std trading gqa).  Run from the repository root
 # with the build in ./build (FADSL_BUILD=DIR, FADSL_ATTN=PATH).  Exit status
 # 1 when a run failed (the others still run and are recorded).
@@ -24,6 +26,7 @@ build=${FADSL_BUILD:-./build}
 attn=${FADSL_ATTN:-$build/examples/attention/fadsl-attn}
 [ -x "$attn" ] || { echo "run-forward-configs: $attn not found (build in ./build, or set FADSL_BUILD / FADSL_ATTN)" >&2; exit 2; }
 configs=${FADSL_FWD_CONFIGS:-tma:grid:128:64:2 tma_ws_pp:grid:128:128:3 tma_ws_pp:persistent:128:128:3}
+configs_d256=${FADSL_FWD_CONFIGS_D256:-tma_ws_pp:grid:128:64:2 tma_ws_pp:persistent:128:64:2}
 : > "$out" || exit 2
 failures=0
 
@@ -42,7 +45,9 @@ EOC
 }
 shape() {   # B H N D causal|full [KVH [DTYPE]]
   echo "== B=$1 H=$2 KVH=${6:-$2} N=$3 D=$4 $5 ${7:-f16}"
-  for cfg in $configs; do
+  cfgs=$configs
+  [ "$4" -gt 128 ] && cfgs=$configs_d256
+  for cfg in $cfgs; do
     one "$1" "$2" "$3" "$4" "$5" "${6:-$2}" "${7:-f16}" "$cfg"
   done
 }
