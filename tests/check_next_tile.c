@@ -15,19 +15,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "mbar_model.h"
+
 enum { WARPS_MAX = 8, SEQ_MAX = 2048 };
-
-typedef struct Mbar {
-  unsigned arrivals, pending, completed;
-} Mbar;
-
-static void arrive(Mbar *b) {
-  if (++b->pending == b->arrivals) {
-    b->pending = 0;
-    b->completed++;
-  }
-}
-static bool passes(const Mbar *b, unsigned parity) { return (b->completed & 1u) != parity; }
 
 /* The device code's slot and use of round r >= 1. */
 static unsigned slot_of(unsigned r) { return (r - 1u) & 1u; }
@@ -39,12 +29,6 @@ typedef struct Side {
   unsigned seq[SEQ_MAX];
   int n;
 } Side;
-
-static uint64_t rng;
-static unsigned rnd(unsigned n) {
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return (unsigned)(rng % n);
-}
 
 /* One block among G of `total` programs; false on a deadlock or a mismatch. */
 static bool run(unsigned total, unsigned G, unsigned block, int warps) {

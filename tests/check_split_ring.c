@@ -22,22 +22,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "mbar_model.h"
+
 enum { LOADS = 2, STAGES_MAX = 4, WARPS_MAX = 8, PROGRAMS_MAX = 8, COPIES_MAX = LOADS * STAGES_MAX };
 enum { K = 0, V = 1 };
 enum { GARBAGE = -1 };
-
-typedef struct Mbar {
-  unsigned arrivals, pending, completed;
-} Mbar;
-
-static void arrive(Mbar *b) {
-  if (++b->pending == b->arrivals) {
-    b->pending = 0;
-    b->completed++;
-  }
-}
-/* try_wait.parity P passes once the phase of parity P has completed */
-static bool passes(const Mbar *b, unsigned parity) { return (b->completed & 1u) != parity; }
 
 typedef struct Ring {
   int stages, warps;
@@ -53,12 +42,6 @@ typedef struct Ring {
 static unsigned slot_of(const Ring *r, unsigned u) { return u % (unsigned)r->stages; }
 static unsigned parity_of(const Ring *r, unsigned u) { return (u / (unsigned)r->stages) & 1u; }
 static int tag_of(int program, int it, int load) { return (program * 4096 + it) * LOADS + load; }
-
-static uint64_t rng;
-static unsigned rnd(unsigned n) {
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return (unsigned)(rng % n);
-}
 
 /* ---- the producer ---- */
 typedef struct Producer {
