@@ -2341,9 +2341,7 @@ static const char *plan_ring_load(Planner *pl, const FaPipelinePlan *pp, const F
       uses |= use->operands[k] == v;
     if (!uses)
       continue;
-    if (!reads_as_tile(pl, use, v) || use->parent != body)
-      return "a use of the tile is not a product in the loop's body";
-    const FaProductPlan *prod = fa_plan_product(p, use);
+    const FaProductPlan *prod = use->parent == body && reads_as_tile(pl, use, v) ? fa_plan_product(p, use) : NULL;
     if (!prod)
       return "a use of the tile is not a product in the loop's body";
     if (prod == pp->deferred) {
