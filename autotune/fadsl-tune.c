@@ -42,7 +42,9 @@ static void usage(FILE *out) {
           "  --dry-run           print the pruned search space; no GPU, no compiling\n"
           "  --compile-only      compile every candidate and report registers, shared memory\n"
           "                      and spills; no GPU needed\n"
-          "  --arch ARCH         target of --compile-only (default: the GPU's, else sm_90a)\n"
+          "  --arch ARCH         target of --compile-only (default: the GPU's, else sm_90a) and\n"
+          "                      of --dry-run (default sm_90a); prunes read its compute\n"
+          "                      capability as `arch` (90 for sm_90a)\n"
           "  --force             tune again keys the database already has\n"
           "  --runs N            timed runs of each candidate that survives the 5-run\n"
           "                      screening (default and minimum 20)\n"
@@ -248,6 +250,7 @@ typedef struct Driver {
   fadsl_context *ctx;
   fadsl_program *rprog;
   const char *arch;
+  int arch_sm;                  /* arch's compute capability: what prunes read as `arch` */
   char gpu[256];
   size_t smem_limit;
   char *db_path;
@@ -574,9 +577,23 @@ static size_t arch_smem_limit(const char *arch) {
   }
 }
 
+/* Sets d->arch and the compute capability prunes read (d->arch_sm). */
+static int set_arch(Driver *d, const char *arch) {
+  FaCudaTarget target;
+  if (!fa_cuda_target_parse(arch, &target)) {
+    fprintf(stderr, "fadsl-tune: unknown GPU architecture '%s' (expected e.g. sm_80 or sm_90a)\n", arch);
+    return TUNE_EXIT_USAGE;
+  }
+  d->arch = fa_arena_strdup(&d->fc->arena, arch);
+  d->arch_sm = target.sm;
+  return TUNE_EXIT_OK;
+}
+
 static int setup_device(Driver *d) {
   TuneOptions *opt = d->opt;
-  if (opt->mode == TUNE_MODE_DRY_RUN) return TUNE_EXIT_OK;
+  /* a dry run touches no GPU: its space is --arch's, else sm_90a's, as
+     --compile-only's without a GPU */
+  if (opt->mode == TUNE_MODE_DRY_RUN) return set_arch(d, opt->arch ? opt->arch : "sm_90a");
   double t0 = fa_tune_now();
   fadsl_status st = fadsl_context_create(opt->device, &d->ctx);
   if (!d->ctx) {
@@ -592,7 +609,8 @@ static int setup_device(Driver *d) {
       return TUNE_EXIT_NO_GPU;
     }
     snprintf(d->gpu, sizeof d->gpu, "%s", info.name);
-    d->arch = fa_arena_strdup(&d->fc->arena, info.arch);
+    int status = set_arch(d, info.arch);
+    if (status != TUNE_EXIT_OK) return status;
     d->smem_limit = info.shared_per_block_optin;
     d->db_path = opt->db_path ? strdup(opt->db_path) : fa_tune_db_default_path();
     if (!d->db_path) {
@@ -608,14 +626,10 @@ static int setup_device(Driver *d) {
   } else {
     /* --compile-only: the GPU's architecture when there is one, else --arch or sm_90a */
     const char *arch = opt->arch ? opt->arch : have_gpu ? info.arch : "sm_90a";
-    d->arch = fa_arena_strdup(&d->fc->arena, arch);
+    int status = set_arch(d, arch);
+    if (status != TUNE_EXIT_OK) return status;
     d->smem_limit = have_gpu && !strcmp(arch, info.arch) ? info.shared_per_block_optin : arch_smem_limit(arch);
     if (have_gpu) snprintf(d->gpu, sizeof d->gpu, "%s", info.name);
-    FaCudaTarget target;
-    if (!fa_cuda_target_parse(arch, &target)) {
-      fprintf(stderr, "fadsl-tune: unknown GPU architecture '%s' (expected e.g. sm_80 or sm_90a)\n", arch);
-      return TUNE_EXIT_USAGE;
-    }
     /* compile without the device: a context that only compiles */
     fadsl_context_destroy(d->ctx);
     d->ctx = NULL;
@@ -648,6 +662,7 @@ static int run_problems(Driver *d) {
     run.ctx = d->ctx;
     run.rprog = d->rprog;
     run.on_device = d->opt->mode == TUNE_MODE_TUNE;
+    run.arch = d->arch_sm;
     run.hook = on_launch;
     run.user = d;
     d->setup_seen = 0;
@@ -701,6 +716,8 @@ static int report(Driver *d, double wall_s) {
     if (d->store_failed) status = TUNE_EXIT_FAILED;
   } else if (opt->mode == TUNE_MODE_COMPILE_ONLY) {
     fprintf(out, "\ncompiled for %s with %d thread%s; %.1f s in all\n", d->arch, opt->jobs, opt->jobs == 1 ? "" : "s", wall_s);
+  } else if (d->njobs > 0) {
+    fprintf(out, "\npruned for %s (prunes read arch = %d; --arch to choose another)\n", d->arch, d->arch_sm);
   }
   fflush(out);
   if (opt->json_path) {

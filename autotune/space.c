@@ -7,8 +7,8 @@
  *   - every axis named by --only has one of the listed values, and
  *   - @autotune(prune=...) is true, evaluated with the point's values, the
  *     launch-configuration axes (their defaults when they are not axes of the
- *     space, see config_axes.c), and the launch's constexpr and scalar
- *     arguments in scope.
+ *     space, see config_axes.c), the target's compute capability as `arch`
+ *     (run->arch), and the launch's constexpr and scalar arguments in scope.
  * The default configuration is the kernel's default point with the launch's
  * own fixed values (compiler/autotune_point.h) -- what libfadsl launches
  * when the database has nothing. */
@@ -66,7 +66,7 @@ static bool eval_prune(TuneRun *run, const TuneJob *job, const FaConst *values, 
   if (!k->prune) return true;
   int naxes;
   fa_config_axes(&naxes);
-  int cap = job->nfixed + k->ntune + naxes;
+  int cap = job->nfixed + k->ntune + naxes + 1;   /* + `arch` */
   FaBinding *b = fa_arena_alloc(&run->fc->arena, sizeof *b * (size_t)cap);
   if (!b) return false;
   int n = 0;
@@ -75,7 +75,7 @@ static bool eval_prune(TuneRun *run, const TuneJob *job, const FaConst *values, 
     b[n].name = k->tune[t].name;
     b[n++].value = fa_config_prune_value(k->tune[t].name, values[t]);
   }
-  n += fa_config_prune_bindings(k, NULL, b + n);
+  n += fa_config_prune_bindings(k, NULL, run->arch, b + n);
   FaConst r;
   memset(&r, 0, sizeof r);
   if (!fa_eval_const(run->fc, run->prog, k->prune, b, n, &r)) return false;
@@ -142,7 +142,7 @@ static bool mark_default(TuneRun *run, TuneJob *job, const FaConst **given) {
   for (int t = 0; t < k->ntune; t++)
     if (given[t]) known[n++] = (FaBinding){k->tune[t].name, *given[t]};
   FaAutotunePoint pt;
-  if (!fa_autotune_default_point(&run->fc->arena, run->prog, k, known, n, NULL, &pt)) return false;
+  if (!fa_autotune_default_point(&run->fc->arena, run->prog, k, known, n, NULL, run->arch, &pt)) return false;
   if (pt.none_passes || job->ncands == 0) return true;
   int p = 0;   /* its index in the enumeration: the last axis fastest */
   for (int t = 0; t < k->ntune; t++) {

@@ -51,7 +51,7 @@ typedef struct TuneOptions {
   const char *json_path;        /* --json, or NULL */
   TuneMode mode;
   bool force;
-  const char *arch;             /* --arch, or NULL */
+  const char *arch;             /* --arch, or NULL (--compile-only and --dry-run: the GPU's, else sm_90a) */
   int device;
   int top;                      /* rows of the summary table per key */
   int min_runs;                 /* timed runs per candidate, at least */
@@ -125,6 +125,7 @@ struct TuneRun {
   fadsl_context *ctx;           /* NULL for --dry-run; a compile-only context for --compile-only */
   fadsl_program *rprog;
   bool on_device;               /* buffers live on the GPU and kernels are launched */
+  int arch;                     /* the target's compute capability, as prunes read it (sema.h) */
   TuneLaunchHook hook;
   void *user;
   int exit_status;              /* set by a hook that aborts */

@@ -35,7 +35,7 @@ bool fa_autotune_axis_fixed(const FaKernelInfo *k, int t, const FaBinding *known
 
 /* What the prune sees besides the axes (rule 2), written after them. */
 static int prune_scope(const FaKernelInfo *k, const FaBinding *known, int nknown, const FaLaunchConfig *given,
-                       FaBinding *out) {
+                       int arch, FaBinding *out) {
   int n = 0;
   for (int i = 0; i < nknown; i++)
     if (known[i].name && !is_axis(k, known[i].name) && known[i].value.kind != CK_NONE)
@@ -46,7 +46,7 @@ static int prune_scope(const FaKernelInfo *k, const FaBinding *known, int nknown
         fa_binding_index(known, nknown, pa->name) < 0)
       out[n++] = (FaBinding){pa->name, pa->default_value};
   }
-  return n + fa_config_prune_bindings(k, given, out + n);
+  return n + fa_config_prune_bindings(k, given, arch, out + n);
 }
 
 /* Whether the prune admits the point in env[0..n) (rule 3: an error admits). */
@@ -109,14 +109,15 @@ static const char *point_source(const FaKernelInfo *k, const FaLaunchConfig *giv
 }
 
 bool fa_autotune_default_point(Arena *arena, const FaProgram *p, const FaKernelInfo *k, const FaBinding *known,
-                               int nknown, const FaLaunchConfig *given, FaAutotunePoint *out) {
+                               int nknown, const FaLaunchConfig *given, int arch, FaAutotunePoint *out) {
   memset(out, 0, sizeof *out);
   int nt = k->ntune, naxes;
   fa_config_axes(&naxes);
   out->values = fa_arena_alloc(arena, sizeof *out->values * (size_t)(nt + 1));
   out->chosen = fa_arena_alloc(arena, sizeof *out->chosen * (size_t)(nt + 1));
   int *idx = fa_arena_alloc(arena, sizeof *idx * (size_t)(nt + 1));
-  FaBinding *env = fa_arena_alloc(arena, sizeof *env * (size_t)(nt + nknown + k->nparams + naxes + 1));
+  /* the point, the scope, the configuration axes and `arch` */
+  FaBinding *env = fa_arena_alloc(arena, sizeof *env * (size_t)(nt + nknown + k->nparams + naxes + 2));
   if (!out->values || !out->chosen || !idx || !env)
     return false;
   for (int t = 0; t < nt; t++) {
@@ -124,7 +125,7 @@ bool fa_autotune_default_point(Arena *arena, const FaProgram *p, const FaKernelI
     out->chosen[t] = !fixed && k->tune[t].nvalues > 0;
     out->nchosen += out->chosen[t];
   }
-  int n = nt + prune_scope(k, known, nknown, given, env + nt);
+  int n = nt + prune_scope(k, known, nknown, given, arch, env + nt);
   if (out->nchosen > 0) {
     bool found = false;
     do {

@@ -15,8 +15,10 @@
  *     with the last axis varying fastest, that @autotune(prune=...) admits.
  *     The prune sees the point (fixed axes included), `known` (the
  *     constexprs and runtime scalars the caller has values for), each other
- *     constexpr's declared default, and the launch-configuration axes that
- *     are not axes of the space (given, else their default).
+ *     constexpr's declared default, the launch-configuration axes that
+ *     are not axes of the space (given, else their default), and `arch`,
+ *     the compute capability of the target the caller compiles for
+ *     (sema.h: FA_PRUNE_ARCH; FA_ARCH_NONE, 0, on the interpreter).
  *  3. A prune that cannot be evaluated at a point (it reads a value not known
  *     there, such as a runtime size at compile time) admits the point;
  *     specialisation then judges it.
@@ -44,11 +46,12 @@ typedef struct FaAutotunePoint {
                                open), "explicit+default" (some of each): a string constant */
 } FaAutotunePoint;
 
-/* Chooses the default point of kernel k of program p (the rules above).
- * `given` may be NULL (no configuration axis given).  The arrays of *out are
- * allocated in `arena`.  Returns false only when out of memory. */
+/* Chooses the default point of kernel k of program p (the rules above) for
+ * target `arch` (compute capability * 10, or FA_ARCH_NONE).  `given` may be
+ * NULL (no configuration axis given).  The arrays of *out are allocated in
+ * `arena`.  Returns false only when out of memory. */
 bool fa_autotune_default_point(Arena *arena, const FaProgram *p, const FaKernelInfo *k, const FaBinding *known,
-                               int nknown, const FaLaunchConfig *given, FaAutotunePoint *out);
+                               int nknown, const FaLaunchConfig *given, int arch, FaAutotunePoint *out);
 
 /* Whether the caller fixes axis t of k's space (rule 1). */
 bool fa_autotune_axis_fixed(const FaKernelInfo *k, int t, const FaBinding *known, int nknown,

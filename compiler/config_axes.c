@@ -144,7 +144,7 @@ bool fa_config_parse(const FaConfigAxis *ax, const char *text, int *value) {
   return true;
 }
 
-int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given, FaBinding *out) {
+int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given, int arch, FaBinding *out) {
   int n = 0;
   for (size_t i = 0; i < sizeof axes / sizeof *axes; i++) {
     bool in_space = false;
@@ -157,5 +157,7 @@ int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given,
     out[n++].value =
         fa_config_prune_value(axes[i].name, (FaConst){CK_INT, v > 0 ? v : axes[i].default_value, 0, DT_VOID, NULL});
   }
+  out[n].name = FA_PRUNE_ARCH;
+  out[n++].value = (FaConst){CK_INT, arch, 0, DT_VOID, NULL};
   return n;
 }

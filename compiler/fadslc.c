@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ast.h"
+#include "cuda.h"
 #include "fadslc_cuda.h"
 #include "modules.h"
 #include "problem_binds.h"
@@ -187,11 +188,12 @@ static FaBinding *check_defines(Job *job) {
 
 /* Specialises kernel k as --emit=cuda would compile it: the -D values that
  * are its constexprs or problem sizes, then its default configuration (the
- * first point of @autotune that passes the prune, warps and stages included),
- * its constexpr defaults and what a @problem passes when it launches it.  A
+ * first point of @autotune that passes the prune, warps and stages included,
+ * the prune reading `arch`), its constexpr defaults and what a @problem
+ * passes when it launches it.  A
  * kernel with a constexpr that none of these gives is not specialised; a note
  * says which values are missing. */
-static bool check_kernel(Job *job, const FaProgram *p, const FaKernelInfo *k, const FaBinding *defines) {
+static bool check_kernel(Job *job, const FaProgram *p, const FaKernelInfo *k, const FaBinding *defines, int arch) {
   const Options *opt = job->opt;
   FaBinding *given = fa_arena_alloc(&job->fc->arena, (size_t)(opt->ndefines + 1) * sizeof *given);
   if (!given)
@@ -209,8 +211,24 @@ static bool check_kernel(Job *job, const FaProgram *p, const FaKernelInfo *k, co
   }
   FaLaunchConfig cfg = opt->config;
   FaBinding *b = NULL;
-  int n = fa_kernel_bindings_for_compile(job->fc, p, k, given, ngiven, &b, &cfg);
+  int n = fa_kernel_bindings_for_compile(job->fc, p, k, given, ngiven, arch, &b, &cfg);
   return n >= 0 && fa_specialize(job->fc, p, k, b, n, cfg) != NULL;
+}
+
+/* The compute capability a prune reads as `arch` (sema.h): that of --arch
+ * when given; else none, since --check compiles for no GPU. */
+static bool check_arch(Job *job, int *arch) {
+  *arch = FA_ARCH_NONE;
+  if (!job->opt->arch)
+    return true;
+  FaCudaTarget target;
+  if (!fa_cuda_target_parse(job->opt->arch, &target)) {
+    fa_error(&job->fc->diag, fa_noloc(), "--arch %s: not a supported GPU architecture (sm_80 or newer, e.g. "
+             "sm_80, sm_90a)", job->opt->arch);
+    return false;
+  }
+  *arch = target.sm;
+  return true;
 }
 
 /* Semantic analysis (with the arguments of every call, whatever the
@@ -218,7 +236,8 @@ static bool check_kernel(Job *job, const FaProgram *p, const FaKernelInfo *k, co
 static bool run_check(Job *job) {
   FaProgram *p = fa_program_check(job->fc, job->module);
   FaBinding *defines = p ? check_defines(job) : NULL;
-  if (!defines)
+  int arch;
+  if (!defines || !check_arch(job, &arch))
     return false;
   bool ok = true;
   for (int i = 0; i < job->opt->ndefines; i++) {
@@ -234,7 +253,7 @@ static bool run_check(Job *job) {
   if (!ok)
     return false;
   for (int k = 0; k < p->nkernels; k++)
-    ok = check_kernel(job, p, p->kernels[k], defines) && ok;
+    ok = check_kernel(job, p, p->kernels[k], defines, arch) && ok;
   return ok;
 }
 
@@ -376,7 +395,9 @@ static void usage(FILE *f) {
           "                   of two; comma-separated or repeated; for --emit=plan|cuda|ptx|cubin).\n"
           "                   Without it integers have no known divisor and pointers are taken to be\n"
           "                   16-byte aligned, as launches are specialised (see docs/performance.md)\n"
-          "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a)\n"
+          "  --arch ARCH      the GPU architecture to compile for (e.g. sm_90a; --emit=plan|cuda|ptx|\n"
+          "                   cubin default sm_80); @autotune prunes read its compute capability as\n"
+          "                   `arch` (90 for sm_90a; 0 for --check without --arch)\n"
           "  -o FILE          write the output to FILE instead of standard output\n"
           "  --help           show this help\n"
           "  --version        show the version\n"

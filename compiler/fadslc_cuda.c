@@ -107,7 +107,7 @@ bool fa_fadslc_compile(FaCompiler *fc, const Node *module, const FaCompileReques
   }
   FaLaunchConfig cfg = req->config;
   FaBinding *binds = NULL;
-  int nb = fa_kernel_bindings_for_compile(fc, p, k, req->defines, req->ndefines, &binds, &cfg);
+  int nb = fa_kernel_bindings_for_compile(fc, p, k, req->defines, req->ndefines, target.sm, &binds, &cfg);
   if (nb < 0)
     return false;
   FaArgFact *facts = NULL;

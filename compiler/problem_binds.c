@@ -60,10 +60,10 @@ static const Node *find_launch(FaCompiler *fc, const FaProgram *p, const NodeLis
 /* The default point of the autotune space for the axes not bound yet
  * (autotune_point.h), appended to b[0..*n) and into *config; no point that
  * passes the prune is an error here. */
-static bool autotune_default(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding *b, int *n,
-                             FaLaunchConfig *config) {
+static bool autotune_default(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, int arch, FaBinding *b,
+                             int *n, FaLaunchConfig *config) {
   FaAutotunePoint pt;
-  if (!fa_autotune_default_point(&fc->arena, p, k, b, *n, config, &pt)) {
+  if (!fa_autotune_default_point(&fc->arena, p, k, b, *n, config, arch, &pt)) {
     fa_error(&fc->diag, fa_noloc(), "out of memory");
     return false;
   }
@@ -77,7 +77,7 @@ static bool autotune_default(FaCompiler *fc, const FaProgram *p, const FaKernelI
 }
 
 int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k,
-                                   const FaBinding *given, int ngiven, FaBinding **out,
+                                   const FaBinding *given, int ngiven, int arch, FaBinding **out,
                                    FaLaunchConfig *config) {
   int cap = k->nparams + ngiven + k->ntune + 8;
   FaBinding *b = fa_arena_alloc(&fc->arena, (size_t)cap * sizeof *b);
@@ -146,7 +146,7 @@ int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaK
     break;
   }
   /* the autotune space: its default point */
-  if (k->ntune > 0 && !autotune_default(fc, p, k, b, &n, config))
+  if (k->ntune > 0 && !autotune_default(fc, p, k, arch, b, &n, config))
     return -1;
   /* constexpr defaults */
   for (int i = 0; i < k->nparams; i++) {

@@ -16,13 +16,15 @@ const FaParamInfo *fa_kernel_constexpr(const FaKernelInfo *k, const char *name);
 bool fa_program_has_size(const FaProgram *p, const char *name);
 
 /* `given`: -D values; names that are neither constexpr parameters of the
- * kernel nor sizes of a problem description are errors.  *config is set from
- * the default configuration where its fields are 0.  Stores the bindings
+ * kernel nor sizes of a problem description are errors.  `arch`: the
+ * target's compute capability, as the prune reads it (sema.h; FA_ARCH_NONE
+ * when there is no GPU target).  *config is set from the default
+ * configuration where its fields are 0.  Stores the bindings
  * (arena) and returns their number, or -1 after reporting errors (among
  * them: no point of the @autotune space passes its prune with the values
  * given, located at the prune). */
 int fa_kernel_bindings_for_compile(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k,
-                                   const FaBinding *given, int ngiven, FaBinding **out,
+                                   const FaBinding *given, int ngiven, int arch, FaBinding **out,
                                    FaLaunchConfig *config);
 
 #endif

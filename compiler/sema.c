@@ -463,6 +463,30 @@ static bool eval_list(Checker *C, const Node *e, const char *what, FaConst **val
   return true;
 }
 
+/* The prune sees the parameters, the launch configuration and the target's
+ * compute capability, FA_PRUNE_ARCH (sema.h).  A parameter of that name would
+ * make `arch` in the prune mean one thing in the kernel's body and another
+ * to whoever reads the prune, so it is refused rather than shadowed. */
+static bool check_prune(Checker *C, const Node *fn, const Node *prune) {
+  int clash = param_index(fn, FA_PRUNE_ARCH);
+  if (clash >= 0)
+    serr(C, fn->params.items[clash]->loc,
+         "parameter '%s' of kernel '%s' clashes with the target's compute capability, which "
+         "@autotune(prune=...) reads as '%s': rename the parameter", FA_PRUNE_ARCH, fn->name, FA_PRUNE_ARCH);
+  NameCtx nc;
+  memset(&nc, 0, sizeof nc);
+  for (int j = 0; j < fn->params.len; j++)
+    fa_ptrvec_push(&nc.local, (void *)fn->params.items[j]->name);
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int a = 0; a < naxes; a++)
+    fa_ptrvec_push(&nc.local, (void *)axes[a].name);
+  fa_ptrvec_push(&nc.local, (void *)FA_PRUNE_ARCH);
+  check_names(C, &nc, prune);
+  fa_ptrvec_free(&nc.local);
+  return clash < 0;
+}
+
 static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernelInfo *k) {
   bool ok = true;
   if (dec->args.len) {
@@ -477,18 +501,8 @@ static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernel
     const Node *kw = dec->kwargs.items[i];
     const char *name = kw->name;
     if (!strcmp(name, "prune")) {
-      /* the prune sees the parameters and the launch configuration */
       k->prune = kw->rhs;
-      NameCtx nc;
-      memset(&nc, 0, sizeof nc);
-      for (int j = 0; j < fn->params.len; j++)
-        fa_ptrvec_push(&nc.local, (void *)fn->params.items[j]->name);
-      int naxes;
-      const FaConfigAxis *axes = fa_config_axes(&naxes);
-      for (int a = 0; a < naxes; a++)
-        fa_ptrvec_push(&nc.local, (void *)axes[a].name);
-      check_names(C, &nc, kw->rhs);
-      fa_ptrvec_free(&nc.local);
+      ok = check_prune(C, fn, kw->rhs) && ok;
       continue;
     }
     if (!strcmp(name, "key")) {
@@ -790,11 +804,11 @@ FaProgram *fa_program_check(FaCompiler *fc, const Node *module) {
 
 /* ---- defaults ---------------------------------------------------------------------------- */
 
-int fa_kernel_default_bindings(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding **out,
-                               FaLaunchConfig *config) {
+int fa_kernel_default_bindings(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, int arch,
+                               FaBinding **out, FaLaunchConfig *config) {
   FaAutotunePoint pt;
   FaBinding *b = fa_arena_alloc(&fc->arena, (size_t)(k->ntune + 1) * sizeof(FaBinding));
-  if (!b || !fa_autotune_default_point(&fc->arena, p, k, NULL, 0, NULL, &pt))
+  if (!b || !fa_autotune_default_point(&fc->arena, p, k, NULL, 0, NULL, arch, &pt))
     return -1;
   *config = pt.config;
   for (int i = 0; i < k->nparams; i++) {

@@ -98,6 +98,21 @@ FaKernelInfo *fa_program_kernel(const FaProgram *p, const char *name);
 /* The index of the binding named `name` in b[0..n), or -1. */
 int fa_binding_index(const FaBinding *b, int n, const char *name);
 
+/* ---- the target, as a prune sees it -------------------------------------------------
+ * An @autotune prune reads `arch`: the compute capability of the GPU the
+ * kernel is compiled for, major * 10 + minor (80 for sm_80, 86, 89, 90 for
+ * sm_90 and sm_90a alike, 100, ...), so that a kernel's default point can
+ * differ between targets (a tile that fits an H200's shared memory and not
+ * an A100's).  It is the compile target, not the device: FADSL_ARCH=sm_80
+ * on an H200 makes it 80.  Where no GPU target is known (the CPU
+ * interpreter, fadslc --check without --arch) it is FA_ARCH_NONE, 0: below
+ * every GPU, so that `arch >= 90` is false there and the portable branch of
+ * a prune is taken.  A kernel with a prune may not have a parameter of that
+ * name (sema reports it).  The callers that choose a default point or
+ * enumerate a space pass it explicitly; there is no global target. */
+#define FA_PRUNE_ARCH "arch"
+enum { FA_ARCH_NONE = 0 };
+
 /* ---- the launch configuration --------------------------------------------------------
  * Choices made per launch that are not kernel parameters.  Each axis is one
  * row of the table in config_axes.c, which says everything the rest of the
@@ -135,10 +150,12 @@ void fa_config_set(FaLaunchConfig *c, const FaConfigAxis *ax, int value);
 bool fa_config_allowed(const FaConfigAxis *ax, int64_t value);
 /* Gives every axis not given (<= 0) its default. */
 void fa_config_fill_defaults(FaLaunchConfig *c);
-/* The axes a prune expression sees that are not axes of the kernel's
- * @autotune space, as bindings: the value in `given` where set, else the
- * default.  Writes at most fa_config_axes' count to out; returns how many. */
-int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given, FaBinding *out);
+/* What a prune expression sees besides the point and the kernel's
+ * parameters, as bindings: the launch-configuration axes that are not axes
+ * of the kernel's @autotune space (the value in `given` where set, else the
+ * default), then FA_PRUNE_ARCH with `arch` (below).  Writes at most
+ * fa_config_axes' count + 1 to out; returns how many. */
+int fa_config_prune_bindings(const FaKernelInfo *k, const FaLaunchConfig *given, int arch, FaBinding *out);
 /* Appends "warps=4 stages=2" (the axes given, space separated; a space first
  * when out is not empty; named values by their names, and only where not
  * their defaults: "pipeline=tma"). */
@@ -180,13 +197,13 @@ bool fa_eval_const(FaCompiler *fc, const FaProgram *p, const Node *expr, const F
 int fa_eval_const_tuple(FaCompiler *fc, const FaProgram *p, const Node *expr, const FaBinding *binds, int nbinds,
                         FaConst *out, int nmax);
 
-/* The default specialisation of a kernel with nothing given: its default
- * point (autotune_point.h: the first point of the @autotune space that the
- * prune admits, configuration axes included), else each constexpr's
- * default.  Stores the chosen axes' bindings (arena-allocated) and sets
+/* The default specialisation of a kernel with nothing given, for target
+ * `arch` (FA_ARCH_NONE: none): its default point (autotune_point.h: the
+ * first point of the @autotune space that the prune admits, configuration
+ * axes included), else each constexpr's default.  Stores the chosen axes' bindings (arena-allocated) and sets
  * *config; returns their number, or -1 (nothing reported) when some
  * constexpr has neither an axis nor a default. */
-int fa_kernel_default_bindings(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding **out,
-                               FaLaunchConfig *config);
+int fa_kernel_default_bindings(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, int arch,
+                               FaBinding **out, FaLaunchConfig *config);
 
 #endif

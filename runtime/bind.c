@@ -264,9 +264,9 @@ int fa_rt_bound_values(const fadsl_args *a, FaBinding *out) {
 }
 
 fadsl_status fa_rt_default_point(fadsl_context *ctx, const fadsl_args *a, const FaBinding *known, int nknown,
-                                 const FaLaunchConfig *given, Arena *arena, FaAutotunePoint *pt) {
+                                 const FaLaunchConfig *given, int arch, Arena *arena, FaAutotunePoint *pt) {
   const FaKernelInfo *k = a->kernel->info;
-  if (!fa_autotune_default_point(arena, a->kernel->program->prog, k, known, nknown, given, pt))
+  if (!fa_autotune_default_point(arena, a->kernel->program->prog, k, known, nknown, given, arch, pt))
     return FADSL_ERROR_OUT_OF_MEMORY;
   if (pt->none_passes && ctx->log.level >= FA_LOG_WARN) {
     StrBuf sb;

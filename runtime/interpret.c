@@ -10,7 +10,7 @@
  *
  * The configuration is resolved as for a launch, without the tuning
  * database (whose entries describe GPUs): explicit values, else the default
- * point of the @autotune space (autotune_point.h).
+ * point of the @autotune space (autotune_point.h) for no GPU target.
  * Each call specialises the kernel afresh (milliseconds, next to an
  * interpreted run). */
 #include "config.h"
@@ -41,7 +41,8 @@ static fadsl_status resolve(fadsl_context *ctx, const fadsl_args *a, InterpPlan 
   if (!known || !plan->binds) return FADSL_ERROR_OUT_OF_MEMORY;
   int nknown = fa_rt_bound_values(a, known);
   FaAutotunePoint pt;
-  fadsl_status st = fa_rt_default_point(ctx, a, known, nknown, &a->config, &plan->arena, &pt);
+  /* the interpreter is no GPU: a prune's `arch` is FA_ARCH_NONE (sema.h) */
+  fadsl_status st = fa_rt_default_point(ctx, a, known, nknown, &a->config, FA_ARCH_NONE, &plan->arena, &pt);
   if (st != FADSL_SUCCESS) return st;
   plan->config = pt.config;
   plan->source = pt.source;

@@ -135,9 +135,10 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
   }
   bool from_db = choice.match != FA_TUNE_NOT_FOUND && take_tuned(k, &choice, known, &nknown, &given);
 
-  /* 3. the default point (autotune_point.h) for what is still open */
+  /* 3. the default point (autotune_point.h) for what is still open, for the
+     architecture compiled for (FADSL_ARCH's when set, as the code is) */
   FaAutotunePoint pt;
-  fadsl_status st = fa_rt_default_point(ctx, a, known, nknown, &given, &plan->arena, &pt);
+  fadsl_status st = fa_rt_default_point(ctx, a, known, nknown, &given, plan->sm, &plan->arena, &pt);
   if (st != FADSL_SUCCESS) return st;
   plan->config = pt.config;
   /* FADSL_PIPELINE, FADSL_SCHEDULE: the pipeline (how loads feeding products

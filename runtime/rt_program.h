@@ -89,10 +89,12 @@ FaConst fa_rt_arg_const(const fadsl_args *a, int i);
 int fa_rt_bound_values(const fadsl_args *a, FaBinding *out);
 
 /* The default point for the axes `known` and `given` leave open
- * (autotune_point.h), with the runtime's rule for a space whose prune
- * rejects every point: its first values, and a warning (FADSL_LOG=warn). */
+ * (autotune_point.h), the prune reading `arch` (the compile target's compute
+ * capability; FA_ARCH_NONE on the interpreter), with the runtime's rule for
+ * a space whose prune rejects every point: its first values, and a warning
+ * (FADSL_LOG=warn). */
 fadsl_status fa_rt_default_point(fadsl_context *ctx, const fadsl_args *a, const FaBinding *known, int nknown,
-                                 const FaLaunchConfig *given, Arena *arena, FaAutotunePoint *pt);
+                                 const FaLaunchConfig *given, int arch, Arena *arena, FaAutotunePoint *pt);
 
 /* Checks a grid against CUDA's limits (x < 2^31, y and z < 2^16) and
  * stores it; FADSL_ERROR_INVALID_ARGUMENT naming the kernel otherwise. */

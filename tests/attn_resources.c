@@ -79,11 +79,12 @@ static void run_job(Run *r, Job *j) {
   int ng = k && fa_kernel_constexpr(k, "is_causal") ? 3 : 2;
   FaLaunchConfig cfg = {.warps = 0, .stages = 0};
   FaBinding *binds = NULL;
-  int nb = k ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, &binds, &cfg) : -1;
   FaCudaTarget target = {0, false};
+  bool parsed = fa_cuda_target_parse(j->arch, &target);
+  /* the default for this architecture: a prune may read it as `arch` */
+  int nb = k && parsed ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, target.sm, &binds, &cfg) : -1;
   FaCudaKernel ck;
   IrKernel *ir = NULL;
-  bool parsed = fa_cuda_target_parse(j->arch, &target);
   FaCudaSpec spec = {p, k, binds, nb, cfg, target, NULL, 0};
   char conf[300] = "?";
   if (nb >= 0)

@@ -72,11 +72,11 @@ static FaCudaStage compile(Ctx *c, const char *name, const char *defines, FaLaun
     ck_assert(fa_const_parse(eq + 1, &given[ng].value));
     ng++;
   }
-  FaBinding *binds = NULL;
-  int nb = fa_kernel_bindings_for_compile(&c->fc, c->prog, k, given, ng, &binds, &cfg);
-  ck_assert_msg(nb >= 0, "bindings: %s", diag(c));
   FaCudaTarget target;
   ck_assert(fa_cuda_target_parse(arch, &target));
+  FaBinding *binds = NULL;
+  int nb = fa_kernel_bindings_for_compile(&c->fc, c->prog, k, given, ng, target.sm, &binds, &cfg);
+  ck_assert_msg(nb >= 0, "bindings: %s", diag(c));
   FaCudaSpec spec = {c->prog, k, binds, nb, cfg, target, facts, nfacts};
   IrKernel *ir = NULL;
   return fa_cuda_compile(&c->fc, &spec, &ir, out, plan);

@@ -518,6 +518,56 @@ START_TEST(test_default_point_at_launch) {
 }
 END_TEST
 
+/* A prune reads the compute capability of the target a launch compiles for
+ * as `arch`: the device's (FAKE_CUDA_CC), or FADSL_ARCH's where that is set. */
+static const char *arch_fa =
+    "@kernel(grid=(cdiv(n, BLOCK),))\n"
+    "@autotune(BLOCK=[256, 128], prune=BLOCK == 128 or arch >= 90)\n"
+    "def fill(x: *f32[n], n: i32, BLOCK: constexpr):\n"
+    "    i = program_id(0) * BLOCK + arange(0, BLOCK)\n"
+    "    store(x + i, zeros((BLOCK,), f32), mask=i < n)\n";
+
+/* The constexprs of fill's default launch on a context made with FAKE_CUDA_CC
+ * and FADSL_ARCH as given (NULL: unset). */
+static void default_fill(const char *cc, const char *arch, char *out, size_t size) {
+  if (cc) setenv("FAKE_CUDA_CC", cc, 1);
+  if (arch) setenv("FADSL_ARCH", arch, 1);
+  fadsl_context *c;
+  ck_assert_int_eq(fadsl_context_create(0, &c), FADSL_SUCCESS);
+  unsetenv("FAKE_CUDA_CC");
+  unsetenv("FADSL_ARCH");
+  fadsl_program *prog;
+  ck_assert_int_eq(fadsl_program_load_string(c, "arch.fa", arch_fa, &prog), FADSL_SUCCESS);
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "fill", &k), FADSL_SUCCESS);
+  uint64_t x;
+  ck_assert_int_eq(fadsl_malloc(c, 4 * 1000, &x), FADSL_SUCCESS);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "x", x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "n", 1000), FADSL_SUCCESS);
+  fadsl_kernel_info info;
+  ck_assert_msg(fadsl_launch(k, a, NULL, &info) == FADSL_SUCCESS, "%s", fadsl_context_last_error(c));
+  snprintf(out, size, "%s %s %s", info.arch, info.constexprs, info.config_source);
+  fadsl_args_destroy(a);
+  fadsl_free(c, x);
+  fadsl_program_destroy(prog);
+  fadsl_context_destroy(c);
+}
+
+START_TEST(test_default_point_follows_the_target) {
+  char got[256];
+  default_fill("90", NULL, got, sizeof got);
+  ck_assert_str_eq(got, "sm_90a BLOCK=256 default");
+  default_fill("80", NULL, got, sizeof got);
+  ck_assert_str_eq(got, "sm_80 BLOCK=128 default");
+  default_fill("86", NULL, got, sizeof got);
+  ck_assert_str_eq(got, "sm_86 BLOCK=128 default");
+  default_fill("90", "sm_80", got, sizeof got);   /* compiled for sm_80: the prune sees 80 */
+  ck_assert_str_eq(got, "sm_80 BLOCK=128 default");
+}
+END_TEST
+
 /* attention.fa's forward kernel: the grid of its @kernel and its
  * parameters in order.  The shared memory the backend asks for depends on
  * the configuration (and changes as the backend does), so the test picks
@@ -1051,6 +1101,7 @@ int main(void) {
   tcase_add_test(tc, test_launch_parameters_and_grid);
   tcase_add_test(tc, test_caller_grid);
   tcase_add_test(tc, test_default_point_at_launch);
+  tcase_add_test(tc, test_default_point_follows_the_target);
   tcase_add_test(tc, test_tuned_launch_follows_the_database);
   tcase_add_test(tc, test_attention_launch);
   tcase_add_test(tc, test_attention_tma_tensor_maps);

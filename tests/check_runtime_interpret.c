@@ -2,7 +2,8 @@
  * interpreter over host regions) and fadsl_kernel_param_info, through the
  * public API as a binding layer uses them: results, the configuration rule
  * without a tuning database (explicit, else the space's default under its
- * prune; explicit values the prune rejects; nothing passing it), a given
+ * prune, which reads `arch` as 0; explicit values the prune rejects;
+ * nothing passing it), a given
  * grid (in the options or the arguments), threads, and every refusal: a pointer outside the
  * regions, a region smaller than the declared extent, misalignment, an
  * access out of bounds, a failing static_assert, missing arguments. */
@@ -36,7 +37,12 @@ static const char *prog_fa =
     "@kernel(grid=(1,))\n"
     "def even(x: *f32, N: constexpr):\n"
     "    static_assert(N % 2 == 0, \"N must be even\")\n"
-    "    store(x + arange(0, N), zeros((N,), f32))\n";
+    "    store(x + arange(0, N), zeros((N,), f32))\n"
+    "\n"
+    "@kernel(grid=(1,))\n"
+    "@autotune(A=[90, 80, 0], prune=A == arch)\n"
+    "def target(out: *i32, A: constexpr):\n"
+    "    store(out + arange(0, 2), zeros((2,), i32) + A)\n";
 
 static fadsl_context *ctx;
 static fadsl_program *prog;
@@ -155,6 +161,22 @@ START_TEST(test_default_under_prune) {
   ck_assert_int_eq(out[0], 64);   /* A fixed: B = 64 is the first that passes */
   ck_assert_int_eq(out[1], 64);
   ck_assert_str_eq(info.config_source, "explicit+default");
+  fadsl_args_destroy(a);
+}
+END_TEST
+
+/* The interpreter is no GPU: a prune reads `arch` as 0 there (sema.h). */
+START_TEST(test_prune_sees_no_gpu_target) {
+  fadsl_kernel *k;
+  fadsl_args *a = args_for("target", &k);
+  int32_t out[2] = {-1, -1};
+  fadsl_host_region r = {out, sizeof out};
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "out", host(out)), FADSL_SUCCESS);
+  fadsl_interpret_info info;
+  ck_assert_msg(fadsl_interpret(k, a, &r, 1, NULL, &info) == FADSL_SUCCESS, "%s", err());
+  ck_assert_int_eq(out[0], 0);
+  ck_assert_str_eq(info.constexprs, "A=0");
+  ck_assert_str_eq(info.config_source, "default");
   fadsl_args_destroy(a);
 }
 END_TEST
@@ -365,6 +387,7 @@ int main(void) {
   tcase_add_test(tc, test_default_config_and_result);
   tcase_add_test(tc, test_explicit_config);
   tcase_add_test(tc, test_default_under_prune);
+  tcase_add_test(tc, test_prune_sees_no_gpu_target);
   tcase_add_test(tc, test_given_grid_and_threads);
   tcase_add_test(tc, test_explicit_rejected_and_none_passes);
   tcase_add_test(tc, test_args_grid);

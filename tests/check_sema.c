@@ -320,7 +320,7 @@ START_TEST(test_const_eval_program) {
   /* defaults: the first value of each axis */
   FaBinding *db;
   FaLaunchConfig cfg;
-  int n = fa_kernel_default_bindings(&c.fc, p, k, &db, &cfg);
+  int n = fa_kernel_default_bindings(&c.fc, p, k, FA_ARCH_NONE, &db, &cfg);
   ck_assert_int_eq(n, 1);
   ck_assert_int_eq(db[0].value.i, 64);
   ck_assert_int_eq(cfg.warps, 4);
@@ -656,7 +656,7 @@ static int param_of(const FaKernelInfo *k, const char *name) {
 static int base_bindings(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, FaBinding *out,
                          FaLaunchConfig *cfg) {
   FaBinding *defs;
-  int n = fa_kernel_default_bindings(fc, p, k, &defs, cfg);
+  int n = fa_kernel_default_bindings(fc, p, k, FA_ARCH_NONE, &defs, cfg);
   if (n >= 0) {
     for (int i = 0; i < n && i < 32; i++)
       out[i] = defs[i];
@@ -755,7 +755,8 @@ START_TEST(test_attention_kernels) {
               pb[n + 1] = bind("stages", fa_const_int(2));
               pb[n + 2] = bind("pipeline", fa_config_prune_value("pipeline", fa_const_int(2)));   /* "tma" */
               pb[n + 3] = bind("schedule", fa_config_prune_value("schedule", fa_const_int(1))); /* "grid" */
-              if (fa_eval_const(&c.fc, p, k->prune, pb, n + 4, &keep) && !fa_const_truth(keep))
+              pb[n + 4] = bind("arch", fa_const_int(FA_ARCH_NONE));   /* as the interpreter sees it */
+              if (fa_eval_const(&c.fc, p, k->prune, pb, n + 5, &keep) && !fa_const_truth(keep))
                 continue;
               c.fc.diag.errors = errs;
             }
@@ -855,14 +856,18 @@ START_TEST(test_config_axes) {
   ck_assert_ptr_nonnull(k);
   FaBinding b[8];
   FaLaunchConfig given = {.warps = 8};
-  ck_assert_int_eq(fa_config_prune_bindings(k, &given, b), n - 1);
+  /* the axes outside the space, then the target's compute capability */
+  ck_assert_int_eq(fa_config_prune_bindings(k, &given, 90, b), n);
   ck_assert_str_eq(b[0].name, "warps");
   ck_assert_int_eq(b[0].value.i, 8);
-  ck_assert_int_eq(fa_config_prune_bindings(k, NULL, b), n - 1);
+  ck_assert_str_eq(b[n - 1].name, "arch");
+  ck_assert_int_eq(b[n - 1].value.i, 90);
+  ck_assert_int_eq(fa_config_prune_bindings(k, NULL, FA_ARCH_NONE, b), n);
   ck_assert_int_eq(b[0].value.i, 4);
+  ck_assert_int_eq(b[n - 1].value.i, 0);
   FaBinding *defs;
   FaLaunchConfig dflt;
-  ck_assert_int_eq(fa_kernel_default_bindings(&ctx.fc, ctx.prog, k, &defs, &dflt), 1);
+  ck_assert_int_eq(fa_kernel_default_bindings(&ctx.fc, ctx.prog, k, FA_ARCH_NONE, &defs, &dflt), 1);
   ck_assert_int_eq(dflt.warps, 4);
   ck_assert_int_eq(dflt.stages, 2);
   ctx_free(&ctx);
@@ -912,7 +917,7 @@ START_TEST(test_autotune_default_point) {
   FaAutotunePoint pt;
   /* nothing known: A % B rejects A=16 and A=32/B=64; at A=32, B=32 the prune
      reads n, which is unknown, so it admits the point */
-  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, NULL, 0, NULL, &pt));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, NULL, 0, NULL, FA_ARCH_NONE, &pt));
   ck_assert_str_eq(point_text(k, &pt), "A=32 B=32 warps=8 warps=8 stages=2");
   ck_assert(!pt.none_passes);
   ck_assert_int_eq(pt.nchosen, 3);
@@ -925,22 +930,22 @@ START_TEST(test_autotune_default_point) {
      the space: n=40 admits A=32, B=32; stages=3 (given) rejects everything */
   FaBinding known[3] = {bind("n", fa_const_int(40))};
   FaLaunchConfig given = {.warps = 0, .stages = 3};
-  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, NULL, &pt));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, NULL, FA_ARCH_NONE, &pt));
   ck_assert_str_eq(point_text(k, &pt), "A=32 B=32 warps=8 warps=8 stages=2");
-  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, &given, &pt));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, &given, FA_ARCH_NONE, &pt));
   ck_assert(pt.none_passes);
   ck_assert_str_eq(point_text(k, &pt), "A=16 B=64 warps=8 warps=8 stages=3");
   ck_assert_str_eq(pt.source, "explicit+default");
   /* n=8: no tile fits, nothing passes; the open axes take their first values */
   known[0] = bind("n", fa_const_int(8));
-  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, NULL, &pt));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, NULL, FA_ARCH_NONE, &pt));
   ck_assert(pt.none_passes);
   ck_assert_str_eq(point_text(k, &pt), "A=16 B=64 warps=8 warps=8 stages=2");
   ck_assert_str_eq(pt.source, "default");
   /* the prune sees the constexprs' defaults, and what the caller gives instead */
   known[0] = bind("n", fa_const_int(1000));
   known[1] = bind("C", fa_const_int(8));
-  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 2, NULL, &pt));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 2, NULL, FA_ARCH_NONE, &pt));
   ck_assert(pt.none_passes);
   /* a fixed axis keeps its value and is never judged by the prune: A=16 with
      B=64 and warps=4 given is taken as it is (explicit); A=16 alone leaves
@@ -948,13 +953,13 @@ START_TEST(test_autotune_default_point) {
   known[1] = bind("A", fa_const_int(16));
   known[2] = bind("B", fa_const_int(64));
   given = (FaLaunchConfig){.warps = 4, .stages = 0};
-  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 3, &given, &pt));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 3, &given, FA_ARCH_NONE, &pt));
   ck_assert(!pt.none_passes);
   ck_assert_int_eq(pt.nchosen, 0);
   ck_assert_str_eq(point_text(k, &pt), "!A=16 !B=64 !warps=4 warps=4 stages=2");
   ck_assert_str_eq(pt.source, "explicit");
   ck_assert_int_eq(fa_autotune_point_bindings(k, &pt, out), 0);
-  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 2, NULL, &pt));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 2, NULL, FA_ARCH_NONE, &pt));
   ck_assert(pt.none_passes);
   ck_assert_str_eq(point_text(k, &pt), "!A=16 B=64 warps=8 warps=8 stages=2");
   ck_assert_str_eq(pt.source, "explicit+default");
@@ -966,6 +971,49 @@ START_TEST(test_autotune_default_point) {
   /* the compile-time tools' rule: an error located at the prune */
   fa_autotune_report_none_passes(&c.fc, k, &pt);
   expect_error(&c, 2, 59, "passes its prune with A=16 given");
+  ctx_free(&c);
+}
+END_TEST
+
+/* A prune reads the target's compute capability as `arch` (sema.h): the
+ * same space has a default per target, 0 standing for no GPU. */
+START_TEST(test_autotune_prune_reads_arch) {
+  Ctx c;
+  ctx_init(&c);
+  FaProgram *p = program(&c, "@kernel(grid=(1,))\n"
+                             "@autotune(B=[128, 64], warps=[8, 4], prune=B == 64 or arch >= 90)\n"
+                             "def k(x: *f32, B: constexpr):\n    pass\n");
+  ck_assert_msg(p != NULL, "%s", diag(&c));
+  const FaKernelInfo *k = fa_program_kernel(p, "k");
+  static const struct {
+    int arch;
+    const char *point;
+  } want[] = {{90, "B=128 warps=8 warps=8 stages=2"}, {100, "B=128 warps=8 warps=8 stages=2"},
+              {80, "B=64 warps=8 warps=8 stages=2"}, {FA_ARCH_NONE, "B=64 warps=8 warps=8 stages=2"}};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    FaAutotunePoint pt;
+    ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, NULL, 0, NULL, want[i].arch, &pt));
+    ck_assert(!pt.none_passes);
+    ck_assert_str_eq(point_text(k, &pt), want[i].point);
+  }
+  FaBinding *defs;
+  FaLaunchConfig cfg;
+  ck_assert_int_eq(fa_kernel_default_bindings(&c.fc, p, k, 90, &defs, &cfg), 1);
+  ck_assert_int_eq(defs[0].value.i, 128);
+  ck_assert_int_eq(fa_kernel_default_bindings(&c.fc, p, k, 80, &defs, &cfg), 1);
+  ck_assert_int_eq(defs[0].value.i, 64);
+  ctx_free(&c);
+  /* a parameter of that name is refused, where the kernel declares it */
+  ctx_init(&c);
+  ck_assert_ptr_null(program(&c, "@kernel(grid=(1,))\n"
+                                 "@autotune(B=[128, 64], prune=arch >= 90)\n"
+                                 "def k(x: *f32, arch: i32, B: constexpr):\n    pass\n"));
+  expect_error(&c, 3, 16, "parameter 'arch' of kernel 'k' clashes with the target's compute capability");
+  ctx_free(&c);
+  /* without a prune there is nothing to clash with */
+  ctx_init(&c);
+  ck_assert_ptr_nonnull(program(&c, "@kernel(grid=(1,))\n@autotune(B=[128, 64])\n"
+                                    "def k(x: *f32, arch: i32, B: constexpr):\n    pass\n"));
   ctx_free(&c);
 }
 END_TEST
@@ -983,6 +1031,7 @@ static Suite *sema_suite(void) {
   tcase_add_test(t, test_const_eval_errors);
   tcase_add_test(t, test_config_axes);
   tcase_add_test(t, test_autotune_default_point);
+  tcase_add_test(t, test_autotune_prune_reads_arch);
   suite_add_tcase(s, t);
   t = tcase_create("lower");
   tcase_add_test(t, test_literal_adapts);

@@ -326,33 +326,39 @@ START_TEST(dry_run_size_override) {
 }
 END_TEST
 
-/* d_head 256, where the prunes keep small tiles with bulk copies (the defaults
- * unchanged) and add: attn_fwd's 128-row blocks on 8 warps with a producer
- * warp (128x64 with 2 stages, 128x32 with 3 and 4; one thread block per
- * program or persistent), and each backward
- * kernel's other pipelines at 2 stages. */
+/* d_head 256, where the prunes keep small tiles with bulk copies and add
+ * each backward kernel's other pipelines at 2 stages, and attn_fwd's, whose
+ * prune reads the target (`arch`), on Hopper 128-row blocks on 8 warps with
+ * a producer warp (128x64 with 2 stages, 128x32 with 3 and 4; one thread
+ * block per program or persistent).  BLOCK_Q is attn_fwd's first axis, so
+ * those come first on sm_90a (--arch, and a dry run's default); on sm_80
+ * the default is 64x32 with bulk copies alone. */
 START_TEST(dry_run_d256_spaces) {
   static const struct {
     const char *kernel, *sizes;
-    int survivors;
+    int survivors, ws;
     const char *first, *last;
   } want[] = {
-      {"attn_fwd", "", 24, "pipeline=tma schedule=grid BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
-       "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=32 BLOCK_K=32 stages=4 warps=4"},
-      {"attn_bwd_dkdv", "", 4, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
+      {"attn_fwd", "--arch sm_80 ", 18, 0, "BLOCK_Q=64 pipeline=tma schedule=grid BLOCK_K=32 stages=2 warps=4",
+       "BLOCK_Q=32 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=4 warps=4"},
+      {"attn_fwd", "--arch sm_90a ", 24, 6, "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=64 stages=2 warps=8",
+       "BLOCK_Q=32 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=4 warps=4"},
+      {"attn_fwd", "", 24, 6, "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=64 stages=2 warps=8",
+       "BLOCK_Q=32 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=4 warps=4"},
+      {"attn_bwd_dkdv", "", 4, 0, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
        "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
-      {"attn_bwd_dq", "", 10, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
+      {"attn_bwd_dq", "", 10, 0, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
        "pipeline=tma_ws_pp BLOCK_Q=32 BLOCK_K=32 stages=2 warps=4"},
-      {"attn_bwd", "--size deterministic=False ", 4, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
+      {"attn_bwd", "--size deterministic=False ", 4, 0, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
        "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
   };
   static const char *const fwd_ws[] = {
-      "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
-      "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=32 stages=3 warps=8",
-      "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=32 stages=4 warps=8",
-      "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
-      "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=32 stages=3 warps=8",
-      "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=32 stages=4 warps=8"};
+      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=64 stages=2 warps=8",
+      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=32 stages=3 warps=8",
+      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=32 stages=4 warps=8",
+      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=persistent BLOCK_K=64 stages=2 warps=8",
+      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=3 warps=8",
+      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=4 warps=8"};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     char args[600];
     snprintf(args, sizeof args, "--dry-run --kernel %s --size D=256 %s--json - %s", want[i].kernel, want[i].sizes,
@@ -375,7 +381,9 @@ START_TEST(dry_run_d256_spaces) {
     }
     ck_assert_ptr_nonnull(last);
     ck_assert_str_eq(last, want[i].last);
-    ck_assert_int_eq(ws, !strcmp(want[i].kernel, "attn_fwd") ? 6 : 0);
+    ck_assert_int_eq(ws, want[i].ws);
+    const char *arch = json_string_value(json_object_get(root, "arch"));
+    ck_assert_str_eq(arch ? arch : "(none)", strstr(want[i].sizes, "sm_80") ? "sm_80" : "sm_90a");
     json_decref(root);
     result_free(&r);
   }
@@ -503,9 +511,10 @@ START_TEST(compile_only_attention_reduced) {
     ok++;
   }
   ck_assert_int_eq(ok, 2);
-  /* the table: one line per candidate, with the resources */
-  ck_assert_ptr_nonnull(strstr(r.out, "BLOCK_Q=64 BLOCK_K=64 stages=2 warps=4"));
-  ck_assert_ptr_nonnull(strstr(r.out, "BLOCK_Q=64 BLOCK_K=64 stages=3 warps=4"));
+  /* the table: one line per candidate, with the resources (the axes in
+     attn_fwd's order: BLOCK_Q first) */
+  ck_assert_ptr_nonnull(strstr(r.out, "BLOCK_Q=64 pipeline=tma schedule=grid BLOCK_K=64 stages=2 warps=4"));
+  ck_assert_ptr_nonnull(strstr(r.out, "BLOCK_Q=64 pipeline=tma schedule=grid BLOCK_K=64 stages=3 warps=4"));
   json_decref(root);
   result_free(&r);
 }

@@ -159,11 +159,11 @@ static void run_job(Sweep *s, Job *j) {
     given[ng++] = (FaBinding){"is_causal", {CK_BOOL, j->causal, 0, DT_VOID, NULL}};
   FaLaunchConfig cfg = {.warps = j->warps, .stages = j->stages, .pipeline = j->pipeline, .schedule = j->schedule};
   FaBinding *binds = NULL;
-  int nb = k ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, &binds, &cfg) : -1;
   FaCudaTarget target = {0, false};
+  bool parsed = fa_cuda_target_parse(j->arch, &target);
+  int nb = k && parsed ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, target.sm, &binds, &cfg) : -1;
   FaCudaKernel ck;
   IrKernel *ir = NULL;
-  bool parsed = fa_cuda_target_parse(j->arch, &target);
   FaArgFact *facts = NULL;
   int nfacts = 0;
   const char *why = NULL;
@@ -299,7 +299,8 @@ static void *worker(void *arg) {
 }
 
 /* The configurations of a kernel's @autotune space that its prune accepts
- * (with the problem's other values for D and dtype). */
+ * for target `arch` (the compute capability it reads as `arch`), with the
+ * problem's other values for D and dtype. */
 typedef struct Config {
   FaBinding tune[MAX_BINDS];
   int ntune;
@@ -307,7 +308,8 @@ typedef struct Config {
   int pipeline, schedule;   /* where the space lists them; 0: the default */
 } Config;
 
-static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, int d_head, Config *out, int max) {
+static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, int d_head, int arch, Config *out,
+                     int max) {
   int n = 0, nt = k->ntune < MAX_BINDS ? k->ntune : MAX_BINDS;
   int idx[MAX_BINDS] = {0};
   if (nt == 0) {
@@ -321,7 +323,7 @@ static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, 
     memset(&c, 0, sizeof c);
     c.warps = 4;
     c.stages = 2;
-    FaBinding env[MAX_BINDS + 8];
+    FaBinding env[MAX_BINDS + 9];   /* the last for `arch` */
     int ne = 0;
     for (int a = 0; a < nt; a++) {
       const FaTuneAxis *ax = &k->tune[a];
@@ -342,7 +344,7 @@ static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, 
     FaBinding given = {"d_head", {CK_INT, d_head, 0, DT_VOID, NULL}};
     FaBinding *all = NULL;
     FaLaunchConfig cfg = {0};
-    int na = fa_kernel_bindings_for_compile(fc, p, k, &given, 1, &all, &cfg);
+    int na = fa_kernel_bindings_for_compile(fc, p, k, &given, 1, arch, &all, &cfg);
     for (int i = 0; i < na && ne < MAX_BINDS + 8; i++) {
       bool dup = false;
       for (int e = 0; e < ne; e++)
@@ -350,6 +352,7 @@ static int enumerate(FaCompiler *fc, const FaProgram *p, const FaKernelInfo *k, 
       if (!dup)
         env[ne++] = all[i];
     }
+    env[ne++] = (FaBinding){FA_PRUNE_ARCH, {CK_INT, arch, 0, DT_VOID, NULL}};
     FaConst keep = {CK_BOOL, 1, 0, DT_VOID, NULL};
     if (na < 0 || (k->prune && !fa_eval_const(fc, p, k->prune, env, ne, &keep)))
       return -1;
@@ -409,32 +412,35 @@ int main(int argc, char **argv) {
   for (int ki = 0; ki < p->nkernels; ki++) {
     const FaKernelInfo *k = p->kernels[ki];
     for (int di = 0; di < 5; di++) {
-      int nc = enumerate(&fc, p, k, dheads[di], configs, 4096);
-      if (nc <= 0) {
-        fprintf(stderr, "FAIL %s: no configuration of its @autotune space passes prune (D=%d)\n", k->name,
-                dheads[di]);
-        return 1;
-      }
-      /* the quick sweep rotates over the configurations of moderate tile size
-         (BLOCK_Q * BLOCK_K * D <= 2^18): the largest ones take minutes each on
-         their own and do not fit a GPU's shared memory or registers at D = 256 */
-      int moderate[4096], nm = 0, smallest = 0;
-      long best = -1;
-      for (int ci = 0; ci < nc; ci++) {
-        long area = dheads[di];
-        for (int t = 0; t < configs[ci].ntune; t++)
-          if (configs[ci].tune[t].value.kind == CK_INT)
-            area *= configs[ci].tune[t].value.i;
-        if (area <= (1L << 18))
-          moderate[nm++] = ci;
-        if (best < 0 || area < best) {
-          best = area;
-          smallest = ci;
-        }
-      }
-      if (nm == 0)
-        moderate[nm++] = smallest;
       for (int ai = 0; ai < 2; ai++) {
+        /* each architecture's own space: a prune may read it as `arch` */
+        FaCudaTarget target = {0, false};
+        fa_cuda_target_parse(archs[ai], &target);
+        int nc = enumerate(&fc, p, k, dheads[di], target.sm, configs, 4096);
+        if (nc <= 0) {
+          fprintf(stderr, "FAIL %s: no configuration of its @autotune space passes prune (D=%d, %s)\n", k->name,
+                  dheads[di], archs[ai]);
+          return 1;
+        }
+        /* the quick sweep rotates over the configurations of moderate tile size
+           (BLOCK_Q * BLOCK_K * D <= 2^18): the largest ones take minutes each on
+           their own and do not fit a GPU's shared memory or registers at D = 256 */
+        int moderate[4096], nm = 0, smallest = 0;
+        long best = -1;
+        for (int ci = 0; ci < nc; ci++) {
+          long area = dheads[di];
+          for (int t = 0; t < configs[ci].ntune; t++)
+            if (configs[ci].tune[t].value.kind == CK_INT)
+              area *= configs[ci].tune[t].value.i;
+          if (area <= (1L << 18))
+            moderate[nm++] = ci;
+          if (best < 0 || area < best) {
+            best = area;
+            smallest = ci;
+          }
+        }
+        if (nm == 0)
+          moderate[nm++] = smallest;
         for (int ci = 0; ci < nc; ci++)
           for (int ti = 0; ti < 2; ti++)
             for (int causal = 0; causal < 2; causal++) {
@@ -467,7 +473,8 @@ int main(int argc, char **argv) {
   }
   /* the Hopper pipelines on sm_90a: for each kernel with products and
      D = 64, 128, 256, the kernel's default configuration (what launches use
-     untuned) compiled with every pipeline choice, the dtype and the causal
+     untuned, as a prune that reads no target chooses it) compiled with every
+     pipeline choice, the dtype and the causal
      flag rotating from one (kernel, D) to the next so that every choice
      meets both of each; each group's cp_async compile is the baseline its
      other choices are held to (see hopper_verdicts) */
@@ -478,7 +485,12 @@ int main(int argc, char **argv) {
       continue;
     static const int hopper_d[] = {64, 128, 256};
     for (int di = 0; di < 3; di++) {
-      int nc = enumerate(&fc, p, k, hopper_d[di], configs, 4096);
+      /* the portable default (no GPU target: arch 0), whose tiles every
+         pipeline takes; attn_fwd's at d_head 256 on Hopper is the producer
+         warp's 128-row tile, which the prune admits with tma_ws_pp alone
+         (compiled by the sweep above with FADSL_SWEEP=space, and checked
+         for spills by attn-resources.sh) */
+      int nc = enumerate(&fc, p, k, hopper_d[di], FA_ARCH_NONE, configs, 4096);
       if (nc <= 0)
         continue;
       int pick = ki + di, group = njobs;

@@ -401,7 +401,8 @@ static FaConst scalar_const(const char *text) {
 /* The @autotune axes the user left open (constexprs not given by -D or
  * --arg, configuration axes without --NAME), chosen as a launch without a
  * tuning database chooses them: the default point (autotune_point.h), the
- * prune seeing the constexprs given and the scalar --arg values.  When no
+ * prune seeing the constexprs given, the scalar --arg values and no GPU
+ * target (`arch` 0, as fadsl_interpret has it).  When no
  * point passes, the first values, as a launch takes them, with a warning.
  * Appends the chosen constexprs to b (room for k->ntune more), sets *cfg and
  * returns the new count; *source says where the configuration came from, as
@@ -423,7 +424,7 @@ static int default_point(Run *r, const Options *o, FaBinding *b, int n, FaLaunch
     if (c.kind != CK_NONE)
       known[nknown++] = (FaBinding){k->params[i].name, c};
   }
-  if (!fa_autotune_default_point(&r->fc.arena, r->prog, k, known, nknown, &o->config, &pt))
+  if (!fa_autotune_default_point(&r->fc.arena, r->prog, k, known, nknown, &o->config, FA_ARCH_NONE, &pt))
     return n;
   if (pt.none_passes) {
     StrBuf sb;
