@@ -46,44 +46,50 @@ typedef struct Case {
   int block_q, block_k;
   bool heavy;       /* left out of the light subset (sanitizer builds) */
   double far;       /* q shifted by -far, k by +far: every score far below 0, LSE too */
+  double ramp;      /* key j's row shifted by ramp * j / Nkv: each row's scores climb (or fall)
+                       along the keys, its maximum growing block after block by more than the
+                       online softmax lets pass before it rescales, in some rows and not others */
 } Case;
 
 /* N not a multiple of the block (1, 77, 200), Nq != Nkv, GQA 4:1 and 3:1, causal and
  * not, D in {16, 32, 64, 128}, f16 and bf16; several tile shapes. */
 static const Case cases[] = {
-    {1, 2, 2, 1, 1, 16, false, DT_F16, 16, 16, false, 0},
-    {1, 2, 2, 1, 1, 32, true, DT_BF16, 16, 16, false, 0},
-    {2, 2, 2, 77, 77, 16, true, DT_F16, 32, 16, false, 0},
-    {1, 4, 1, 77, 77, 32, false, DT_F16, 32, 32, false, 0},
-    {1, 4, 1, 77, 77, 64, true, DT_BF16, 32, 16, false, 0},
-    {1, 2, 1, 200, 200, 128, true, DT_F16, 32, 32, false, 0},
-    {1, 1, 1, 200, 200, 128, false, DT_BF16, 32, 16, false, 0},
-    {1, 2, 2, 77, 200, 64, false, DT_F16, 32, 32, false, 0},
-    {1, 2, 2, 200, 33, 32, false, DT_BF16, 16, 16, false, 0},
-    {2, 4, 1, 200, 200, 64, false, DT_F16, 32, 32, false, 0},
-    {1, 2, 2, 128, 128, 16, true, DT_BF16, 32, 32, false, 0},
-    {1, 1, 1, 200, 200, 32, true, DT_F16, 16, 16, false, 0},
-    {1, 4, 2, 1, 77, 128, false, DT_F16, 32, 32, false, 0},
-    {1, 4, 1, 77, 77, 128, true, DT_BF16, 32, 32, false, 0},
+    {1, 2, 2, 1, 1, 16, false, DT_F16, 16, 16, false, 0, 0},
+    {1, 2, 2, 1, 1, 32, true, DT_BF16, 16, 16, false, 0, 0},
+    {2, 2, 2, 77, 77, 16, true, DT_F16, 32, 16, false, 0, 0},
+    {1, 4, 1, 77, 77, 32, false, DT_F16, 32, 32, false, 0, 0},
+    {1, 4, 1, 77, 77, 64, true, DT_BF16, 32, 16, false, 0, 0},
+    {1, 2, 1, 200, 200, 128, true, DT_F16, 32, 32, false, 0, 0},
+    {1, 1, 1, 200, 200, 128, false, DT_BF16, 32, 16, false, 0, 0},
+    {1, 2, 2, 77, 200, 64, false, DT_F16, 32, 32, false, 0, 0},
+    {1, 2, 2, 200, 33, 32, false, DT_BF16, 16, 16, false, 0, 0},
+    {2, 4, 1, 200, 200, 64, false, DT_F16, 32, 32, false, 0, 0},
+    {1, 2, 2, 128, 128, 16, true, DT_BF16, 32, 32, false, 0, 0},
+    {1, 1, 1, 200, 200, 32, true, DT_F16, 16, 16, false, 0, 0},
+    {1, 4, 2, 1, 77, 128, false, DT_F16, 32, 32, false, 0, 0},
+    {1, 4, 1, 77, 77, 128, true, DT_BF16, 32, 32, false, 0, 0},
     /* scores of -300 (base 2) and lower: a key past the end of the sequence
        (a zero row of K) would have probability exp2(0 - LSE) = inf */
-    {1, 2, 1, 50, 77, 64, false, DT_F16, 32, 16, false, 6.0},
-    {1, 2, 2, 40, 40, 32, true, DT_BF16, 16, 16, false, 6.0},
+    {1, 2, 1, 50, 77, 64, false, DT_F16, 32, 16, false, 6.0, 0},
+    {1, 2, 2, 40, 40, 32, true, DT_BF16, 16, 16, false, 6.0, 0},
     /* one key for many queries; D = 256 causal */
-    {1, 4, 2, 77, 1, 64, false, DT_BF16, 32, 16, false, 0},
-    {1, 2, 1, 100, 100, 256, true, DT_BF16, 32, 32, false, 0},
-    {1, 8, 2, 200, 200, 16, true, DT_F16, 32, 16, false, 0},
-    {2, 2, 1, 33, 150, 64, false, DT_BF16, 32, 32, false, 0},
-    {1, 1, 1, 77, 77, 256, false, DT_F16, 16, 16, false, 0},
+    {1, 4, 2, 77, 1, 64, false, DT_BF16, 32, 16, false, 0, 0},
+    {1, 2, 1, 100, 100, 256, true, DT_BF16, 32, 32, false, 0, 0},
+    {1, 8, 2, 200, 200, 16, true, DT_F16, 32, 16, false, 0, 0},
+    {2, 2, 1, 33, 150, 64, false, DT_BF16, 32, 32, false, 0, 0},
+    {1, 1, 1, 77, 77, 256, false, DT_F16, 16, 16, false, 0, 0},
     /* groups of 3 and 5 query heads per kv head (not powers of two) */
-    {1, 6, 2, 77, 77, 32, true, DT_F16, 32, 16, false, 0},
-    {2, 3, 1, 200, 150, 64, false, DT_BF16, 32, 32, false, 0},
-    {1, 5, 1, 33, 33, 16, true, DT_BF16, 16, 16, false, 0},
+    {1, 6, 2, 77, 77, 32, true, DT_F16, 32, 16, false, 0, 0},
+    {2, 3, 1, 200, 150, 64, false, DT_BF16, 32, 32, false, 0, 0},
+    {1, 5, 1, 33, 33, 16, true, DT_BF16, 16, 16, false, 0, 0},
     /* longer sequences, larger tiles */
-    {1, 4, 1, 1000, 1000, 64, true, DT_F16, 64, 32, true, 0},
-    {2, 2, 2, 513, 513, 128, false, DT_BF16, 64, 64, true, 0},
-    {1, 2, 1, 300, 700, 32, false, DT_F16, 32, 16, true, 0},
-    {1, 2, 2, 1000, 1000, 16, true, DT_BF16, 32, 32, true, 0},
+    {1, 4, 1, 1000, 1000, 64, true, DT_F16, 64, 32, true, 0, 0},
+    {2, 2, 2, 513, 513, 128, false, DT_BF16, 64, 64, true, 0, 0},
+    {1, 2, 1, 300, 700, 32, false, DT_F16, 32, 16, true, 0, 0},
+    {1, 2, 2, 1000, 1000, 16, true, DT_BF16, 32, 32, true, 0, 0},
+    /* row maxima that keep growing: the rescaling after the first key block */
+    {1, 2, 1, 300, 300, 64, false, DT_F16, 32, 16, false, 0, 24.0},
+    {1, 2, 2, 200, 200, 128, true, DT_BF16, 32, 32, false, 0, 24.0},
 };
 
 /* splitmix64 + Box-Muller: standard normal samples */
@@ -170,11 +176,13 @@ static bool run_case(const Case *c, const char *program, int index) {
   FaAttnShape s = {c->B, c->H, c->KVH, c->Nq, c->Nkv, c->D, c->causal, 1.0 / sqrt((double)c->D)};
   printf("B=%d H=%d KVH=%d Nq=%d Nkv=%d D=%d %s %s (BLOCK_Q=%d BLOCK_K=%d)%s\n", c->B, c->H, c->KVH, c->Nq,
          c->Nkv, c->D, c->causal ? "causal" : "full", fa_dtype_name(c->dtype), c->block_q, c->block_k,
-         c->far ? " scores far below 0" : "");
+         c->far ? " scores far below 0" : c->ramp ? " scores climbing along the keys" : "");
   int64_t nq = (int64_t)c->B * c->H * c->Nq * c->D, nkv = (int64_t)c->B * c->KVH * c->Nkv * c->D;
   int64_t rows = (int64_t)c->B * c->H * c->Nq;
   uint16_t *q = random_array(c->dtype, nq, -c->far), *k = random_array(c->dtype, nkv, c->far);
   uint16_t *v = random_array(c->dtype, nkv, 0), *dO = random_array(c->dtype, nq, 0);
+  for (int64_t i = 0; c->ramp != 0 && i < nkv; i++)
+    fa_host_set(c->dtype, k, i, fa_host_get(c->dtype, k, i) + c->ramp * (double)(i / c->D % c->Nkv) / c->Nkv);
   void *o = poisoned(c->dtype, nq), *dq = poisoned(c->dtype, nq);
   void *dk = poisoned(c->dtype, nkv), *dv = poisoned(c->dtype, nkv);
   float *lse2 = poisoned(DT_F32, rows);
