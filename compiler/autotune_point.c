@@ -49,19 +49,31 @@ static int prune_scope(const FaKernelInfo *k, const FaBinding *known, int nknown
   return n + fa_config_prune_bindings(k, given, arch, out + n);
 }
 
-/* Whether the prune admits the point in env[0..n) (rule 3: an error admits). */
-static bool prune_admits(const FaProgram *p, const FaKernelInfo *k, const FaBinding *env, int n) {
-  if (!k->prune)
-    return true;
-  FaCompiler scratch;   /* the messages of a failed evaluation are not the caller's */
+/* The value of expression e (a prune or a prefer expression) at the point
+ * in env[0..n): true or false, or, where it cannot be evaluated (it reads a
+ * value not known there), `on_error` (rule 3).  The messages of a failed
+ * evaluation are not the caller's. */
+static bool judge(const FaProgram *p, const Node *e, const FaBinding *env, int n, bool on_error) {
+  FaCompiler scratch;
   fa_compiler_init(&scratch, NULL);
   FaConst r;
   memset(&r, 0, sizeof r);
-  bool evaluated = fa_eval_const(&scratch, p, k->prune, env, n, &r) && scratch.diag.errors == 0;
+  bool evaluated = fa_eval_const(&scratch, p, e, env, n, &r) && scratch.diag.errors == 0;
   fa_compiler_free(&scratch);
   if (!evaluated)
-    return true;
+    return on_error;
   return r.kind == CK_FLOAT ? r.f != 0 : r.i != 0;
+}
+
+/* Whether the prune admits the point in env[0..n) (rule 3: an error admits). */
+static bool prune_admits(const FaProgram *p, const FaKernelInfo *k, const FaBinding *env, int n) {
+  return !k->prune || judge(p, k->prune, env, n, true);
+}
+
+/* Whether the prefer expression prefers the point (rule 3: an error does
+ * not); no prefer expression prefers every point. */
+static bool prefer_takes(const FaProgram *p, const FaKernelInfo *k, const FaBinding *env, int n) {
+  return !k->prefer || judge(p, k->prefer, env, n, false);
 }
 
 /* The next point: an odometer over the open axes, the last fastest.  False
@@ -127,15 +139,29 @@ bool fa_autotune_default_point(Arena *arena, const FaProgram *p, const FaKernelI
   }
   int n = nt + prune_scope(k, known, nknown, given, arch, env + nt);
   if (out->nchosen > 0) {
-    bool found = false;
+    /* rule 2: the first point that passes prune and prefer, else the first
+       that passes prune (first[], kept from the walk) */
+    int *first = fa_arena_alloc(arena, sizeof *first * (size_t)(nt + 1));
+    if (!first)
+      return false;
+    bool found = false, admitted = false;
     do {
       set_open_values(k, out, idx, env);
-      found = prune_admits(p, k, env, n);
+      if (!prune_admits(p, k, env, n))
+        continue;
+      if (!admitted)
+        memcpy(first, idx, sizeof *idx * (size_t)nt);
+      admitted = true;
+      found = prefer_takes(p, k, env, n);
     } while (!found && next_point(k, out, idx));
-    if (!found) {   /* rule 4: the first values */
-      memset(idx, 0, sizeof *idx * (size_t)nt);
+    out->preferred = found && k->prefer;
+    if (!found) {   /* nothing preferred: prune's first; rule 4: the first values */
+      if (admitted)
+        memcpy(idx, first, sizeof *idx * (size_t)nt);
+      else
+        memset(idx, 0, sizeof *idx * (size_t)nt);
       set_open_values(k, out, idx, env);
-      out->none_passes = true;
+      out->none_passes = !admitted;
     }
   }
   point_config(k, given, out);

@@ -12,8 +12,12 @@
  *     other, "open", axes.  When every axis is fixed there is nothing to
  *     choose and that point is the result.
  *  2. The open axes take the first point of the space, in declaration order
- *     with the last axis varying fastest, that @autotune(prune=...) admits.
- *     The prune sees the point (fixed axes included), `known` (the
+ *     with the last axis varying fastest, that @autotune(prune=...) admits
+ *     and @autotune(prefer=...) prefers; when the prune admits points but
+ *     prefer takes none of them (or there is no prefer), the first point
+ *     that the prune admits.  prefer only chooses the default among the
+ *     points the prune admits; it removes none from the tuner's space.  The
+ *     prune and prefer see the point (fixed axes included), `known` (the
  *     constexprs and runtime scalars the caller has values for), each other
  *     constexpr's declared default, the launch-configuration axes that
  *     are not axes of the space (given, else their default), and `arch`,
@@ -21,7 +25,10 @@
  *     (sema.h: FA_PRUNE_ARCH; FA_ARCH_NONE, 0, on the interpreter).
  *  3. A prune that cannot be evaluated at a point (it reads a value not known
  *     there, such as a runtime size at compile time) admits the point;
- *     specialisation then judges it.
+ *     specialisation then judges it.  A prefer expression that cannot be
+ *     evaluated at a point does not prefer it (a default is only moved off
+ *     the prune's first point by an answer, never by an error).  Either
+ *     way the messages of the failed evaluation are dropped.
  *  4. When no point passes, the open axes take their first values and
  *     none_passes says so; the caller decides what that means.  The
  *     compile-time tools (fadslc, the NVRTC sweep) stop with an error
@@ -42,6 +49,7 @@ typedef struct FaAutotunePoint {
   int nchosen;
   FaLaunchConfig config;    /* every configuration axis: given, else the point's, else its default */
   bool none_passes;         /* no point passed the prune (rule 4) */
+  bool preferred;           /* the open axes were chosen by @autotune(prefer=...) (rule 2) */
   const char *source;       /* "default" (the caller fixed no axis), "explicit" (nothing was
                                open), "explicit+default" (some of each): a string constant */
 } FaAutotunePoint;

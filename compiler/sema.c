@@ -463,16 +463,10 @@ static bool eval_list(Checker *C, const Node *e, const char *what, FaConst **val
   return true;
 }
 
-/* The prune sees the parameters, the launch configuration and the target's
- * compute capability, FA_PRUNE_ARCH (sema.h).  A parameter of that name would
- * make `arch` in the prune mean one thing in the kernel's body and another
- * to whoever reads the prune, so it is refused rather than shadowed. */
-static bool check_prune(Checker *C, const Node *fn, const Node *prune) {
-  int clash = param_index(fn, FA_PRUNE_ARCH);
-  if (clash >= 0)
-    serr(C, fn->params.items[clash]->loc,
-         "parameter '%s' of kernel '%s' clashes with the target's compute capability, which "
-         "@autotune(prune=...) reads as '%s': rename the parameter", FA_PRUNE_ARCH, fn->name, FA_PRUNE_ARCH);
+/* The prune and the prefer expression see the parameters, the launch
+ * configuration and the target's compute capability, FA_PRUNE_ARCH (sema.h):
+ * each is checked for unknown names in that scope. */
+static void check_prune(Checker *C, const Node *fn, const Node *expr) {
   NameCtx nc;
   memset(&nc, 0, sizeof nc);
   for (int j = 0; j < fn->params.len; j++)
@@ -482,16 +476,30 @@ static bool check_prune(Checker *C, const Node *fn, const Node *prune) {
   for (int a = 0; a < naxes; a++)
     fa_ptrvec_push(&nc.local, (void *)axes[a].name);
   fa_ptrvec_push(&nc.local, (void *)FA_PRUNE_ARCH);
-  check_names(C, &nc, prune);
+  check_names(C, &nc, expr);
   fa_ptrvec_free(&nc.local);
-  return clash < 0;
+}
+
+/* A parameter named FA_PRUNE_ARCH would make `arch` in a prune or prefer
+ * expression mean one thing in the kernel's body and another to whoever
+ * reads the expression, so it is refused rather than shadowed (once, naming
+ * the first of the two that the kernel has). */
+static bool check_arch_clash(Checker *C, const Node *fn, const FaKernelInfo *k) {
+  int clash = param_index(fn, FA_PRUNE_ARCH);
+  if (clash < 0 || (!k->prune && !k->prefer))
+    return true;
+  serr(C, fn->params.items[clash]->loc,
+       "parameter '%s' of kernel '%s' clashes with the target's compute capability, which "
+       "@autotune(%s=...) reads as '%s': rename the parameter", FA_PRUNE_ARCH, fn->name,
+       k->prune ? "prune" : "prefer", FA_PRUNE_ARCH);
+  return false;
 }
 
 static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernelInfo *k) {
   bool ok = true;
   if (dec->args.len) {
     serr(C, dec->args.items[0]->loc, "@autotune takes keyword arguments only (NAME=[values], warps=, stages=, "
-                                     "prune=, key=)"); /* the launch-configuration axes, see config_axes.c */
+                                     "prune=, prefer=, key=)"); /* the launch-configuration axes, see config_axes.c */
     ok = false;
   }
   k->tune = fa_arena_alloc(&C->fc->arena, (size_t)(dec->kwargs.len + 1) * sizeof(FaTuneAxis));
@@ -500,9 +508,9 @@ static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernel
   for (int i = 0; i < dec->kwargs.len; i++) {
     const Node *kw = dec->kwargs.items[i];
     const char *name = kw->name;
-    if (!strcmp(name, "prune")) {
-      k->prune = kw->rhs;
-      ok = check_prune(C, fn, kw->rhs) && ok;
+    if (!strcmp(name, "prune") || !strcmp(name, "prefer")) {
+      *(!strcmp(name, "prune") ? &k->prune : &k->prefer) = kw->rhs;
+      check_prune(C, fn, kw->rhs);
       continue;
     }
     if (!strcmp(name, "key")) {
@@ -556,7 +564,7 @@ static bool check_autotune(Checker *C, const Node *fn, const Node *dec, FaKernel
     }
     k->ntune++;
   }
-  return ok;
+  return check_arch_clash(C, fn, k) && ok;
 }
 
 static bool check_kernel(Checker *C, const Node *fn, FaKernelInfo *k) {

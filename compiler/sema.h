@@ -69,6 +69,8 @@ typedef struct FaKernelInfo {
   FaTuneAxis *tune;         /* @autotune axes, or NULL */
   int ntune;
   const Node *prune;        /* @autotune(prune=...) expression, or NULL */
+  const Node *prefer;       /* @autotune(prefer=...) expression, or NULL: which point is the default
+                               (autotune_point.h), never which points the tuner tries */
   const char **key;         /* @autotune(key=(...)) parameter names */
   int nkey;
 } FaKernelInfo;

@@ -529,6 +529,8 @@ static const char *arch_fa =
 
 /* The constexprs of fill's default launch on a context made with FAKE_CUDA_CC
  * and FADSL_ARCH as given (NULL: unset). */
+static const char *fill_src;   /* arch_fa unless a test sets another */
+
 static void default_fill(const char *cc, const char *arch, char *out, size_t size) {
   if (cc) setenv("FAKE_CUDA_CC", cc, 1);
   if (arch) setenv("FADSL_ARCH", arch, 1);
@@ -537,7 +539,7 @@ static void default_fill(const char *cc, const char *arch, char *out, size_t siz
   unsetenv("FAKE_CUDA_CC");
   unsetenv("FADSL_ARCH");
   fadsl_program *prog;
-  ck_assert_int_eq(fadsl_program_load_string(c, "arch.fa", arch_fa, &prog), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_program_load_string(c, "arch.fa", fill_src ? fill_src : arch_fa, &prog), FADSL_SUCCESS);
   fadsl_kernel *k;
   ck_assert_int_eq(fadsl_program_kernel(prog, "fill", &k), FADSL_SUCCESS);
   uint64_t x;
@@ -565,6 +567,29 @@ START_TEST(test_default_point_follows_the_target) {
   ck_assert_str_eq(got, "sm_86 BLOCK=128 default");
   default_fill("90", "sm_80", got, sizeof got);   /* compiled for sm_80: the prune sees 80 */
   ck_assert_str_eq(got, "sm_80 BLOCK=128 default");
+}
+END_TEST
+
+/* @autotune(prefer=...) at a launch: on the target it reads as `arch` (and
+ * with the launch's scalars, n = 1000 here) the first point the prune admits
+ * and prefer takes, elsewhere the prune's first. */
+static const char *prefer_fa =
+    "@kernel(grid=(cdiv(n, BLOCK),))\n"
+    "@autotune(BLOCK=[256, 128, 64], prune=BLOCK <= 128 or arch >= 90, prefer=BLOCK == 64 and arch >= 90 and n > 500)\n"
+    "def fill(x: *f32[n], n: i32, BLOCK: constexpr):\n"
+    "    i = program_id(0) * BLOCK + arange(0, BLOCK)\n"
+    "    store(x + i, zeros((BLOCK,), f32), mask=i < n)\n";
+
+START_TEST(test_default_point_prefer) {
+  char got[256];
+  fill_src = prefer_fa;
+  default_fill("90", NULL, got, sizeof got);
+  ck_assert_str_eq(got, "sm_90a BLOCK=64 default");
+  default_fill("80", NULL, got, sizeof got);
+  ck_assert_str_eq(got, "sm_80 BLOCK=128 default");
+  default_fill("90", "sm_80", got, sizeof got);   /* compiled for sm_80: prefer sees 80 */
+  ck_assert_str_eq(got, "sm_80 BLOCK=128 default");
+  fill_src = NULL;
 }
 END_TEST
 
@@ -1102,6 +1127,7 @@ int main(void) {
   tcase_add_test(tc, test_caller_grid);
   tcase_add_test(tc, test_default_point_at_launch);
   tcase_add_test(tc, test_default_point_follows_the_target);
+  tcase_add_test(tc, test_default_point_prefer);
   tcase_add_test(tc, test_tuned_launch_follows_the_database);
   tcase_add_test(tc, test_attention_launch);
   tcase_add_test(tc, test_attention_tma_tensor_maps);

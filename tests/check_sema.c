@@ -1018,6 +1018,57 @@ START_TEST(test_autotune_prune_reads_arch) {
 }
 END_TEST
 
+/* @autotune(prefer=...) (autotune_point.h, rule 2): the default is the first
+ * point that the prune admits and prefer takes, else the prune's first; a
+ * fixed axis narrows both; an error does not prefer (rule 3). */
+START_TEST(test_autotune_prefer) {
+  Ctx c;
+  ctx_init(&c);
+  FaProgram *p = program(&c, "@kernel(grid=(1,))\n"
+                             "@autotune(B=[128, 64, 32], warps=[8, 4], prune=B * warps <= 512,\n"
+                             "          prefer=(B == 32 and arch == 90) or (B == 64 and n > 0))\n"
+                             "def k(x: *f32, n: i32, B: constexpr):\n    pass\n");
+  ck_assert_msg(p != NULL, "%s", diag(&c));
+  const FaKernelInfo *k = fa_program_kernel(p, "k");
+  ck_assert_ptr_nonnull(k->prefer);
+  FaAutotunePoint pt;
+  /* arch 90: B=32 on 8 warps, later in the space than the prune's first */
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, NULL, 0, NULL, 90, &pt));
+  ck_assert_str_eq(point_text(k, &pt), "B=32 warps=8 warps=8 stages=2");
+  ck_assert(pt.preferred && !pt.none_passes);
+  /* arch 80: prefer reads n, unknown, at B=64: an error, not preferred; so
+     nothing is, and the prune's first point stays the default */
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, NULL, 0, NULL, 80, &pt));
+  ck_assert_str_eq(point_text(k, &pt), "B=128 warps=4 warps=4 stages=2");
+  ck_assert(!pt.preferred && !pt.none_passes);
+  /* with n known, B=64 on 8 warps */
+  FaBinding known[2] = {bind("n", fa_const_int(1))};
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, NULL, 80, &pt));
+  ck_assert_str_eq(point_text(k, &pt), "B=64 warps=8 warps=8 stages=2");
+  /* warps=4 given: among the points with 4 warps, B=32 on Hopper */
+  FaLaunchConfig given = {.warps = 4, .stages = 0};
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, NULL, 0, &given, 90, &pt));
+  ck_assert_str_eq(point_text(k, &pt), "B=32 !warps=4 warps=4 stages=2");
+  /* B=128 given: prefer takes nothing with it; the prune's first (4 warps) */
+  known[0] = bind("B", fa_const_int(128));
+  ck_assert(fa_autotune_default_point(&c.fc.arena, p, k, known, 1, NULL, 90, &pt));
+  ck_assert_str_eq(point_text(k, &pt), "!B=128 warps=4 warps=4 stages=2");
+  ck_assert(!pt.preferred && !pt.none_passes);
+  ctx_free(&c);
+  /* prefer sees what the prune sees, and no more; `arch` as a parameter clashes */
+  ctx_init(&c);
+  ck_assert_ptr_null(program(&c, "@kernel(grid=(1,))\n@autotune(B=[128, 64], prefer=B == nb)\n"
+                                 "def k(x: *f32, B: constexpr):\n    pass\n"));
+  expect_error(&c, 2, 36, "unknown name 'nb'");
+  ctx_free(&c);
+  ctx_init(&c);
+  ck_assert_ptr_null(program(&c, "@kernel(grid=(1,))\n@autotune(B=[128, 64], prefer=arch >= 90)\n"
+                                 "def k(x: *f32, arch: i32, B: constexpr):\n    pass\n"));
+  expect_error(&c, 3, 16, "which @autotune(prefer=...) reads as 'arch'");
+  ctx_free(&c);
+}
+END_TEST
+
 static Suite *sema_suite(void) {
   Suite *s = suite_create("sema");
   TCase *t = tcase_create("types");
@@ -1032,6 +1083,7 @@ static Suite *sema_suite(void) {
   tcase_add_test(t, test_config_axes);
   tcase_add_test(t, test_autotune_default_point);
   tcase_add_test(t, test_autotune_prune_reads_arch);
+  tcase_add_test(t, test_autotune_prefer);
   suite_add_tcase(s, t);
   t = tcase_create("lower");
   tcase_add_test(t, test_literal_adapts);

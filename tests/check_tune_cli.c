@@ -148,6 +148,21 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
   return fits && (tile_128x128_w8 || (tile_64x64_w4 && !strcmp(pipeline, "tma_async")));
 }
 
+/* attention.fa's prefer expressions on Hopper (arch 90, a dry run's default
+ * target), at d_head <= 128: attn_bwd_dkdv's default is 64x64 on 4 warps
+ * with 2 stages, with tma up to d_head 64 and tma_async above
+ * (dkdv_hopper_default); attn_bwd_dq's above d_head 64 is tma_ws_pp at
+ * 128x128 on 8 warps with 2 stages (dq_hopper_default).  The others prefer
+ * nothing there: their default is the first survivor. */
+static bool attention_prefer(const char *kernel, const char *pipeline, long bq, long bk, long warps, long stages,
+                             long d_head) {
+  if (!strcmp(kernel, "attn_bwd_dkdv"))
+    return bq == 64 && bk == 64 && warps == 4 && stages == 2 && !strcmp(pipeline, d_head <= 64 ? "tma" : "tma_async");
+  if (!strcmp(kernel, "attn_bwd_dq"))
+    return d_head > 64 && bq == 128 && bk == 128 && warps == 8 && stages == 2 && !strcmp(pipeline, "tma_ws_pp");
+  return false;
+}
+
 typedef struct Program {
   FaCompiler fc;
   FaProgram *prog;
@@ -171,9 +186,12 @@ static int axis_index(const FaKernelInfo *k, const char *name) {
 }
 
 /* The labels of the points that survive at d_head, in enumeration order
- * (last axis fastest), as "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4". */
-static int expected_attention_space(const FaKernelInfo *k, long d_head, char labels[][96], int max) {
+ * (last axis fastest), as "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4";
+ * *dflt: the index of the default, the first that attention_prefer takes,
+ * else 0. */
+static int expected_attention_space(const FaKernelInfo *k, long d_head, char labels[][96], int max, int *dflt) {
   int n = 0, total = 1;
+  *dflt = -1;
   for (int t = 0; t < k->ntune; t++) total *= k->tune[t].nvalues;
   int iq = axis_index(k, "BLOCK_Q"), ik = axis_index(k, "BLOCK_K"), iw = axis_index(k, "warps");
   int is = axis_index(k, "stages"), ip = axis_index(k, "pipeline");
@@ -193,6 +211,7 @@ static int expected_attention_space(const FaKernelInfo *k, long d_head, char lab
         schedule = fa_config_value_name(fa_config_axis("schedule"), (int)k->tune[t].values[idx[t]].i);
     if (!attention_prune(k->name, pipeline, schedule, bq, bk, w, stages, d_head)) continue;
     ck_assert_int_lt(n, max);
+    if (*dflt < 0 && attention_prefer(k->name, pipeline, bq, bk, w, stages, d_head)) *dflt = n;
     labels[n][0] = '\0';
     for (int t = 0; t < k->ntune; t++) {
       char part[32];
@@ -206,6 +225,7 @@ static int expected_attention_space(const FaKernelInfo *k, long d_head, char lab
     }
     n++;
   }
+  if (*dflt < 0) *dflt = 0;
   return n;
 }
 
@@ -221,7 +241,8 @@ static void check_space(json_t *res, const FaKernelInfo *k) {
   char labels[256][96];
   long d_head = (long)json_integer_value(json_object_get(json_object_get(res, "key"), "d_head"));
   ck_assert(d_head > 0 && d_head <= 128);
-  int n = expected_attention_space(k, d_head, labels, 256);
+  int dflt;
+  int n = expected_attention_space(k, d_head, labels, 256, &dflt);
   int total = 1;
   for (int t = 0; t < k->ntune; t++) total *= k->tune[t].nvalues;
   ck_assert_int_eq(json_integer_value(json_object_get(res, "space_size")), total);
@@ -236,11 +257,12 @@ static void check_space(json_t *res, const FaKernelInfo *k) {
     ck_assert_str_eq(status, "candidate");   /* dry run: survived, not compiled */
     ck_assert_int_lt(seen, n);
     ck_assert_str_eq(json_string_value(json_object_get(c, "label")), labels[seen]);
-    ck_assert_int_eq(json_is_true(json_object_get(c, "default")), seen == 0);   /* the first survivor */
+    /* the first survivor, or the first that prefer takes */
+    ck_assert_int_eq(json_is_true(json_object_get(c, "default")), seen == dflt);
     seen++;
   }
   ck_assert_int_eq(seen, n);
-  ck_assert_str_eq(json_string_value(json_object_get(res, "default")), labels[0]);
+  ck_assert_str_eq(json_string_value(json_object_get(res, "default")), labels[dflt]);
 }
 
 START_TEST(dry_run_attention_space) {
@@ -330,21 +352,22 @@ END_TEST
  * each backward kernel's other pipelines at 2 stages, and attn_fwd's, whose
  * prune reads the target (`arch`), on Hopper 128-row blocks on 8 warps with
  * a producer warp (128x64 with 2 stages, 128x32 with 3 and 4; one thread
- * block per program or persistent).  BLOCK_Q is attn_fwd's first axis, so
- * those come first on sm_90a (--arch, and a dry run's default); on sm_80
- * the default is 64x32 with bulk copies alone. */
+ * block per program or persistent).  attn_fwd's prefer takes those on
+ * sm_90a (--arch, and a dry run's default), so its default is the first of
+ * them, though the space lists its points with bulk copies alone first; on
+ * sm_80 the default is 64x32 with bulk copies alone.  (`first`: the default.) */
 START_TEST(dry_run_d256_spaces) {
   static const struct {
     const char *kernel, *sizes;
     int survivors, ws;
     const char *first, *last;
   } want[] = {
-      {"attn_fwd", "--arch sm_80 ", 18, 0, "BLOCK_Q=64 pipeline=tma schedule=grid BLOCK_K=32 stages=2 warps=4",
-       "BLOCK_Q=32 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=4 warps=4"},
-      {"attn_fwd", "--arch sm_90a ", 24, 6, "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=64 stages=2 warps=8",
-       "BLOCK_Q=32 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=4 warps=4"},
-      {"attn_fwd", "", 24, 6, "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=64 stages=2 warps=8",
-       "BLOCK_Q=32 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=4 warps=4"},
+      {"attn_fwd", "--arch sm_80 ", 18, 0, "pipeline=tma schedule=grid BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
+       "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=32 BLOCK_K=32 stages=4 warps=4"},
+      {"attn_fwd", "--arch sm_90a ", 24, 6, "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
+       "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=32 BLOCK_K=32 stages=4 warps=4"},
+      {"attn_fwd", "", 24, 6, "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
+       "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=32 BLOCK_K=32 stages=4 warps=4"},
       {"attn_bwd_dkdv", "", 4, 0, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
        "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
       {"attn_bwd_dq", "", 10, 0, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
@@ -353,12 +376,12 @@ START_TEST(dry_run_d256_spaces) {
        "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
   };
   static const char *const fwd_ws[] = {
-      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=64 stages=2 warps=8",
-      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=32 stages=3 warps=8",
-      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=grid BLOCK_K=32 stages=4 warps=8",
-      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=persistent BLOCK_K=64 stages=2 warps=8",
-      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=3 warps=8",
-      "BLOCK_Q=128 pipeline=tma_ws_pp schedule=persistent BLOCK_K=32 stages=4 warps=8"};
+      "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
+      "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=32 stages=3 warps=8",
+      "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=32 stages=4 warps=8",
+      "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
+      "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=32 stages=3 warps=8",
+      "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=32 stages=4 warps=8"};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     char args[600];
     snprintf(args, sizeof args, "--dry-run --kernel %s --size D=256 %s--json - %s", want[i].kernel, want[i].sizes,
@@ -513,8 +536,8 @@ START_TEST(compile_only_attention_reduced) {
   ck_assert_int_eq(ok, 2);
   /* the table: one line per candidate, with the resources (the axes in
      attn_fwd's order: BLOCK_Q first) */
-  ck_assert_ptr_nonnull(strstr(r.out, "BLOCK_Q=64 pipeline=tma schedule=grid BLOCK_K=64 stages=2 warps=4"));
-  ck_assert_ptr_nonnull(strstr(r.out, "BLOCK_Q=64 pipeline=tma schedule=grid BLOCK_K=64 stages=3 warps=4"));
+  ck_assert_ptr_nonnull(strstr(r.out, "pipeline=tma schedule=grid BLOCK_Q=64 BLOCK_K=64 stages=2 warps=4"));
+  ck_assert_ptr_nonnull(strstr(r.out, "pipeline=tma schedule=grid BLOCK_Q=64 BLOCK_K=64 stages=3 warps=4"));
   json_decref(root);
   result_free(&r);
 }
