@@ -100,6 +100,25 @@ has "$dir/out" "attn_bwd_dq    n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_
 has "$dir/out" "attn_bwd_dkdv  n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=32 BLOCK_K=64" \
   "--block-q and --block-k still fix the other kernels"
 
+# the Hopper defaults of the deterministic backward pass (the stand-in driver
+# is an sm_90a device; @autotune(prefer=...) in attention.fa): at d_head 64
+# dK/dV takes 64x64 where the lengths are multiples of 16 and keeps 32x64
+# where not; at d_head 128 dK/dV takes 64x64 with late waits and dQ 128x128
+# with a producer warp
+"$attn" --gpu --shape 1,2,2,256,64 --backward > "$dir/out" 2>&1
+has "$dir/out" "attn_bwd_dkdv  n_groups=1 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=64 warps=4 stages=2 (default)" \
+  "dK/dV at d_head 64, N=256: 64x64 by default on sm_90a"
+"$attn" --gpu --shape 1,2,2,200,64 --backward > "$dir/out" 2>&1
+has "$dir/out" "attn_bwd_dkdv  n_groups=1 d_head=64 is_causal=False T=f16 BLOCK_Q=32 BLOCK_K=64 warps=4 stages=2 (default)" \
+  "dK/dV at d_head 64, N=200 (not a multiple of 16): 32x64 by default"
+"$attn" --gpu --shape 1,2,2,256,128 --causal --backward > "$dir/out" 2>&1
+grep "^  attn_bwd_dkdv " "$dir/out" | grep -q "BLOCK_Q=64 BLOCK_K=64 warps=4 stages=2 (default).*pipeline tma_async," &&
+  echo "ok: dK/dV at d_head 128: 64x64 with tma_async by default on sm_90a" ||
+  { fail "dK/dV at d_head 128 default"; grep "^  attn_bwd_dkdv " "$dir/out"; }
+grep "^  attn_bwd_dq " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 stages=2 (default).*pipeline tma_ws_pp," &&
+  echo "ok: dQ at d_head 128: 128x128 with a producer warp by default on sm_90a" ||
+  { fail "dQ at d_head 128 default"; grep "^  attn_bwd_dq " "$dir/out"; }
+
 # forward-only benchmark on files, JSON record
 "$attn" --gpu --q "$dir/in_q.npy" --k "$dir/in_k.npy" --v "$dir/in_v.npy" --bench --iters 3 --min-ms 1 \
   --json "$dir/b.jsonl" > "$dir/out" 2>&1 || { fail "--bench on files"; cat "$dir/out"; }

@@ -151,7 +151,8 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
 /* attention.fa's prefer expressions on Hopper (arch 90, a dry run's default
  * target), at d_head <= 128: attn_bwd_dkdv's default is 64x64 on 4 warps
  * with 2 stages, with tma up to d_head 64 and tma_async above
- * (dkdv_hopper_default); attn_bwd_dq's above d_head 64 is tma_ws_pp at
+ * (dkdv_hopper_default; at d_head 64 only for lengths that are multiples of
+ * 16, as the problem's are); attn_bwd_dq's above d_head 64 is tma_ws_pp at
  * 128x128 on 8 warps with 2 stages (dq_hopper_default).  The others prefer
  * nothing there: their default is the first survivor. */
 static bool attention_prefer(const char *kernel, const char *pipeline, long bq, long bk, long warps, long stages,
