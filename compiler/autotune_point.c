@@ -76,6 +76,31 @@ static bool prefer_takes(const FaProgram *p, const FaKernelInfo *k, const FaBind
   return !k->prefer || judge(p, k->prefer, env, n, false);
 }
 
+/* Whether expression e names `name` (function bodies are not entered: a
+ * call passes what they read). */
+static bool names(const Node *e, const char *name) {
+  if (!e)
+    return false;
+  if (e->kind == N_NAME)
+    return !strcmp(e->name, name);
+  if (e->kind == N_FUNC)
+    return false;
+  const Node *kids[] = {e->lhs, e->rhs, e->cond, e->then, e->els, e->lo, e->hi, e->step};
+  for (size_t i = 0; i < sizeof kids / sizeof *kids; i++)
+    if (names(kids[i], name))
+      return true;
+  const NodeList *lists[] = {&e->args, &e->kwargs, &e->body, &e->orelse};
+  for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
+    for (int j = 0; j < lists[i]->len; j++)
+      if (names(lists[i]->items[j], name))
+        return true;
+  return false;
+}
+
+bool fa_autotune_point_reads(const FaKernelInfo *k, const char *name) {
+  return is_axis(k, name) || names(k->prune, name) || names(k->prefer, name);
+}
+
 /* The next point: an odometer over the open axes, the last fastest.  False
  * after the last point. */
 static bool next_point(const FaKernelInfo *k, const FaAutotunePoint *pt, int *idx) {

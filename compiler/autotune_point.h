@@ -61,6 +61,13 @@ typedef struct FaAutotunePoint {
 bool fa_autotune_default_point(Arena *arena, const FaProgram *p, const FaKernelInfo *k, const FaBinding *known,
                                int nknown, const FaLaunchConfig *given, int arch, FaAutotunePoint *out);
 
+/* Whether the default point can depend on the value of `name` in `known`:
+ * it is an axis of the space (a fixed axis keeps its value), or the prune
+ * or prefer expression names it.  (A function they call sees only what they
+ * pass it and module constants, so the names in the expressions are all
+ * they read.)  The runtime keys the points it keeps on these values alone. */
+bool fa_autotune_point_reads(const FaKernelInfo *k, const char *name);
+
 /* Whether the caller fixes axis t of k's space (rule 1). */
 bool fa_autotune_axis_fixed(const FaKernelInfo *k, int t, const FaBinding *known, int nknown,
                             const FaLaunchConfig *given);

@@ -263,11 +263,155 @@ int fa_rt_bound_values(const fadsl_args *a, FaBinding *out) {
   return n;
 }
 
+/* A default point a launch chose before, kept on its kernel.  Choosing one
+ * walks the space and evaluates the prune and prefer at each point: with a
+ * prefer that takes none (attn_fwd up to d_head 128), every point, which
+ * cost about a millisecond a launch on the host; the kept point costs a
+ * comparison of keys.  The key holds the target, the given configuration and
+ * the values in `known` the point can depend on (fa_autotune_point_reads),
+ * so that launches that differ in other scalars (a sequence length no prune
+ * reads) share it. */
+struct FaRtDefaultMemo {
+  FaRtDefaultMemo *next;
+  char *key;
+  FaAutotunePoint pt;           /* values, chosen and their strings in one block, `block` */
+  void *block;
+};
+
+/* Launches of one kernel keep at most this many points (the oldest go). */
+enum { DEFAULT_MEMO_MAX = 64 };
+
+static void memo_entry_free(FaRtDefaultMemo *m) {
+  free(m->key);
+  free(m->block);
+  free(m);
+}
+
+void fa_rt_default_memo_free(fadsl_kernel *k) {
+  for (FaRtDefaultMemo *m = k->defaults, *next; m; m = next) {
+    next = m->next;
+    memo_entry_free(m);
+  }
+  k->defaults = NULL;
+  k->ndefaults = 0;
+}
+
+/* A value, exactly (floats in hexadecimal). */
+static void key_const(StrBuf *sb, FaConst c) {
+  fa_sb_printf(sb, "%d:%" PRId64 ":%a:%d:%s;", (int)c.kind, c.i, c.f, (int)c.dtype, c.s ? c.s : "");
+}
+
+static char *memo_key(const FaKernelInfo *k, const FaBinding *known, int nknown, const FaLaunchConfig *given,
+                      int arch) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  fa_sb_printf(&sb, "arch=%d;", arch);
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int i = 0; i < naxes; i++)
+    fa_sb_printf(&sb, "%s=%d;", axes[i].name, given ? fa_config_get(given, &axes[i]) : 0);
+  for (int i = 0; i < nknown; i++)
+    if (known[i].name && fa_autotune_point_reads(k, known[i].name)) {
+      fa_sb_printf(&sb, "%s=", known[i].name);
+      key_const(&sb, known[i].value);
+    }
+  return sb.data ? sb.data : strdup("");
+}
+
+/* A copy of pt whose arrays and strings live in one malloc'd block (NULL when
+ * out of memory). */
+static void *copy_point(const FaKernelInfo *k, const FaAutotunePoint *pt, FaAutotunePoint *out) {
+  int nt = k->ntune;
+  size_t strings = 0;
+  for (int t = 0; t < nt; t++)
+    if (pt->values[t].kind == CK_STR && pt->values[t].s)
+      strings += strlen(pt->values[t].s) + 1;
+  size_t values_size = sizeof *pt->values * (size_t)(nt + 1);
+  char *block = malloc(values_size + sizeof *pt->chosen * (size_t)(nt + 1) + strings);
+  if (!block)
+    return NULL;
+  *out = *pt;
+  out->values = (FaConst *)(void *)block;
+  out->chosen = (bool *)(block + values_size);
+  char *text = (char *)(out->chosen + nt + 1);
+  for (int t = 0; t < nt; t++) {
+    out->values[t] = pt->values[t];
+    out->chosen[t] = pt->chosen[t];
+    if (pt->values[t].kind == CK_STR && pt->values[t].s) {
+      size_t len = strlen(pt->values[t].s) + 1;
+      memcpy(text, pt->values[t].s, len);
+      out->values[t].s = text;
+      text += len;
+    }
+  }
+  return block;
+}
+
+/* The kept point for key into pt (its arrays in arena); false when there is
+ * none (or no memory for the copy). */
+static bool memo_find(fadsl_kernel *kern, const char *key, Arena *arena, FaAutotunePoint *pt) {
+  bool found = false;
+  pthread_mutex_lock(&kern->program->lock);
+  for (const FaRtDefaultMemo *m = kern->defaults; m && !found; m = m->next) {
+    if (strcmp(m->key, key) != 0)
+      continue;
+    int nt = kern->info->ntune;
+    FaConst *values = fa_arena_alloc(arena, sizeof *values * (size_t)(nt + 1));
+    bool *chosen = fa_arena_alloc(arena, sizeof *chosen * (size_t)(nt + 1));
+    if (values && chosen) {
+      *pt = m->pt;
+      memcpy(values, m->pt.values, sizeof *values * (size_t)nt);
+      memcpy(chosen, m->pt.chosen, sizeof *chosen * (size_t)nt);
+      pt->values = values;
+      pt->chosen = chosen;
+      found = true;
+    }
+  }
+  pthread_mutex_unlock(&kern->program->lock);
+  return found;
+}
+
+/* Keeps pt under key (taking key); drops the oldest beyond DEFAULT_MEMO_MAX.
+ * Out of memory it keeps nothing: the next launch chooses again. */
+static void memo_keep(fadsl_kernel *kern, char *key, const FaAutotunePoint *pt) {
+  FaRtDefaultMemo *m = calloc(1, sizeof *m);
+  if (m)
+    m->block = copy_point(kern->info, pt, &m->pt);
+  if (!m || !m->block) {
+    free(m);
+    free(key);
+    return;
+  }
+  m->key = key;
+  pthread_mutex_lock(&kern->program->lock);
+  m->next = kern->defaults;
+  kern->defaults = m;
+  if (++kern->ndefaults > DEFAULT_MEMO_MAX) {
+    FaRtDefaultMemo **last = &kern->defaults;
+    while ((*last)->next)
+      last = &(*last)->next;
+    memo_entry_free(*last);
+    *last = NULL;
+    kern->ndefaults--;
+  }
+  pthread_mutex_unlock(&kern->program->lock);
+}
+
 fadsl_status fa_rt_default_point(fadsl_context *ctx, const fadsl_args *a, const FaBinding *known, int nknown,
                                  const FaLaunchConfig *given, int arch, Arena *arena, FaAutotunePoint *pt) {
   const FaKernelInfo *k = a->kernel->info;
-  if (!fa_autotune_default_point(arena, a->kernel->program->prog, k, known, nknown, given, arch, pt))
+  char *key = memo_key(k, known, nknown, given, arch);
+  if (!key)
     return FADSL_ERROR_OUT_OF_MEMORY;
+  if (memo_find(a->kernel, key, arena, pt)) {
+    free(key);
+  } else {
+    if (!fa_autotune_default_point(arena, a->kernel->program->prog, k, known, nknown, given, arch, pt)) {
+      free(key);
+      return FADSL_ERROR_OUT_OF_MEMORY;
+    }
+    memo_keep(a->kernel, key, pt);
+  }
   if (pt->none_passes && ctx->log.level >= FA_LOG_WARN) {
     StrBuf sb;
     fa_sb_init(&sb);

@@ -50,6 +50,7 @@ FADSL_API void fadsl_program_destroy(fadsl_program *prog) {
       next = v->next;
       fa_rt_variant_free(prog->ctx, v);
     }
+    fa_rt_default_memo_free(&prog->kernels[i]);
   }
   free(prog->kernels);
   fa_compiler_free(&prog->fc);

@@ -22,11 +22,18 @@ struct fadsl_program {
   pthread_mutex_t lock;         /* specialisation and the variant lists */
 };
 
+typedef struct FaRtDefaultMemo FaRtDefaultMemo;
+
 struct fadsl_kernel {
   fadsl_program *program;
   const FaKernelInfo *info;
   FaRtVariant *variants;        /* compiled specialisations, newest first */
+  FaRtDefaultMemo *defaults;    /* default points chosen before, newest first (bind.c) */
+  int ndefaults;
 };
+
+/* Frees a kernel's kept default points (fadsl_program_destroy). */
+void fa_rt_default_memo_free(fadsl_kernel *k);
 
 /* One bound argument. */
 typedef struct FaRtArg {

@@ -593,6 +593,54 @@ START_TEST(test_default_point_prefer) {
 }
 END_TEST
 
+/* The default point a launch chose is kept on the kernel, keyed on the values
+ * the prune and prefer read: one program, launches with n = 1000, 100 and
+ * 1000 again must follow prefer's `n > 500` each time (a point kept without
+ * n in its key would answer 64 for n = 100), while a scalar they do not read
+ * (m) shares the kept point. */
+static const char *kept_fa =
+    "@kernel(grid=(cdiv(n, BLOCK),))\n"
+    "@autotune(BLOCK=[256, 128, 64], prune=BLOCK <= 128, prefer=BLOCK == 64 and n > 500)\n"
+    "def fill(x: *f32[n], n: i32, m: i32, BLOCK: constexpr):\n"
+    "    i = program_id(0) * BLOCK + arange(0, BLOCK)\n"
+    "    store(x + i, zeros((BLOCK,), f32) + m, mask=i < n)\n";
+
+static void launch_kept(fadsl_kernel *k, uint64_t x, int n, int m, char *out, size_t size) {
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_ptr(a, "x", x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "n", n), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_args_set_i32(a, "m", m), FADSL_SUCCESS);
+  fadsl_kernel_info info;
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  snprintf(out, size, "%s %s", info.constexprs, info.config_source);
+  fadsl_args_destroy(a);
+}
+
+START_TEST(test_default_point_kept_per_values) {
+  fadsl_context *c;
+  ck_assert_int_eq(fadsl_context_create(0, &c), FADSL_SUCCESS);
+  fadsl_program *prog;
+  ck_assert_int_eq(fadsl_program_load_string(c, "kept.fa", kept_fa, &prog), FADSL_SUCCESS);
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "fill", &k), FADSL_SUCCESS);
+  uint64_t x;
+  ck_assert_int_eq(fadsl_malloc(c, 4 * 1000, &x), FADSL_SUCCESS);
+  char got[128];
+  const struct { int n, m; const char *want; } launches[] = {
+      {1000, 1, "BLOCK=64 default"}, {100, 1, "BLOCK=128 default"}, {1000, 2, "BLOCK=64 default"},
+      {100, 3, "BLOCK=128 default"}, {600, 1, "BLOCK=64 default"}};
+  for (size_t i = 0; i < sizeof launches / sizeof *launches; i++) {
+    launch_kept(k, x, launches[i].n, launches[i].m, got, sizeof got);
+    ck_assert_msg(!strcmp(got, launches[i].want), "n=%d m=%d: %s, want %s", launches[i].n, launches[i].m, got,
+                  launches[i].want);
+  }
+  fadsl_free(c, x);
+  fadsl_program_destroy(prog);
+  fadsl_context_destroy(c);
+}
+END_TEST
+
 /* attention.fa's forward kernel: the grid of its @kernel and its
  * parameters in order.  The shared memory the backend asks for depends on
  * the configuration (and changes as the backend does), so the test picks
@@ -1128,6 +1176,7 @@ int main(void) {
   tcase_add_test(tc, test_default_point_at_launch);
   tcase_add_test(tc, test_default_point_follows_the_target);
   tcase_add_test(tc, test_default_point_prefer);
+  tcase_add_test(tc, test_default_point_kept_per_values);
   tcase_add_test(tc, test_tuned_launch_follows_the_database);
   tcase_add_test(tc, test_attention_launch);
   tcase_add_test(tc, test_attention_tma_tensor_maps);
