@@ -301,7 +301,19 @@ static void key_const(StrBuf *sb, FaConst c) {
   fa_sb_printf(sb, "%d:%" PRId64 ":%a:%d:%s;", (int)c.kind, c.i, c.f, (int)c.dtype, c.s ? c.s : "");
 }
 
-static char *memo_key(const FaKernelInfo *k, const FaBinding *known, int nknown, const FaLaunchConfig *given,
+/* Whether the default point can depend on the value of `name`: the
+ * kernel's answer for its parameters, worked out when the program was
+ * loaded. */
+static bool point_reads(const fadsl_kernel *kern, const char *name) {
+  const FaKernelInfo *k = kern->info;
+  if (kern->point_reads)
+    for (int j = 0; j < k->nparams; j++)
+      if (k->params[j].name == name || !strcmp(k->params[j].name, name))
+        return kern->point_reads[j];
+  return fa_autotune_point_reads(k, name);
+}
+
+static char *memo_key(const fadsl_kernel *kern, const FaBinding *known, int nknown, const FaLaunchConfig *given,
                       int arch) {
   StrBuf sb;
   fa_sb_init(&sb);
@@ -311,7 +323,7 @@ static char *memo_key(const FaKernelInfo *k, const FaBinding *known, int nknown,
   for (int i = 0; i < naxes; i++)
     fa_sb_printf(&sb, "%s=%d;", axes[i].name, given ? fa_config_get(given, &axes[i]) : 0);
   for (int i = 0; i < nknown; i++)
-    if (known[i].name && fa_autotune_point_reads(k, known[i].name)) {
+    if (known[i].name && point_reads(kern, known[i].name)) {
       fa_sb_printf(&sb, "%s=", known[i].name);
       key_const(&sb, known[i].value);
     }
@@ -400,7 +412,7 @@ static void memo_keep(fadsl_kernel *kern, char *key, const FaAutotunePoint *pt) 
 fadsl_status fa_rt_default_point(fadsl_context *ctx, const fadsl_args *a, const FaBinding *known, int nknown,
                                  const FaLaunchConfig *given, int arch, Arena *arena, FaAutotunePoint *pt) {
   const FaKernelInfo *k = a->kernel->info;
-  char *key = memo_key(k, known, nknown, given, arch);
+  char *key = memo_key(a->kernel, known, nknown, given, arch);
   if (!key)
     return FADSL_ERROR_OUT_OF_MEMORY;
   if (memo_find(a->kernel, key, arena, pt)) {

@@ -243,6 +243,9 @@ static void plan_key(FaRtPlan *plan, const char *constexprs) {
 void fa_rt_variant_free(fadsl_context *ctx, FaRtVariant *v) {
   if (!v) return;
   if (v->loaded) fa_rt_module_unload(ctx, &v->module);
+  fa_rt_host_memo_free(&v->grid_memo);
+  fa_rt_host_memo_free(&v->extents_memo);
+  free(v->map_memo);
   free(v->cubin);
   free(v->constexprs);
   free(v->assume);
@@ -477,11 +480,48 @@ static FaHostValue host_value(const FaRtArg *arg, DType dt) {
   }
 }
 
+static bool same_host_values(const FaHostValue *a, const FaHostValue *b, int n) {
+  for (int i = 0; i < n; i++)
+    if (a[i].dtype != b[i].dtype || a[i].i != b[i].i || memcmp(&a[i].f, &b[i].f, sizeof a[i].f) != 0)
+      return false;
+  return true;
+}
+
+/* The results kept for these arguments, into results; false when the memo
+ * holds other arguments (or none). */
+static bool host_memo_find(fadsl_kernel *k, const FaRtHostMemo *m, const FaHostValue *args, int nargs,
+                           FaHostValue *results, int nresults) {
+  pthread_mutex_lock(&k->program->lock);
+  bool hit = m->nresults == nresults && m->nargs == nargs && same_host_values(m->args, args, nargs);
+  if (hit) memcpy(results, m->results, sizeof *results * (size_t)nresults);
+  pthread_mutex_unlock(&k->program->lock);
+  return hit;
+}
+
+static void host_memo_keep(fadsl_kernel *k, FaRtHostMemo *m, const FaHostValue *args, int nargs,
+                           const FaHostValue *results, int nresults) {
+  FaHostValue *block = malloc(sizeof *block * (size_t)(nargs + nresults));
+  if (!block) return;   /* nothing kept: the next launch interprets again */
+  memcpy(block, args, sizeof *block * (size_t)nargs);
+  memcpy(block + nargs, results, sizeof *block * (size_t)nresults);
+  pthread_mutex_lock(&k->program->lock);
+  free(m->args);
+  *m = (FaRtHostMemo){nargs, nresults, block, block + nargs};
+  pthread_mutex_unlock(&k->program->lock);
+}
+
+void fa_rt_host_memo_free(FaRtHostMemo *m) {
+  free(m->args);
+  *m = (FaRtHostMemo){0, 0, NULL, NULL};
+}
+
 /* Runs a host function (grid or extents) of the specialisation on the
- * bound arguments.  A scratch compiler keeps its allocations and messages
- * out of the specialisation's, which lives as long as the program. */
-static fadsl_status run_host_function(fadsl_context *ctx, const fadsl_kernel *k,
-                                      const fadsl_args *a, const IrFunction *fn, const char *what,
+ * bound arguments, or takes the results of the last run when the arguments
+ * are the same (memo: a launch interpreted both functions again, a fifth of
+ * its host time).  A scratch compiler keeps its allocations and messages out
+ * of the specialisation's, which lives as long as the program. */
+static fadsl_status run_host_function(fadsl_context *ctx, fadsl_kernel *k, const fadsl_args *a,
+                                      const IrFunction *fn, FaRtHostMemo *memo, const char *what,
                                       FaHostValue *results, int nresults) {
   FaHostValue *args = calloc((size_t)fn->nparams + 1, sizeof *args);
   if (!args) return FADSL_ERROR_OUT_OF_MEMORY;
@@ -491,6 +531,10 @@ static fadsl_status run_host_function(fadsl_context *ctx, const fadsl_kernel *k,
     args[i] = src >= 0 && src < a->nargs && a->args[src].bound ? host_value(&a->args[src], dt)
                                                                 : fa_host_int(dt, 0);
   }
+  if (host_memo_find(k, memo, args, fn->nparams, results, nresults)) {
+    free(args);
+    return FADSL_SUCCESS;
+  }
   FaCompiler scratch;
   fa_compiler_init(&scratch, NULL);
   bool ok = fa_interp_host_function(&scratch, fn, args, fn->nparams, results, nresults);
@@ -499,21 +543,22 @@ static fadsl_status run_host_function(fadsl_context *ctx, const fadsl_kernel *k,
     st = fa_rt_fail(ctx, FADSL_ERROR_PROGRAM, "kernel '%s': computing its %s failed:\n%s",
                     k->info->name, what, scratch.diag.text.data ? scratch.diag.text.data : "");
   fa_compiler_free(&scratch);
+  if (st == FADSL_SUCCESS) host_memo_keep(k, memo, args, fn->nparams, results, nresults);
   free(args);
   return st;
 }
 
 /* The grid: the caller's (fadsl_args_set_grid), else @kernel(grid=...) on
  * the bound arguments. */
-static fadsl_status compute_grid(fadsl_context *ctx, const fadsl_kernel *k, const fadsl_args *a,
-                                 const FaRtVariant *v, unsigned grid[3]) {
+static fadsl_status compute_grid(fadsl_context *ctx, fadsl_kernel *k, const fadsl_args *a,
+                                 FaRtVariant *v, unsigned grid[3]) {
   if (a->has_grid) {
     memcpy(grid, a->grid, sizeof a->grid);
     return FADSL_SUCCESS;
   }
   FaHostValue r[3];
   memset(r, 0, sizeof r);
-  fadsl_status st = run_host_function(ctx, k, a, v->ir->grid, "grid", r, 3);
+  fadsl_status st = run_host_function(ctx, k, a, v->ir->grid, &v->grid_memo, "grid", r, 3);
   if (st != FADSL_SUCCESS) return st;
   int64_t g[3];
   for (int i = 0; i < 3; i++) g[i] = fa_dtype_is_float(r[i].dtype) ? (int64_t)r[i].f : r[i].i;
@@ -527,8 +572,8 @@ typedef struct FaRtExtents {
   int64_t dims[64][FA_MAX_RANK];
 } FaRtExtents;
 
-static fadsl_status compute_extents(fadsl_context *ctx, const fadsl_kernel *k, const fadsl_args *a,
-                                    const FaRtVariant *v, FaRtExtents *ext) {
+static fadsl_status compute_extents(fadsl_context *ctx, fadsl_kernel *k, const fadsl_args *a,
+                                    FaRtVariant *v, FaRtExtents *ext) {
   memset(ext, 0, sizeof *ext);
   const IrFunction *dev = v->ir->device;
   if (!v->ir->extents) return FADSL_SUCCESS;
@@ -537,7 +582,7 @@ static fadsl_status compute_extents(fadsl_context *ctx, const fadsl_kernel *k, c
   if (total == 0) return FADSL_SUCCESS;
   FaHostValue *r = calloc((size_t)total, sizeof *r);
   if (!r) return FADSL_ERROR_OUT_OF_MEMORY;
-  fadsl_status st = run_host_function(ctx, k, a, v->ir->extents, "buffer extents", r, total);
+  fadsl_status st = run_host_function(ctx, k, a, v->ir->extents, &v->extents_memo, "buffer extents", r, total);
   int at = 0;
   for (int p = 0; st == FADSL_SUCCESS && p < dev->nparams && p < 64; p++) {
     int rank = dev->params[p].extent_rank;
@@ -697,9 +742,46 @@ static fadsl_status check_tensor_map(fadsl_context *ctx, const fadsl_kernel *k, 
  * (outermost first) merges the extent dimensions dims_end[i-1] ..
  * dims_end[i] - 1; the box, the swizzle and the out-of-bounds fill are the
  * plan's (see FaCudaArg). */
+static bool map_memo_find(const fadsl_kernel *k, const FaRtMapMemo *m, uint64_t ptr,
+                          const uint64_t dims[FA_MAX_RANK], CUtensorMap *map) {
+  if (!m) return false;
+  pthread_mutex_lock(&k->program->lock);
+  bool hit = m->valid && m->ptr == ptr && memcmp(m->dims, dims, sizeof m->dims) == 0;
+  if (hit) memcpy(map, &m->map, sizeof *map);
+  pthread_mutex_unlock(&k->program->lock);
+  return hit;
+}
+
+static void map_memo_keep(const fadsl_kernel *k, FaRtMapMemo *m, uint64_t ptr, const uint64_t dims[FA_MAX_RANK],
+                          const CUtensorMap *map) {
+  if (!m) return;
+  pthread_mutex_lock(&k->program->lock);
+  m->valid = true;
+  m->ptr = ptr;
+  memcpy(m->dims, dims, sizeof m->dims);
+  memcpy(&m->map, map, sizeof *map);
+  pthread_mutex_unlock(&k->program->lock);
+}
+
+/* The map memo of a variant's arguments, made on first use (NULL when out of
+ * memory: every launch then encodes). */
+static FaRtMapMemo *map_memos(const fadsl_kernel *k, FaRtVariant *v) {
+  pthread_mutex_lock(&k->program->lock);
+  if (!v->map_memo) {
+    size_t bytes = sizeof *v->map_memo * ((size_t)v->cuda.nargs + 1);   /* a multiple of the alignment */
+    v->map_memo = aligned_alloc(_Alignof(FaRtMapMemo), bytes);
+    if (v->map_memo) memset(v->map_memo, 0, bytes);
+  }
+  FaRtMapMemo *m = v->map_memo;
+  pthread_mutex_unlock(&k->program->lock);
+  return m;
+}
+
+/* Builds (or takes from memo, the argument's last one) the TMA descriptor
+ * of a tensor-map argument. */
 static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
                                       const FaCudaArg *arg, const IrParam *ip, uint64_t ptr,
-                                      const FaRtExtents *ext, CUtensorMap *map) {
+                                      const FaRtExtents *ext, FaRtMapMemo *memo, CUtensorMap *map) {
   int p = arg->param, rank = arg->rank;
   int erank = p < 64 ? ext->rank[p] : 0;
   CUtensorMapDataType dt;
@@ -711,12 +793,20 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
                       "kernel '%s': parameter '%s' needs a TMA descriptor of rank %d, but it "
                       "declares an extent of rank %d (or an unsupported dtype)",
                       k->info->name, ip->name, rank, erank);
-  uint64_t dims[FA_MAX_RANK];   /* outermost first */
+  uint64_t dims[FA_MAX_RANK] = {0};   /* outermost first */
   for (int i = 0, first = 0; i < rank; first = arg->dims_end[i++]) {
     dims[i] = 1;
     for (int e = first; e < arg->dims_end[i]; e++)
       dims[i] *= ext->dims[p][e] > 0 ? (uint64_t)ext->dims[p][e] : 0;
   }
+  const FaDriverApi *d = ctx->drv;
+  if (!d->cuTensorMapEncodeTiled)
+    return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
+                      "kernel '%s' accesses '%s' with the bulk copy engine, but the CUDA driver has no "
+                      "cuTensorMapEncodeTiled (it needs CUDA 12 or newer); FADSL_PIPELINE=cp_async "
+                      "compiles the kernel without it",
+                      k->info->name, ip->name);
+  if (map_memo_find(k, memo, ptr, dims, map)) return FADSL_SUCCESS;
   cuuint64_t gdim[FA_MAX_RANK], gstride[FA_MAX_RANK];
   cuuint32_t box[FA_MAX_RANK], estride[FA_MAX_RANK];
   uint64_t elem = (uint64_t)fa_dtype_size(arg->dtype), stride = elem;
@@ -734,13 +824,6 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
                           : arg->swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                           : arg->swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                      : CU_TENSOR_MAP_SWIZZLE_NONE;
-  const FaDriverApi *d = ctx->drv;
-  if (!d->cuTensorMapEncodeTiled)
-    return fa_rt_fail(ctx, FADSL_ERROR_UNSUPPORTED,
-                      "kernel '%s' accesses '%s' with the bulk copy engine, but the CUDA driver has no "
-                      "cuTensorMapEncodeTiled (it needs CUDA 12 or newer); FADSL_PIPELINE=cp_async "
-                      "compiles the kernel without it",
-                      k->info->name, ip->name);
   /* the driver encodes only with a context current (CUDA_ERROR_INVALID_CONTEXT
      otherwise) */
   st = fa_rt_enter(ctx, NULL);
@@ -757,6 +840,7 @@ static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
              k->info->name);
     return fa_rt_cuda_fail(ctx, r, what);
   }
+  map_memo_keep(k, memo, ptr, dims, map);
   return FADSL_SUCCESS;
 }
 
@@ -792,7 +876,7 @@ static fadsl_status ensure_loaded(fadsl_context *ctx, fadsl_program *prog, FaRtV
  * (the driver's occupancy for this block size and shared memory, times the
  * multiprocessors; one per multiprocessor where the driver cannot say), at
  * most one per program.  They loop over the programs. */
-static fadsl_status persistent_blocks(fadsl_context *ctx, fadsl_kernel *k, const FaRtVariant *v,
+static fadsl_status persistent_blocks(fadsl_context *ctx, fadsl_kernel *k, FaRtVariant *v,
                                       const unsigned grid[3], unsigned *blocks) {
   uint64_t programs = (uint64_t)grid[0] * grid[1] * grid[2];
   if (programs > UINT32_MAX)
@@ -800,9 +884,11 @@ static fadsl_status persistent_blocks(fadsl_context *ctx, fadsl_kernel *k, const
                       "kernel '%s': %" PRIu64 " programs are more than a persistent kernel counts "
                       "(FADSL_SCHEDULE=grid runs them)",
                       k->info->name, programs);
-  int per_sm = 1;
+  pthread_mutex_lock(&k->program->lock);
+  int per_sm = v->per_sm;   /* asked once per variant: the answer depends on it alone */
+  pthread_mutex_unlock(&k->program->lock);
   const FaDriverApi *d;
-  if (fa_rt_enter(ctx, &d) == FADSL_SUCCESS) {
+  if (per_sm <= 0 && fa_rt_enter(ctx, &d) == FADSL_SUCCESS) {
     int n = 0;
     if (d->cuOccupancyMaxActiveBlocksPerMultiprocessor &&
         d->cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, v->module.function, v->cuda.threads,
@@ -810,7 +896,11 @@ static fadsl_status persistent_blocks(fadsl_context *ctx, fadsl_kernel *k, const
         n > 0)
       per_sm = n;
     fa_rt_leave(ctx);
+    pthread_mutex_lock(&k->program->lock);
+    v->per_sm = per_sm;
+    pthread_mutex_unlock(&k->program->lock);
   }
+  if (per_sm <= 0) per_sm = 1;
   int sms = ctx->info.multiprocessors > 0 ? ctx->info.multiprocessors : 1;
   uint64_t resident = (uint64_t)per_sm * (uint64_t)sms;
   *blocks = (unsigned)(programs < resident ? programs : resident);
@@ -833,6 +923,7 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
   if (!params || !slots || !maps) st = st == FADSL_SUCCESS ? FADSL_ERROR_OUT_OF_MEMORY : st;
   const IrFunction *dev = v->ir->device;
   int counter = -1;   /* the CUDA_ARG_TILE_COUNTER argument */
+  FaRtMapMemo *memos = NULL;
   for (int j = 0; st == FADSL_SUCCESS && j < n; j++) {
     const FaCudaArg *arg = &v->cuda.args[j];
     if (arg->kind == CUDA_ARG_TILE_COUNTER) { /* filled at the launch (fa_rt_launch_counted) */
@@ -871,7 +962,8 @@ static fadsl_status launch_variant(fadsl_kernel *k, const fadsl_args *a, FaRtVar
         params[j] = &slots[j];
         break;
       case CUDA_ARG_TENSOR_MAP:
-        st = encode_tensor_map(ctx, k, arg, ip, bound->value.v.ptr, ext, &maps[j]);
+        if (!memos) memos = map_memos(k, v);
+        st = encode_tensor_map(ctx, k, arg, ip, bound->value.v.ptr, ext, memos ? &memos[j] : NULL, &maps[j]);
         params[j] = &maps[j];
         break;
       case CUDA_ARG_GRID: /* handled above */

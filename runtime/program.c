@@ -21,11 +21,18 @@ static fadsl_status load(fadsl_program *prog, const char *text, size_t len) {
   int n = prog->prog->nkernels;
   prog->kernels = calloc(n > 0 ? (size_t)n : 1, sizeof *prog->kernels);
   if (!prog->kernels) return FADSL_ERROR_OUT_OF_MEMORY;
+  prog->nkernels = n;   /* before the loop: a failure in it frees what it made */
   for (int i = 0; i < n; i++) {
-    prog->kernels[i].program = prog;
-    prog->kernels[i].info = prog->prog->kernels[i];
+    fadsl_kernel *k = &prog->kernels[i];
+    k->program = prog;
+    k->info = prog->prog->kernels[i];
+    /* the names a default point reads, looked up at every launch (bind.c's
+       memo_key): walking the prune and prefer there cost microseconds */
+    k->point_reads = calloc((size_t)k->info->nparams + 1, sizeof *k->point_reads);
+    if (!k->point_reads) return FADSL_ERROR_OUT_OF_MEMORY;
+    for (int j = 0; j < k->info->nparams; j++)
+      k->point_reads[j] = fa_autotune_point_reads(k->info, k->info->params[j].name);
   }
-  prog->nkernels = n;
   return FADSL_SUCCESS;
 }
 
@@ -51,6 +58,7 @@ FADSL_API void fadsl_program_destroy(fadsl_program *prog) {
       fa_rt_variant_free(prog->ctx, v);
     }
     fa_rt_default_memo_free(&prog->kernels[i]);
+    free(prog->kernels[i].point_reads);
   }
   free(prog->kernels);
   fa_compiler_free(&prog->fc);

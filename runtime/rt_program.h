@@ -6,6 +6,7 @@
 #include "../compiler/cuda.h"
 #include "ast.h"
 #include "autotune_point.h"
+#include "interp.h"
 #include "ir.h"
 #include "rt.h"
 #include "sema.h"
@@ -30,6 +31,8 @@ struct fadsl_kernel {
   FaRtVariant *variants;        /* compiled specialisations, newest first */
   FaRtDefaultMemo *defaults;    /* default points chosen before, newest first (bind.c) */
   int ndefaults;
+  bool *point_reads;            /* per parameter: whether the default point can depend on it
+                                   (fa_autotune_point_reads, once per kernel; NULL: ask each time) */
 };
 
 /* Frees a kernel's kept default points (fadsl_program_destroy). */
@@ -55,8 +58,31 @@ struct fadsl_args {
  * generated, compiled and (in a device context, when first launched)
  * loaded.  Immutable once on the kernel's list, except the module, which is
  * loaded under the program lock. */
+/* The last arguments a host function of a variant (its grid or its buffer
+ * extents) ran on, and what it returned: a launch with the same scalars
+ * reuses the results instead of interpreting the function again (launch.c). */
+typedef struct FaRtHostMemo {
+  int nargs, nresults;          /* 0 results: nothing kept */
+  FaHostValue *args, *results;  /* one block */
+} FaRtHostMemo;
+
+void fa_rt_host_memo_free(FaRtHostMemo *m);
+
+/* The last TMA descriptor built for a tensor-map argument of a variant and
+ * what it was built from (launch.c): the encoding is a function of these
+ * alone, so a launch on the same buffer and extents reuses it. */
+typedef struct FaRtMapMemo {
+  bool valid;
+  uint64_t ptr;
+  uint64_t dims[FA_MAX_RANK];
+  CUtensorMap map;
+} FaRtMapMemo;
+
 struct FaRtVariant {
   FaRtVariant *next;
+  FaRtHostMemo grid_memo, extents_memo;   /* guarded by the program's lock */
+  FaRtMapMemo *map_memo;        /* per argument of cuda.args (NULL until a launch needs one); the lock's too */
+  int per_sm;                   /* resident blocks per multiprocessor (the driver's), 0 until asked */
   unsigned char key[32];        /* hash of arch, constexpr values, config and argument facts */
   FaCompiler fc;                /* owns ir and cuda */
   IrKernel *ir;

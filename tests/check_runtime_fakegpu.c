@@ -380,6 +380,55 @@ END_TEST
 /* A grid given by the caller (fadsl_args_set_grid) is the launch's, in
  * place of @kernel(grid=...), until fadsl_args_clear; a zero dimension
  * launches nothing; out of CUDA's range is refused when set. */
+/* A variant keeps the grid and extents of its last launch's scalars
+ * (launch.c's host memo): launches with other values of n, on the same
+ * specialisation (1000, 3000 and 1001 are all 8 mod 16), get their own
+ * grid, and their own extents checked against the buffers. */
+static fadsl_status launch_scale(fadsl_kernel *k, fadsl_args *a, uint64_t x, uint64_t y, int n,
+                                 fadsl_kernel_info *info) {
+  fadsl_args_clear(a);
+  fadsl_status st = fadsl_args_set_ptr(a, "x", x);
+  if (st == FADSL_SUCCESS) st = fadsl_args_set_ptr(a, "y", y);
+  if (st == FADSL_SUCCESS) st = fadsl_args_set_f32(a, "a", 1.0f);
+  if (st == FADSL_SUCCESS) st = fadsl_args_set_i32(a, "n", n);
+  return st == FADSL_SUCCESS ? fadsl_launch(k, a, NULL, info) : st;
+}
+
+START_TEST(test_grid_and_extents_follow_the_scalars) {
+  fadsl_program *prog;
+  ck_assert_int_eq(fadsl_program_load_string(ctx, "scale.fa", scale_fa, &prog), FADSL_SUCCESS);
+  fadsl_kernel *k;
+  ck_assert_int_eq(fadsl_program_kernel(prog, "scale", &k), FADSL_SUCCESS);
+  uint64_t x, y;
+  ck_assert_int_eq(fadsl_malloc(ctx, 4 * 3000, &x), FADSL_SUCCESS);
+  ck_assert_int_eq(fadsl_malloc(ctx, 4 * 1000, &y), FADSL_SUCCESS);
+  fadsl_args *a;
+  ck_assert_int_eq(fadsl_args_create(k, &a), FADSL_SUCCESS);
+  static const struct { int n; unsigned blocks; } runs[] = {{1000, 8}, {3000, 24}, {1000, 8}, {1000, 8}, {3000, 24}};
+  fadsl_kernel_info info;
+  char entry[128] = "";
+  for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+    fadsl_status st = launch_scale(k, a, x, x, runs[r].n, &info);
+    ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
+    Launch l = last_launch();
+    ck_assert_uint_eq(l.grid[0], runs[r].blocks);
+    ck_assert_uint_eq(info.grid[0], runs[r].blocks);
+    if (r == 0) snprintf(entry, sizeof entry, "%s", l.entry);
+    ck_assert_str_eq(l.entry, entry);   /* one specialisation throughout */
+  }
+  /* y holds 1000 floats: fine at n=1000, too small at 1001, fine again at 1000 */
+  ck_assert_int_eq(launch_scale(k, a, x, y, 1000, &info), FADSL_SUCCESS);
+  ck_assert_int_eq(launch_scale(k, a, x, y, 1001, &info), FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(fadsl_context_last_error(ctx), "buffer 'y' is too small"));
+  ck_assert_int_eq(launch_scale(k, a, x, y, 1000, &info), FADSL_SUCCESS);
+  ck_assert_uint_eq(last_launch().grid[0], 8);
+  fadsl_args_destroy(a);
+  fadsl_free(ctx, x);
+  fadsl_free(ctx, y);
+  fadsl_program_destroy(prog);
+}
+END_TEST
+
 START_TEST(test_caller_grid) {
   FILE *log = tmpfile();
   ctx->log.stream = log;
@@ -847,6 +896,27 @@ START_TEST(test_attention_tma_tensor_maps) {
     ck_assert_int_eq(dt, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
   }
 
+  /* the same launch again: the variant's descriptors are reused, not encoded
+     again; with another O only O's store is encoded again, and the launch
+     passes the new descriptor */
+  int maps_after = fake_int("fake_cuda_tensor_maps");
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_after);
+  l = last_launch();
+  for (int i = 0; i < 4; i++) ck_assert_uint_eq(l.params[9 + i], want_addr[i]);
+  uint64_t o2;
+  ck_assert_int_eq(fadsl_malloc(ctx, nq, &o2), FADSL_SUCCESS);
+  bind_attention(a, q, kk, v, lse, o2, B * KVH, N, G, D);
+  fadsl_args_set_int(a, "BLOCK_Q", BQ);
+  fadsl_args_set_int(a, "BLOCK_K", BK);
+  fadsl_args_set_config(a, 4, 2);
+  ck_assert_int_eq(fadsl_launch(k, a, NULL, &info), FADSL_SUCCESS);
+  ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_after + 1);
+  l = last_launch();
+  ck_assert_uint_eq(l.params[9 + 3], o2);
+  for (int i = 0; i < 3; i++) ck_assert_uint_eq(l.params[9 + i], want_addr[i]);
+  fadsl_free(ctx, o2);
+
   /* a Q only 2-byte aligned: the launch specialises on the pointer's
      alignment, so its variant reads Q with vector loads and only K and V
      with the copy engine (and writes O with it) */
@@ -924,12 +994,13 @@ START_TEST(test_attention_persistent) {
   uint64_t counter = 0;
   for (int pass = 0; pass < 4; pass++) {
     /* 0: 32 x 16 programs on 264 blocks; 1: 4 x 16 programs, one block each;
-       2: the tma pipeline (tensor maps before the grid); 3: no occupancy query */
+       2: the tma pipeline (tensor maps before the grid); 3: no occupancy query
+       (on a variant not launched before: a variant asks once) */
     int n = pass == 1 ? 512 : N;
     bind_attention(a, q, kk, v, lse, o, B * KVH, n, G, D);
     fadsl_args_set_int(a, "BLOCK_Q", BQ);
     fadsl_args_set_int(a, "BLOCK_K", BK);
-    fadsl_args_set_config(a, 4, 2);
+    fadsl_args_set_config(a, 4, pass == 3 ? 3 : 2);
     setenv("FADSL_PIPELINE", pass == 2 ? "tma" : "cp_async", 1);
     FaDriverApi *drv = (FaDriverApi *)ctx->drv;
     void *saved = drv ? (void *)drv->cuOccupancyMaxActiveBlocksPerMultiprocessor : NULL;
@@ -1173,6 +1244,7 @@ int main(void) {
   tcase_add_test(tc, test_device_and_arch);
   tcase_add_test(tc, test_launch_parameters_and_grid);
   tcase_add_test(tc, test_caller_grid);
+  tcase_add_test(tc, test_grid_and_extents_follow_the_scalars);
   tcase_add_test(tc, test_default_point_at_launch);
   tcase_add_test(tc, test_default_point_follows_the_target);
   tcase_add_test(tc, test_default_point_prefer);
