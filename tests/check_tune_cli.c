@@ -414,6 +414,40 @@ START_TEST(dry_run_d256_spaces) {
 }
 END_TEST
 
+/* examples/matmul/matmul.fa's prefer: on Hopper, where M, N and K are
+ * multiples of 16 and C is at least 2048 x 2048, the producer warp's
+ * 128x256x64 tiles; elsewhere (sm_80, odd sizes, small C) the first point
+ * that passes the prune, 128x128x64 with bulk copies alone. */
+START_TEST(dry_run_matmul_default) {
+  static const char tma_ws[] = "BLOCK_M=128 BLOCK_N=256 BLOCK_K=64 GROUP_M=8 stages=3 warps=8 pipeline=tma_ws_pp";
+  static const char tma[] = "BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8 stages=3 warps=8 pipeline=tma";
+  static const struct {
+    const char *args, *want;
+  } cases[] = {
+      {"--arch sm_90a --size M=8192 --size N=8192 --size K=8192", tma_ws},
+      {"--size M=4096 --size N=2048 --size K=64", tma_ws},   /* a dry run's target: sm_90a */
+      {"--arch sm_80 --size M=8192 --size N=8192 --size K=8192", tma},
+      {"--arch sm_90a --size M=4095 --size N=4096 --size K=4096", tma},
+      {"--arch sm_90a --size M=4096 --size N=4096 --size K=4088", tma},
+      {"--arch sm_90a --size M=8192 --size N=1024 --size K=8192", tma},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char args[600];
+    snprintf(args, sizeof args, "--dry-run %s --json - %s", cases[i].args,
+             FADSL_TOP_SRCDIR "/examples/matmul/matmul.fa");
+    Result r = tune(args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    json_t *root = json_loads(r.out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *res = result_for(root, "matmul");
+    ck_assert_msg(!strcmp(json_string_value(json_object_get(res, "default")), cases[i].want), "%s: %s",
+                  cases[i].args, json_string_value(json_object_get(res, "default")));
+    json_decref(root);
+    result_free(&r);
+  }
+}
+END_TEST
+
 /* small.fa: prune=BLOCK >= 32 * warps and BLOCK <= n, with n = N from the problem */
 static int small_expected(long n) {
   static const long blocks[] = {64, 128, 256, 512}, warps[] = {1, 2, 4};
@@ -624,6 +658,7 @@ int main(void) {
   tcase_add_test(tc, dry_run_attention_space);
   tcase_add_test(tc, dry_run_size_override);
   tcase_add_test(tc, dry_run_d256_spaces);
+  tcase_add_test(tc, dry_run_matmul_default);
   tcase_add_test(tc, dry_run_fused_pass);
   tcase_add_test(tc, dry_run_prune_sees_runtime_arguments);
   tcase_add_test(tc, compile_only_small);
