@@ -737,11 +737,6 @@ static fadsl_status check_tensor_map(fadsl_context *ctx, const fadsl_kernel *k, 
                     k->info->name, ip->name, why, detail);
 }
 
-/* Builds the TMA descriptor of a tensor-map argument from its pointer
- * parameter's declared extent (row-major, contiguous): map dimension i
- * (outermost first) merges the extent dimensions dims_end[i-1] ..
- * dims_end[i] - 1; the box, the swizzle and the out-of-bounds fill are the
- * plan's (see FaCudaArg). */
 static bool map_memo_find(const fadsl_kernel *k, const FaRtMapMemo *m, uint64_t ptr,
                           const uint64_t dims[FA_MAX_RANK], CUtensorMap *map) {
   if (!m) return false;
@@ -777,8 +772,12 @@ static FaRtMapMemo *map_memos(const fadsl_kernel *k, FaRtVariant *v) {
   return m;
 }
 
-/* Builds (or takes from memo, the argument's last one) the TMA descriptor
- * of a tensor-map argument. */
+/* Builds the TMA descriptor of a tensor-map argument from its pointer
+ * parameter's declared extent (row-major, contiguous): map dimension i
+ * (outermost first) merges the extent dimensions dims_end[i-1] ..
+ * dims_end[i] - 1; the box, the swizzle and the out-of-bounds fill are the
+ * plan's (see FaCudaArg).  A launch on the same pointer and extents as the
+ * argument's last one takes that one's descriptor from the variant's memo. */
 static fadsl_status encode_tensor_map(fadsl_context *ctx, const fadsl_kernel *k,
                                       const FaCudaArg *arg, const IrParam *ip, uint64_t ptr,
                                       const FaRtExtents *ext, FaRtMapMemo *memo, CUtensorMap *map) {
