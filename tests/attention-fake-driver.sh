@@ -119,6 +119,18 @@ grep "^  attn_bwd_dq " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 sta
   echo "ok: dQ at d_head 128: 128x128 with a producer warp by default on sm_90a" ||
   { fail "dQ at d_head 128 default"; grep "^  attn_bwd_dq " "$dir/out"; }
 
+# attn_fwd's Hopper default at d_head 128 for long sequences (fwd_long_default
+# in attention_core.fa): from 8192 keys and queries on, the producer warp's
+# 128x128 with 3 stages in persistent blocks; below, bulk copies at 128x64
+"$attn" --gpu --shape 1,1,1,8192,128 > "$dir/out" 2>&1
+grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 stages=3 (default).*pipeline tma_ws_pp, schedule persistent" &&
+  echo "ok: attn_fwd at d_head 128, N=8192: the producer warp by default on sm_90a" ||
+  { fail "attn_fwd long default"; grep "^  attn_fwd " "$dir/out"; }
+"$attn" --gpu --shape 1,1,1,4096,128 > "$dir/out" 2>&1
+grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=64 warps=8 stages=2 (default).*pipeline tma, schedule grid" &&
+  echo "ok: attn_fwd at d_head 128, N=4096: bulk copies by default" ||
+  { fail "attn_fwd N=4096 default"; grep "^  attn_fwd " "$dir/out"; }
+
 # forward-only benchmark on files, JSON record
 "$attn" --gpu --q "$dir/in_q.npy" --k "$dir/in_k.npy" --v "$dir/in_v.npy" --bench --iters 3 --min-ms 1 \
   --json "$dir/b.jsonl" > "$dir/out" 2>&1 || { fail "--bench on files"; cat "$dir/out"; }

@@ -448,6 +448,38 @@ START_TEST(dry_run_matmul_default) {
 }
 END_TEST
 
+/* attn_fwd's default at d_head 128 (fwd_long_default): on Hopper from 8192
+ * keys and queries on the producer warp's 128x128 with 3 stages in
+ * persistent blocks; shorter sequences, other head dims and sm_80 keep the
+ * prune's first point (d_head 256 its own preferred point). */
+START_TEST(dry_run_attention_long_default) {
+  static const char ws[] = "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=128 stages=3 warps=8";
+  static const char tma[] = "pipeline=tma schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8";
+  static const struct {
+    const char *args, *want;
+  } cases[] = {
+      {"--arch sm_90a --size D=128 --size N=16384", ws},
+      {"--size D=128 --size N=8192 --size causal=True", ws},
+      {"--arch sm_90a --size D=128 --size N=8176", tma},
+      {"--arch sm_80 --size D=128 --size N=16384", tma},
+      {"--arch sm_90a --size D=64 --size N=16384", tma},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char args[600];
+    snprintf(args, sizeof args, "--dry-run --kernel attn_fwd %s --json - %s", cases[i].args, attention);
+    Result r = tune(args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    json_t *root = json_loads(r.out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *res = result_for(root, "attn_fwd");
+    ck_assert_msg(!strcmp(json_string_value(json_object_get(res, "default")), cases[i].want), "%s: %s",
+                  cases[i].args, json_string_value(json_object_get(res, "default")));
+    json_decref(root);
+    result_free(&r);
+  }
+}
+END_TEST
+
 /* small.fa: prune=BLOCK >= 32 * warps and BLOCK <= n, with n = N from the problem */
 static int small_expected(long n) {
   static const long blocks[] = {64, 128, 256, 512}, warps[] = {1, 2, 4};
@@ -659,6 +691,7 @@ int main(void) {
   tcase_add_test(tc, dry_run_size_override);
   tcase_add_test(tc, dry_run_d256_spaces);
   tcase_add_test(tc, dry_run_matmul_default);
+  tcase_add_test(tc, dry_run_attention_long_default);
   tcase_add_test(tc, dry_run_fused_pass);
   tcase_add_test(tc, dry_run_prune_sees_runtime_arguments);
   tcase_add_test(tc, compile_only_small);
