@@ -133,6 +133,7 @@ helper attention_core.attn_bwd_inner
 helper attention_core.attn_bwd_dq_convert_program
 helper attention_core.dkdv_hopper_default
 helper attention_core.dq_hopper_default
+helper attention_core.fwd_long_default
 kernel attn_fwd
 kernel attn_bwd_d
 kernel attn_bwd_dkdv
