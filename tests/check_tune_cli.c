@@ -414,6 +414,20 @@ START_TEST(dry_run_d256_spaces) {
 }
 END_TEST
 
+/* A dry run of `kernel` in `file` with `args` has the default point `want`. */
+static void check_dry_run_default(const char *file, const char *kernel, const char *args, const char *want) {
+  char cmd[800];
+  snprintf(cmd, sizeof cmd, "--dry-run --kernel %s %s --json - %s", kernel, args, file);
+  Result r = tune(cmd);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  json_t *root = json_loads(r.out, 0, NULL);
+  ck_assert_ptr_nonnull(root);
+  const char *got = json_string_value(json_object_get(result_for(root, kernel), "default"));
+  ck_assert_msg(got && !strcmp(got, want), "%s: %s", args, got ? got : "(no default)");
+  json_decref(root);
+  result_free(&r);
+}
+
 /* examples/matmul/matmul.fa's prefer: on Hopper, where M, N and K are
  * multiples of 16 and C is at least 2048 x 2048, the producer warp's
  * 128x256x64 tiles; elsewhere (sm_80, odd sizes, small C) the first point
@@ -431,20 +445,8 @@ START_TEST(dry_run_matmul_default) {
       {"--arch sm_90a --size M=4096 --size N=4096 --size K=4088", tma},
       {"--arch sm_90a --size M=8192 --size N=1024 --size K=8192", tma},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    char args[600];
-    snprintf(args, sizeof args, "--dry-run %s --json - %s", cases[i].args,
-             FADSL_TOP_SRCDIR "/examples/matmul/matmul.fa");
-    Result r = tune(args);
-    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
-    json_t *root = json_loads(r.out, 0, NULL);
-    ck_assert_ptr_nonnull(root);
-    json_t *res = result_for(root, "matmul");
-    ck_assert_msg(!strcmp(json_string_value(json_object_get(res, "default")), cases[i].want), "%s: %s",
-                  cases[i].args, json_string_value(json_object_get(res, "default")));
-    json_decref(root);
-    result_free(&r);
-  }
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    check_dry_run_default(FADSL_TOP_SRCDIR "/examples/matmul/matmul.fa", "matmul", cases[i].args, cases[i].want);
 }
 END_TEST
 
@@ -464,19 +466,8 @@ START_TEST(dry_run_attention_long_default) {
       {"--arch sm_80 --size D=128 --size N=16384", tma},
       {"--arch sm_90a --size D=64 --size N=16384", tma},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    char args[600];
-    snprintf(args, sizeof args, "--dry-run --kernel attn_fwd %s --json - %s", cases[i].args, attention);
-    Result r = tune(args);
-    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
-    json_t *root = json_loads(r.out, 0, NULL);
-    ck_assert_ptr_nonnull(root);
-    json_t *res = result_for(root, "attn_fwd");
-    ck_assert_msg(!strcmp(json_string_value(json_object_get(res, "default")), cases[i].want), "%s: %s",
-                  cases[i].args, json_string_value(json_object_get(res, "default")));
-    json_decref(root);
-    result_free(&r);
-  }
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    check_dry_run_default(attention, "attn_fwd", cases[i].args, cases[i].want);
 }
 END_TEST
 

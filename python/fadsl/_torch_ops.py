@@ -178,13 +178,18 @@ def _setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)   # an unused lse has no gradient: skip the delta path
 
 
-def _backward(ctx, do, dlse2):
+def _gradients(ctx, do, dlse2, backward_pass):
+    """The inputs' gradients from the saved tensors, through backward_pass
+    (the op, or on the eager path the function it runs)."""
     q, k, v, o, lse2 = ctx.saved_tensors
     if do is None:
         do = torch.zeros_like(o)
-    dq, dk, dv = torch.ops.fadsl.attention_bwd(do, q, k, v, o, lse2, dlse2, ctx.causal, ctx.scale,
-                                               ctx.deterministic)
+    dq, dk, dv = backward_pass(do, q, k, v, o, lse2, dlse2, ctx.causal, ctx.scale, ctx.deterministic)
     return dq, dk, dv, None, None, None
+
+
+def _backward(ctx, do, dlse2):
+    return _gradients(ctx, do, dlse2, torch.ops.fadsl.attention_bwd)
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -240,11 +245,7 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, do, dlse2):
-        q, k, v, o, lse2 = ctx.saved_tensors
-        if do is None:
-            do = torch.zeros_like(o)
-        dq, dk, dv = _backward_pass(do, q, k, v, o, lse2, dlse2, ctx.causal, ctx.scale, ctx.deterministic)
-        return dq, dk, dv, None, None, None
+        return _gradients(ctx, do, dlse2, _backward_pass)
 
 
 def _resolved_scale(q, scale):
