@@ -140,7 +140,8 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
   bool tile_64x64_w4 = bq == 64 && bk == 64 && warps == 4;
   if (!strcmp(kernel, "attn_bwd_dkdv")) return !strcmp(pipeline, "tma_async") && bk == 64 && warps == 4;
   if (!strcmp(kernel, "attn_bwd") && d_head > 64)
-    return !strcmp(pipeline, "tma_async") && bq == 32 && bk == 64 && warps == 4 && stages == 2;
+    return !strcmp(pipeline, "tma_async") && stages == 2 &&
+           ((bq == 32 && bk == 64 && warps == 4) || (bq == 64 && bk == 128 && warps == 8));
   if (!strcmp(kernel, "attn_bwd"))
     return !strcmp(pipeline, "tma_async") && (tile_64x64_w4 || (bq == 64 && bk == 128 && warps == 8));
   bool fits = (2 * bq + 2 * stages * bk) * d_head * 2 <= 227 * 1024;
@@ -153,14 +154,19 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
  * with 2 stages, with tma up to d_head 64 and tma_async above
  * (dkdv_hopper_default; at d_head 64 only for lengths that are multiples of
  * 16, as the problem's are); attn_bwd_dq's above d_head 64 is tma_ws_pp at
- * 128x128 on 8 warps with 2 stages (dq_hopper_default).  The others prefer
- * nothing there: their default is the first survivor. */
+ * 128x128 on 8 warps with 2 stages (dq_hopper_default); attn_bwd's (the
+ * fused pass) tma_async with 2 stages at 64x128 on 8 warps above d_head 64,
+ * 64x64 on 4 up to 64 (bwd_hopper_default).  attn_fwd prefers nothing at
+ * these sizes: its default is the first survivor. */
 static bool attention_prefer(const char *kernel, const char *pipeline, long bq, long bk, long warps, long stages,
                              long d_head) {
   if (!strcmp(kernel, "attn_bwd_dkdv"))
     return bq == 64 && bk == 64 && warps == 4 && stages == 2 && !strcmp(pipeline, d_head <= 64 ? "tma" : "tma_async");
   if (!strcmp(kernel, "attn_bwd_dq"))
     return d_head > 64 && bq == 128 && bk == 128 && warps == 8 && stages == 2 && !strcmp(pipeline, "tma_ws_pp");
+  if (!strcmp(kernel, "attn_bwd"))
+    return bq == 64 && stages == 2 && !strcmp(pipeline, "tma_async") &&
+           (d_head > 64 ? bk == 128 && warps == 8 : bk == 64 && warps == 4);
   return false;
 }
 
@@ -471,6 +477,27 @@ START_TEST(dry_run_attention_long_default) {
 }
 END_TEST
 
+/* attn_bwd's default (the fused pass, bwd_hopper_default): on Hopper products
+ * waited for late at 64x128 on 8 warps up to d_head 128, 64x64 on 4 up to
+ * 64; sm_80 and d_head 256 keep the prune's first point. */
+START_TEST(dry_run_fused_hopper_default) {
+  static const struct {
+    const char *args, *want;
+  } cases[] = {
+      {"--arch sm_90a --size D=128 --size N=4096", "pipeline=tma_async BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
+      {"--size D=96 --size N=1000 --size causal=True", "pipeline=tma_async BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
+      {"--arch sm_90a --size D=64 --size N=4096", "pipeline=tma_async BLOCK_Q=64 BLOCK_K=64 stages=2 warps=4"},
+      {"--arch sm_80 --size D=128 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=64 stages=2 warps=4"},
+      {"--arch sm_90a --size D=256 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char args[300];
+    snprintf(args, sizeof args, "--size deterministic=False %s", cases[i].args);
+    check_dry_run_default(attention, "attn_bwd", args, cases[i].want);
+  }
+}
+END_TEST
+
 /* small.fa: prune=BLOCK >= 32 * warps and BLOCK <= n, with n = N from the problem */
 static int small_expected(long n) {
   static const long blocks[] = {64, 128, 256, 512}, warps[] = {1, 2, 4};
@@ -683,6 +710,7 @@ int main(void) {
   tcase_add_test(tc, dry_run_d256_spaces);
   tcase_add_test(tc, dry_run_matmul_default);
   tcase_add_test(tc, dry_run_attention_long_default);
+  tcase_add_test(tc, dry_run_fused_hopper_default);
   tcase_add_test(tc, dry_run_fused_pass);
   tcase_add_test(tc, dry_run_prune_sees_runtime_arguments);
   tcase_add_test(tc, compile_only_small);

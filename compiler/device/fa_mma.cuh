@@ -100,6 +100,20 @@ template <int ROWS, int SW> struct SwzTile {
   }
 };
 
+/* Stores of W 32-bit words into shared memory at a shared-window address
+ * (st.shared: a generic st would take the path of global stores). */
+template <int W> FA_DEV void st_shared_words(unsigned addr, const unsigned (&w)[W]) {
+  if constexpr (W == 1) {
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(w[0]) : "memory");
+  } else if constexpr (W == 2) {
+    asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(addr), "r"(w[0]), "r"(w[1]) : "memory");
+  } else {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                 "r"(w[3])
+                 : "memory");
+  }
+}
+
 /* Writes a block held in layout L into its tile of format F, V elements
  * (registers in a row along D_IN) per store.  Threads holding copies write
  * equal values. */
@@ -118,7 +132,7 @@ FA_DEV void stage(unsigned char *tile, const T (&src)[L::nregs], int toff) {
 #pragma unroll
       for (int i = 0; i < V; ++i)
         pack<T, W>(w, i, src[g * V + i]);
-      st_words<W>(p, w);
+      st_shared_words<W>(smem_addr(p), w);
     } else {
 #pragma unroll
       for (int i = 0; i < V; ++i)

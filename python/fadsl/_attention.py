@@ -88,8 +88,10 @@ def _host_input(x):
 
 def resolve_deterministic(deterministic, q):
     """The backward pass's mode: the flag given, else (None) the deterministic
-    pass, which is also the faster one measured on an H200 (1.45 to 1.9x the
-    fused pass at the default configurations, bench/results/2026-12-01-h200)."""
+    pass, bitwise-reproducible.  On an H200 the fused pass (False) is the
+    faster one up to D=128 without grouped queries (1.06 to 1.17x at N=4096
+    and 16384, bench/results/2026-12-04-h200), the deterministic one with
+    them (1.04x at 64 query heads over 8)."""
     del q  # the same rule for numpy arrays and torch tensors
     if deterministic is not None:
         return bool(deterministic)
@@ -112,9 +114,9 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False, determinis
 
     deterministic chooses autograd's backward pass: True, or None (the
     default), gives the same gradients to the bit on every run (dQ by its own
-    kernel, no atomics; on an H200 also the faster pass); False the fused pass
-    (the scores computed once, dQ summed with atomic additions, so its last
-    bits vary from run to run).
+    kernel, no atomics); False the fused pass (the scores computed once, dQ
+    summed with atomic additions, so its last bits vary from run to run; on an
+    H200 up to 1.17x faster at D=128, see docs/performance.md).
     """
     if _arrays.is_torch(q):
         return torch_ops().attention(q, k, v, causal, scale, return_lse, resolve_deterministic(deterministic, q))
