@@ -87,14 +87,18 @@ def _host_input(x):
 
 
 def resolve_deterministic(deterministic, q):
-    """The backward pass's mode: the flag given, else (None) the deterministic
-    pass, bitwise-reproducible.  On an H200 the fused pass (False) is the
-    faster one up to D=128 without grouped queries (1.06 to 1.17x at N=4096
-    and 16384, bench/results/2026-12-04-h200), the deterministic one with
-    them (1.04x at 64 query heads over 8)."""
-    del q  # the same rule for numpy arrays and torch tensors
+    """The backward pass's mode: the flag given, else (None) on CUDA tensors
+    the fused pass unless torch.use_deterministic_algorithms(True) is in
+    force, and elsewhere (the CPU interpreter, which has no dQ accumulator to
+    add into) the deterministic one.  On an H200 the fused pass is the faster
+    one (1.06 to 1.17x the deterministic pass at D=128, N=4096 and 16384, 1.09x
+    on the trading day; 0.96x with 64 query heads over 8 and 0.98x at D=64
+    N=16384 causal, bench/results/2026-12-04-h200)."""
     if deterministic is not None:
         return bool(deterministic)
+    if _arrays.is_torch(q) and q.is_cuda:
+        import torch
+        return torch.are_deterministic_algorithms_enabled()
     return True
 
 
@@ -112,11 +116,13 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False, determinis
     (same dtype as q), and with return_lse=True also the natural log-sum-exp of
     each query row's scaled scores, float32 [B, H, Nq].
 
-    deterministic chooses autograd's backward pass: True, or None (the
-    default), gives the same gradients to the bit on every run (dQ by its own
-    kernel, no atomics); False the fused pass (the scores computed once, dQ
-    summed with atomic additions, so its last bits vary from run to run; on an
-    H200 up to 1.17x faster at D=128, see docs/performance.md).
+    deterministic chooses autograd's backward pass: True gives the same
+    gradients to the bit on every run (dQ by its own kernel, no atomics);
+    False the fused pass (the scores computed once, dQ summed with atomic
+    additions, so its last bits vary from run to run; on an H200 up to 1.17x
+    faster at D=128, see docs/performance.md); None (the default) the fused
+    pass on CUDA tensors unless torch.use_deterministic_algorithms(True) is in
+    force, the deterministic one on the CPU.
     """
     if _arrays.is_torch(q):
         return torch_ops().attention(q, k, v, causal, scale, return_lse, resolve_deterministic(deterministic, q))

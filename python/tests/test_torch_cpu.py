@@ -99,8 +99,9 @@ def test_deterministic_backward(deterministic, monkeypatch):
 
 
 def test_deterministic_by_default():
-    """None is the deterministic pass, whatever torch's own switch says;
-    False asks for the fused one."""
+    """On CPU tensors None is the deterministic pass, whatever torch's own
+    switch says (CUDA tensors: tests/test_gpu.py); False asks for the fused
+    one."""
     from fadsl._attention import resolve_deterministic
     q, _, _ = _inputs(grad=False)
     before = torch.are_deterministic_algorithms_enabled()
