@@ -119,10 +119,11 @@ template <int W> FA_DEV void st_shared_words(unsigned addr, const unsigned (&w)[
  * equal values. */
 template <class L, int D_IN, int V, class F, class T>
 FA_DEV void stage(unsigned char *tile, const T (&src)[L::nregs], int toff) {
+  const unsigned base = smem_addr(tile);   /* the tile's shared-window address, once */
 #pragma unroll
   for (int g = 0; g < L::nregs / V; ++g) {
     const int r = L::coord(toff, g * V, 1 - D_IN), c = L::coord(toff, g * V, D_IN);
-    unsigned char *p = tile + F::at(r, c * (int)sizeof(T));
+    const int at = F::at(r, c * (int)sizeof(T));
     if constexpr (V * (int)sizeof(T) >= 4) {
       constexpr int W = V * (int)sizeof(T) / 4;
       unsigned w[W];
@@ -132,11 +133,11 @@ FA_DEV void stage(unsigned char *tile, const T (&src)[L::nregs], int toff) {
 #pragma unroll
       for (int i = 0; i < V; ++i)
         pack<T, W>(w, i, src[g * V + i]);
-      st_shared_words<W>(smem_addr(p), w);
+      st_shared_words<W>(base + (unsigned)at, w);
     } else {
 #pragma unroll
       for (int i = 0; i < V; ++i)
-        reinterpret_cast<T *>(p)[i] = src[g * V + i];
+        reinterpret_cast<T *>(tile + at)[i] = src[g * V + i];
     }
   }
 }
