@@ -375,25 +375,37 @@ FA_RAW_INT(long long, ~0ull)
 
 /* ---- global memory ------------------------------------------------------------------------------------- */
 
-/* Vector accesses of W 32-bit words (4, 8 or 16 bytes), at addresses aligned to their size. */
+/* A generic address of global memory as a global-window address. */
+FA_DEV unsigned long long global_addr(const void *p) {
+  unsigned long long g;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(p));
+  return g;
+}
+
+/* Vector accesses of W 32-bit words (4, 8 or 16 bytes), at addresses aligned
+ * to their size, in the global state space: block pointers address only
+ * global memory (kernel arguments), and generic accesses (SASS LD.E/ST.E)
+ * take the path that tells shared from global addresses. */
 template <int W> FA_DEV void ld_words(const void *p, unsigned (&w)[W]) {
+  const unsigned long long g = global_addr(p);
   if constexpr (W == 1) {
-    asm volatile("ld.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(w[0]) : "l"(g));
   } else if constexpr (W == 2) {
-    asm volatile("ld.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+    asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(g));
   } else {
-    asm volatile("ld.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                 : "l"(p));
+                 : "l"(g));
   }
 }
 template <int W> FA_DEV void st_words(void *p, const unsigned (&w)[W]) {
+  const unsigned long long g = global_addr(p);
   if constexpr (W == 1) {
-    asm volatile("st.u32 [%0], %1;" ::"l"(p), "r"(w[0]) : "memory");
+    asm volatile("st.global.u32 [%0], %1;" ::"l"(g), "r"(w[0]) : "memory");
   } else if constexpr (W == 2) {
-    asm volatile("st.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(g), "r"(w[0]), "r"(w[1]) : "memory");
   } else {
-    asm volatile("st.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(g), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
                  : "memory");
   }
 }
@@ -480,9 +492,13 @@ FA_DEV void load_block(T (&dst)[L::nregs], const BlockPtr<T, R> &p, int toff, T 
         w[i] = 0;
       if (in)
         ld_words<W>(p.base + off, w);
+      /* zero padding is already in w: a selection would read the loaded
+         words where it stands, waiting for the load there (ptxas puts it
+         right after the load) */
+      const bool pad_is_zero = Raw<T>::get(pad) == 0;
 #pragma unroll
       for (int i = 0; i < V; ++i)
-        dst[g * V + i] = in ? unpack<T, W>(w, i) : pad;
+        dst[g * V + i] = (in || pad_is_zero) ? unpack<T, W>(w, i) : pad;
     }
   }
 }
