@@ -106,6 +106,10 @@ typedef struct FaTilePlan {
                                may still be reading: before the tile is written, the issuing thread
                                waits until every bulk store has read its staging tile (a staging
                                tile always does, before it is written) */
+  const IrOp *readers_fenced_by; /* FA_FILL_REGISTERS in a loop: no barrier before it is written, as
+                               every product reading it has completed before this op's barrier
+                               (a bulk store or another tile's stage, later in the same iteration;
+                               see plan_barriers); NULL: a barrier before each write */
 } FaTilePlan;
 
 /* ---- loads and stores --------------------------------------------------------------------- */
@@ -265,6 +269,10 @@ typedef struct FaTmaPlan {
   bool drain_writes;        /* FA_ACCESS_TMA_STORE: that wait is for the groups' writes too, not only their
                                reads (a store in a loop: the previous iteration's may write the same
                                elements, and bulk groups' writes land in no order among themselves) */
+  const struct FaTilePlan *drain_with; /* FA_ACCESS_TMA_STORE: the drain and the barrier before the
+                               staging tile is written are those of this register-filled tile's
+                               stage, earlier in the same region with nothing in between that
+                               writes shared memory or commits bulk stores (NULL: its own) */
 } FaTmaPlan;
 
 typedef struct FaAccessPlan {

@@ -303,6 +303,11 @@ static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
   fa_sb_printf(out, ", live %d..%d", t->live_start, t->live_end);
   if (t->drains)
     fa_sb_puts(out, ", shares memory with a staging tile (written after the bulk stores have read it)");
+  if (t->readers_fenced_by) {
+    fa_sb_puts(out, ", no barrier before its write (its readers complete before the barrier of ");
+    put_loc(out, t->readers_fenced_by->loc);
+    fa_sb_putc(out, ')');
+  }
   if (t->alias) {
     fa_sb_puts(out, ", the memory of tile ");
     put_value(out, t->alias->value);
@@ -502,6 +507,11 @@ static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) 
     fa_sb_printf(out, ", staged once every bulk group but the newest %d %s", t->drain_pending, done);
   else if (ap->method == FA_ACCESS_TMA_STORE)
     fa_sb_printf(out, ", staged once every bulk group %s", done);
+  if (ap->method == FA_ACCESS_TMA_STORE && t->drain_with) {
+    fa_sb_puts(out, " (drained before the barrier after the stage of tile ");
+    put_value(out, t->drain_with->value);
+    fa_sb_putc(out, ')');
+  }
   if (t->wait_before) {
     fa_sb_puts(out, ", waited for before ");
     put_loc(out, t->wait_before->loc);

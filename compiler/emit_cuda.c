@@ -429,18 +429,36 @@ static void emit_drain(Emitter *em, int pending, bool writes) {
     line(em, "if (threadIdx.x == 0) fa::%s<0>();  // the bulk stores %s", wait, done);
 }
 
+/* The bulk store whose drain rides on the closing barrier of tile t's stage
+ * (FaTmaPlan.drain_with), or NULL. */
+static const FaAccessPlan *store_drained_with(Emitter *em, const FaTilePlan *t) {
+  for (int i = 0; i < em->plan->naccesses; i++) {
+    const FaAccessPlan *ap = em->plan->accesses[i];
+    if (ap->method == FA_ACCESS_TMA_STORE && ap->tma->drain_with == t)
+      return ap;
+  }
+  return NULL;
+}
+
 static void emit_stage(Emitter *em, const IrValue *x) {
   const FaTilePlan *t = vplan(em, x)->tile;
   if (t->drains)
     emit_drain(em, 0, false);
   /* products of the previous iteration, or of a tile that shared this
      memory, may still read it */
-  line(em, "%s", barrier_stmt(em));
+  if (t->readers_fenced_by)
+    line(em, "// (no barrier: the products reading it completed before the barrier of line %d's op)",
+         t->readers_fenced_by->loc.line);
+  else
+    line(em, "%s", barrier_stmt(em));
   line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, %s);  // shared-memory copy for tensor-core products",
        layout_name(em, x->layout), t->inner, t->store_vec, tile_format(em, t), t->offset, names_of(em, x)->name,
        thread_offset(em, x->layout));
   if (em->plan->async_proxy_reads)
     line(em, "fa::fence_async_smem();  // the tensor cores read it through the async proxy");
+  const FaAccessPlan *carried = store_drained_with(em, t);
+  if (carried) /* the barrier below tells every thread that the copy engine has read that staging tile */
+    emit_drain(em, carried->tma->drain_pending, carried->tma->drain_writes);
   line(em, "%s", barrier_stmt(em));
 }
 
@@ -971,8 +989,12 @@ static void emit_tma_store(Emitter *em, const IrOp *op, const FaAccessPlan *ap) 
   const char *outer = tm->outer >= 0 ? poly_expr(em, &tm->outer_coord) : NULL;
   line(em, "// %s by the copy engine from a staging tile: %d cop%s of %zu bytes (tensor map %d)",
        tm->reduce ? "added" : "written", tm->panels, tm->panels == 1 ? "y" : "ies", tm->panel_bytes, tm->map->id);
-  emit_drain(em, tm->drain_pending, tm->drain_writes);
-  line(em, "%s  // every warp is done with the staging tile's memory", barrier_stmt(em));
+  if (tm->drain_with) {
+    line(em, "// (drained before the barrier after %s's stage)", names_of(em, tm->drain_with->value)->name);
+  } else {
+    emit_drain(em, tm->drain_pending, tm->drain_writes);
+    line(em, "%s  // every warp is done with the staging tile's memory", barrier_stmt(em));
+  }
   /* the addresses computed here, not held in registers from the kernel's start (fa::opaque) */
   line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, fa::opaque(%s));", layout_name(em, l), t->inner,
        t->store_vec, tile_format(em, t), t->offset, arr, thread_offset(em, l));
