@@ -3309,23 +3309,24 @@ static void plan_store_drains(Planner *pl) {
  *    stage's closing barrier, which then also tells every thread that the
  *    copy engine has read the staging tile. */
 
+/* The register-filled tile that op stages where it stands, or NULL (a value
+ * computed at its uses has no code, nor stage, there). */
+static FaTilePlan *staged_tile_of(Planner *pl, const IrOp *op) {
+  for (int i = 0; i < op->nresults; i++) {
+    FaTilePlan *t = val(pl, op->results[i])->tile;
+    if (t && t->fill == FA_FILL_REGISTERS && !is_virtual(pl, op->results[i]))
+      return t;
+  }
+  return NULL;
+}
+
 /* Whether op always ends in a barrier of every computing thread: a bulk
  * store (after its staging tile's write) or the stage of a register-filled
  * tile (after its write). */
 static bool ends_in_barrier(Planner *pl, const IrOp *op) {
   if (!fa_plan_op_live(pl->p, op))
     return false;
-  return staging_tile_of(pl->p, op) != NULL || writes_tile(pl, op);
-}
-
-/* The register-filled tile that op stages, or NULL. */
-static FaTilePlan *staged_tile_of(Planner *pl, const IrOp *op) {
-  for (int i = 0; i < op->nresults; i++) {
-    FaTilePlan *t = val(pl, op->results[i])->tile;
-    if (t && t->fill == FA_FILL_REGISTERS)
-      return t;
-  }
-  return NULL;
+  return staging_tile_of(pl->p, op) != NULL || staged_tile_of(pl, op) != NULL;
 }
 
 static const IrOp *issue_op(const FaProductPlan *pp) { return pp->fused_add ? pp->fused_add : pp->dot; }
@@ -3415,7 +3416,7 @@ static void plan_barriers(Planner *pl) {
   for (int i = 0; i < p->ntiles; i++) {
     FaTilePlan *t = p->tiles[i];
     t->readers_fenced_by = NULL;
-    if (t->fill == FA_FILL_REGISTERS && t->value && t->value->def)
+    if (t->fill == FA_FILL_REGISTERS && t->value && t->value->def && !is_virtual(pl, t->value))
       t->readers_fenced_by = readers_fence(pl, t, t->value->def);
   }
 }
