@@ -133,8 +133,8 @@ done
 
 echo "== 3. atomic_add through block pointers against the interpreter"
 if [ ! -x ./tests/gpu_codegen ]; then
-  # a check program: make check builds it where Check is installed
-  echo "SKIP: tests/gpu_codegen is not built (make check builds it, with Check)"
+  # a check program (no Check needed): make check, or make tests/gpu_codegen, builds it
+  echo "SKIP: tests/gpu_codegen is not built (make check or make tests/gpu_codegen builds it; it needs no Check)"
   skipped=$((skipped + 1))
 else
   cases=$((cases + 1))
