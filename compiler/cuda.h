@@ -117,16 +117,20 @@ typedef struct FaArgFact {
   long long multiple;       /* a power of two >= 1 */
 } FaArgFact;
 
-/* How launches specialise on their runtime arguments (Triton's rule): an
- * integer argument that is a multiple of FA_SPECIALISE_MULTIPLE, and a
- * pointer aligned to that many bytes, are facts the plan may use (vector
- * loads, cp.async); other values give no fact about an integer and the
- * alignment they have (at most 16 bytes) about a pointer.  The facts are
- * part of the variant's key, so a launch with N = 1000 and one with
- * N = 1024 run different code, each correct for its values. */
-enum { FA_SPECIALISE_MULTIPLE = 16 };
+/* How launches specialise on their runtime arguments (Triton's rule, with
+ * one more step): an integer argument that is a multiple of
+ * FA_SPECIALISE_MULTIPLE, or failing that of FA_SPECIALISE_MULTIPLE_MIN,
+ * and a pointer aligned to at most FA_SPECIALISE_MULTIPLE bytes, are facts
+ * the plan may use (vector loads, cp.async); other values give no fact
+ * about an integer and the alignment they have about a pointer.  The step
+ * at 8 is for lengths such as 23400: eight elements of 16 bits are a
+ * 16-byte vector, and a row of eight f32 a 32-byte one, so the checked
+ * loads of such a length can still be vectors.  The facts are part of the
+ * variant's key, so launches with N = 1000, N = 1004 and N = 1024 run
+ * three variants, each correct for its values. */
+enum { FA_SPECIALISE_MULTIPLE = 16, FA_SPECIALISE_MULTIPLE_MIN = 8 };
 
-/* The fact an integer argument's value gives; false when none. */
+/* The fact an integer argument's value gives (%16 or %8); false when none. */
 bool fa_arg_fact_of_int(const char *name, int64_t value, FaArgFact *out);
 /* The fact a pointer argument's address gives (address 0: not bound yet,
  * taken as aligned). */

@@ -35,10 +35,13 @@ FaCudaStage fa_cuda_compile(FaCompiler *fc, const FaCudaSpec *spec, IrKernel **i
 /* ---- facts about the arguments -------------------------------------------------------------- */
 
 bool fa_arg_fact_of_int(const char *name, int64_t value, FaArgFact *out) {
-  if (value % FA_SPECIALISE_MULTIPLE != 0)
+  long long m = FA_SPECIALISE_MULTIPLE;
+  while (m >= FA_SPECIALISE_MULTIPLE_MIN && value % m != 0)
+    m /= 2;
+  if (m < FA_SPECIALISE_MULTIPLE_MIN)
     return false;
   out->name = name;
-  out->multiple = FA_SPECIALISE_MULTIPLE;
+  out->multiple = m;
   return true;
 }
 

@@ -312,7 +312,7 @@ START_TEST(test_launch_parameters_and_grid) {
                     strstr(line, "libnvrtc"),
                 "%s", line);
   ck_assert_ptr_nonnull(fgets(line, sizeof line, log));
-  ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 (default) assume=[] arch=sm_90a "
+  ck_assert_msg(strstr(line, "fadsl: launch scale [BLOCK=128] warps=4 stages=2 (default) assume=[n%8] arch=sm_90a "
                              "grid=(8,3,1) threads=128") &&
                     strstr(line, "cache=miss"),
                 "%s", line);
@@ -1055,10 +1055,11 @@ START_TEST(test_attention_persistent) {
 END_TEST
 
 /* Launches specialise on their runtime arguments: an integer that is a
- * multiple of 16 and a pointer's alignment are part of the variant's key,
- * so n = 1000 and n = 1024 run different code (scalar loads, and 16-byte
- * vectors along the row of stride n), each compiled once and then found in
- * memory; n = 2048 shares n = 1024's variant; a pointer aligned to 2 bytes
+ * multiple of 16 (or of 8) and a pointer's alignment are part of the
+ * variant's key, so n = 1004 and n = 1024 run different code (scalar
+ * loads, and 16-byte vectors along the row of stride n), each compiled once
+ * and then found in memory; n = 1000 (n%8) is a variant whose code is
+ * n = 1024's; n = 2048 shares n = 1024's variant; a pointer aligned to 2 bytes
  * only gets its own.  The launch line says which facts a variant assumed. */
 static const char *rows_fa =
     "@kernel(grid=(cdiv(m, 16),))\n"
@@ -1107,7 +1108,7 @@ START_TEST(test_launches_specialise_on_arguments) {
   char line[512];
   long pos = 0;
   fadsl_kernel_info info;
-  launch_rows(k, x, y, 33, 1000, &info);
+  launch_rows(k, x, y, 33, 1004, &info);
   ck_assert_str_eq(info.cache, "miss");
   char *scalar_src = strdup(info.cuda_source);
   next_launch_line(log, &pos, line, sizeof line);
@@ -1116,16 +1117,27 @@ START_TEST(test_launches_specialise_on_arguments) {
   launch_rows(k, x, y, 33, 1024, &info);
   ck_assert_str_eq(info.cache, "miss");   /* other code: compiled */
   ck_assert_str_ne(info.cuda_source, scalar_src);
+  char *vector_src = strdup(info.cuda_source);
   next_launch_line(log, &pos, line, sizeof line);
   ck_assert_msg(strstr(line, "assume=[n%16] arch="), "%s", line);
 
-  /* both variants are kept */
+  /* a multiple of 8 only: a fact of its own, and here the same code as
+     n = 1024's (a 16-byte vector is 8 halves), whose binary is found in memory */
   launch_rows(k, x, y, 33, 1000, &info);
+  ck_assert_str_eq(info.cache, "memory");
+  ck_assert_str_eq(info.cuda_source, vector_src);
+  next_launch_line(log, &pos, line, sizeof line);
+  ck_assert_msg(strstr(line, "assume=[n%8] arch="), "%s", line);
+
+  /* the variants are kept */
+  launch_rows(k, x, y, 33, 1004, &info);
   ck_assert_str_eq(info.cache, "memory");
   ck_assert_str_eq(info.cuda_source, scalar_src);
   launch_rows(k, x, y, 33, 1024, &info);
   ck_assert_str_eq(info.cache, "memory");
   launch_rows(k, x, y, 33, 2048, &info);   /* the same facts as 1024 */
+  ck_assert_str_eq(info.cache, "memory");
+  launch_rows(k, x, y, 33, 1000, &info);
   ck_assert_str_eq(info.cache, "memory");
   next_launch_line(log, &pos, line, sizeof line);
   next_launch_line(log, &pos, line, sizeof line);
@@ -1143,6 +1155,7 @@ START_TEST(test_launches_specialise_on_arguments) {
   ck_assert_msg(strstr(line, "assume=[x%2 n%16] arch="), "%s", line);
   ck_assert_str_ne(info.cache, "memory");
   free(scalar_src);
+  free(vector_src);
   fadsl_free(ctx, x);
   fadsl_free(ctx, y);
   fadsl_program_destroy(prog);
