@@ -440,6 +440,13 @@ static const FaAccessPlan *store_drained_with(Emitter *em, const FaTilePlan *t) 
   return NULL;
 }
 
+/* The file of a position without its directories, as comments name it. */
+static const char *source_base_name(SrcLoc loc) {
+  const char *name = loc.src && loc.src->name ? loc.src->name : "<string>";
+  const char *slash = strrchr(name, '/');
+  return slash ? slash + 1 : name;
+}
+
 static void emit_stage(Emitter *em, const IrValue *x) {
   const FaTilePlan *t = vplan(em, x)->tile;
   if (t->drains)
@@ -447,8 +454,8 @@ static void emit_stage(Emitter *em, const IrValue *x) {
   /* products of the previous iteration, or of a tile that shared this
      memory, may still read it */
   if (t->readers_fenced_by)
-    line(em, "// (no barrier: the products reading it completed before the barrier of line %d's op)",
-         t->readers_fenced_by->loc.line);
+    line(em, "// (no barrier: the products reading it completed before the barrier of %s:%d's op)",
+         source_base_name(t->readers_fenced_by->loc), t->readers_fenced_by->loc.line);
   else
     line(em, "%s", barrier_stmt(em));
   line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, %s);  // shared-memory copy for tensor-core products",
@@ -517,10 +524,7 @@ static void source_comment(Emitter *em, SrcLoc loc) {
   for (int l = 1; p && *p && l < loc.line; p++)
     if (*p == '\n')
       l++;
-  const char *name = loc.src->name ? loc.src->name : "<string>";
-  const char *slash = strrchr(name, '/');
-  if (slash)
-    name = slash + 1;
+  const char *name = source_base_name(loc);
   StrBuf sb;
   fa_sb_init(&sb);
   while (p && *p == ' ')
