@@ -3151,11 +3151,12 @@ static void plan_schedule(Planner *pl) {
   plan_tile_order(pl);
   plan_persistent(pl);
   /* one thread block per program: the hardware starts them in the order of
-     their linear index, so where larger ids along an axis run longer the
-     ids along it are reversed (the longest first, the short ones filling
-     in at the end; the other axes keep the hardware's order, and with it
-     the programs that share operands in L2 together) */
-  s->grid_reversed = s->kind == FA_SCHEDULE_GRID && s->order == FA_ORDER_LONGEST_FIRST && s->descending;
+     their linear index, so where the programs' work differs their ids come
+     from that index through the persistent order, longest first in groups
+     of programs along the other axes (the heads, which share operands in
+     L2).  In the plain order, the work axis fastest, the longest program of
+     the last head would start when little else is left to run beside it */
+  s->grid_ordered = s->kind == FA_SCHEDULE_GRID && s->order == FA_ORDER_LONGEST_FIRST;
 }
 
 /* ---- the kernel as a whole ---------------------------------------------------------------------------- */

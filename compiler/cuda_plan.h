@@ -636,8 +636,12 @@ typedef struct FaSchedulePlan {
   long long work[2];        /* the evidence: the loops' iterations at program_id(axis) = 1 and 2 (the
                                others 0, integer arguments 4096) */
   const char *linear_why;   /* FA_ORDER_LINEAR: why the work was not found to depend on a program id */
-  bool grid_reversed;       /* FA_SCHEDULE_GRID: program_id(axis) counts down from the last thread block
-                               (larger ids along it run longer: they start first) */
+  bool grid_ordered;        /* FA_SCHEDULE_GRID with FA_ORDER_LONGEST_FIRST: a thread block's program ids
+                               come from its linear index through the persistent kernels' order
+                               (fa::tile_coords: longest first along axis, in groups of `group`
+                               programs along the others), so that the hardware, which starts thread
+                               blocks in the order of their linear index, starts the longest programs
+                               of every group first, not those of the first heads */
   int tile_barrier;         /* with a producer warp and loads outside loops: the mbarrier (index into
                                barriers) the compute threads arrive on when a tile is done, which the
                                producer waits on before loading the next tile's; -1 if none */

@@ -99,10 +99,12 @@ static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
   const FaSchedulePlan *s = &p->schedule;
   if (s->kind != FA_SCHEDULE_PERSISTENT) {
     fa_sb_puts(out, "schedule: one thread block per program of the grid");
-    if (s->grid_reversed)
-      fa_sb_printf(out, ", program_id(%c) counting down from the last thread block: longest first (the loops run "
-                        "%lld iterations at program_id(%c) = 1, %lld at 2)",
-                   "012"[s->axis], s->work[0], "012"[s->axis], s->work[1]);
+    if (s->grid_ordered)
+      fa_sb_printf(out, ", program ids from the thread block's linear index, longest first: program_id(%c) %s (the "
+                        "loops run %lld iterations at program_id(%c) = 1, %lld at 2), in groups of %d programs along "
+                        "the other axes",
+                   "012"[s->axis], s->descending ? "descending" : "ascending", s->work[0], "012"[s->axis],
+                   s->work[1], s->group);
     if (s->no_persistent)
       fa_sb_printf(out, " (not persistent: %s)", s->no_persistent);
     fa_sb_putc(out, '\n');

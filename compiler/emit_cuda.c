@@ -2425,15 +2425,13 @@ static void emit_op(Emitter *em, const IrOp *op) {
   case IR_NUM_PROGRAMS: {
     static const char axes[] = "xyz";
     int axis = op->axis >= 0 && op->axis < 3 ? op->axis : 0;
-    if (em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT && op->kind == IR_PROGRAM_ID)
+    if ((em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT || em->plan->schedule.grid_ordered) &&
+        op->kind == IR_PROGRAM_ID)
       line(em, "const %s %s = (%s)fa_pid.v[%d];", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
            axis);
     else if (em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT)
       line(em, "const %s %s = (%s)fa_grid_%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
            axes[axis]);
-    else if (op->kind == IR_PROGRAM_ID && em->plan->schedule.grid_reversed && axis == em->plan->schedule.axis)
-      line(em, "const %s %s = (%s)(gridDim.%c - 1u - blockIdx.%c);  // longest first (the plan's schedule)",
-           ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype), axes[axis], axes[axis]);
     else
       line(em, "const %s %s = (%s)%s.%c;", ctype(r->type.dtype), names_of(em, r)->name, ctype(r->type.dtype),
            op->kind == IR_PROGRAM_ID ? "blockIdx" : "gridDim", axes[axis]);
@@ -2628,6 +2626,11 @@ static bool tiles_counted(const Emitter *em) {
 
 static void emit_tile_loop_open(Emitter *em, bool compute) {
   const FaSchedulePlan *s = &em->plan->schedule;
+  if (s->grid_ordered)
+    line(em,
+         "const fa::TileId fa_pid = fa::tile_coords<%d, %s, %d>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * "
+         "blockIdx.z), gridDim.x, gridDim.y, gridDim.z);  // longest first (the plan's schedule)",
+         s->axis, s->descending ? "true" : "false", s->group);
   if (s->kind != FA_SCHEDULE_PERSISTENT)
     return;
   bool counted = tiles_counted(em);
