@@ -636,7 +636,7 @@ typedef struct FaSchedulePlan {
   long long work[2];        /* the evidence: the loops' iterations at program_id(axis) = 1 and 2 (the
                                others 0, integer arguments 4096) */
   const char *linear_why;   /* FA_ORDER_LINEAR: why the work was not found to depend on a program id */
-  bool grid_ordered;        /* FA_SCHEDULE_GRID with FA_ORDER_LONGEST_FIRST: a thread block's program ids
+  bool grid_ordered;        /* FA_SCHEDULE_GRID, FA_ORDER_LONGEST_FIRST, descending: a thread block's program ids
                                come from its linear index through the persistent kernels' order
                                (fa::tile_coords: longest first along axis, in groups of `group`
                                programs along the others), so that the hardware, which starts thread

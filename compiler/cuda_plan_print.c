@@ -105,6 +105,10 @@ static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
                         "the other axes",
                    "012"[s->axis], s->descending ? "descending" : "ascending", s->work[0], "012"[s->axis],
                    s->work[1], s->group);
+    else if (s->order == FA_ORDER_LONGEST_FIRST)
+      fa_sb_printf(out, ", the hardware's order: longest first along program_id(%c), ascending (the loops run %lld "
+                        "iterations at program_id(%c) = 1, %lld at 2), the other axes one after another",
+                   "012"[s->axis], s->work[0], "012"[s->axis], s->work[1]);
     if (s->no_persistent)
       fa_sb_printf(out, " (not persistent: %s)", s->no_persistent);
     fa_sb_putc(out, '\n');
