@@ -3300,20 +3300,16 @@ static void plan_store_drains(Planner *pl) {
 /* ---- barriers before shared-memory writes ----------------------------------------------------
  * A register-filled tile is written behind a barrier, as products of the
  * previous iteration may still read it, and a staging tile behind the drain
- * of the bulk stores and a barrier.  Two of those barriers can be those of
- * other writes in the same iteration:
- *  - a tile staged in a loop's body whose every reader completes in that
- *    body before an op that always ends in a barrier of all the threads (a
- *    bulk store, or another register-filled tile's stage) needs none before
- *    its write: every read of its previous contents, this loop's or any
- *    earlier one's, was followed by such a barrier.  Its memory must be its
- *    own (no other tile overlaps it), or a tile sharing it could be read
- *    between.
- *  - a bulk store whose staging tile is written right after a
- *    register-filled tile's stage in the same region (only ops that neither
- *    write shared memory nor commit bulk stores between) drains before that
- *    stage's closing barrier, which then also tells every thread that the
- *    copy engine has read the staging tile. */
+ * of the bulk stores and a barrier.  A bulk store whose staging tile is
+ * written right after a register-filled tile's stage in the same region
+ * (only ops that neither write shared memory nor commit bulk stores between)
+ * drains before that stage's closing barrier, which then also tells every
+ * thread that the copy engine has read the staging tile.
+ * (A register-filled tile whose readers all complete before a later barrier
+ * of the same iteration could also be written without the barrier before
+ * it.  That was measured on an H200 (2026-12-04, runs 42 and 48): within
+ * the spread at d_head 128, 9% slower in the fused backward pass at d_head
+ * 64 without the causal mask; so every such tile keeps its barrier.) */
 
 /* The register-filled tile that op stages where it stands, or NULL (a value
  * computed at its uses has no code, nor stage, there). */
@@ -3323,72 +3319,6 @@ static FaTilePlan *staged_tile_of(Planner *pl, const IrOp *op) {
     if (t && t->fill == FA_FILL_REGISTERS && !is_virtual(pl, op->results[i]))
       return t;
   }
-  return NULL;
-}
-
-/* Whether op always ends in a barrier of every computing thread: a bulk
- * store (after its staging tile's write) or the stage of a register-filled
- * tile (after its write). */
-static bool ends_in_barrier(Planner *pl, const IrOp *op) {
-  if (!fa_plan_op_live(pl->p, op))
-    return false;
-  return staging_tile_of(pl->p, op) != NULL || staged_tile_of(pl, op) != NULL;
-}
-
-static const IrOp *issue_op(const FaProductPlan *pp) { return pp->fused_add ? pp->fused_add : pp->dot; }
-
-/* Position of op among the ops of region r (its top level), or -1. */
-static int index_in_region(const IrRegion *r, const IrOp *op) {
-  int n = 0;
-  for (const IrOp *o = r->first; o; o = o->next, n++)
-    if (o == op)
-      return n;
-  return -1;
-}
-
-static bool owns_its_memory(const FaCudaPlan *p, const FaTilePlan *t) {
-  if (t->alias)
-    return false;
-  for (int i = 0; i < p->ntiles; i++)
-    if (p->tiles[i] != t && (p->tiles[i]->alias == t || tiles_overlap(p->tiles[i], t)))
-      return false;
-  return true;
-}
-
-/* The op after whose barrier every reader of t (staged at def, top level of
- * a loop's body) has completed, or NULL. */
-static const IrOp *readers_fence(Planner *pl, const FaTilePlan *t, const IrOp *def) {
-  const FaCudaPlan *p = pl->p;
-  const IrRegion *body = def->parent;
-  if (!body || !body->parent_op || (body->parent_op->kind != IR_FOR && body->parent_op->kind != IR_WHILE) ||
-      !owns_its_memory(p, t) || p->warp_specialised)
-    return NULL;
-  int at_def = index_in_region(body, def), done = at_def, nreaders = 0;
-  for (int i = 0; i < p->nproducts; i++) {
-    const FaProductPlan *pp = p->products[i];
-    if (!(pp->b_tile == t || (pp->a_src == FA_OPND_TILE && pp->a_tile == t)))
-      continue;
-    nreaders++;
-    int at = index_in_region(body, issue_op(pp));
-    if (at <= at_def || pp->rotated || pp->deferred)
-      return NULL;
-    if (pp->wait == FA_WAIT_LATE) {
-      if (!pp->wait_at || pp->wait_at->region != body || !pp->wait_at->before)
-        return NULL;
-      at = index_in_region(body, pp->wait_at->before);
-      if (at < 0)
-        return NULL;
-      at--; /* waited for before that op: complete when it starts */
-    }
-    if (at > done)
-      done = at;
-  }
-  if (!nreaders)
-    return NULL;
-  int n = 0;
-  for (const IrOp *o = body->first; o; o = o->next, n++)
-    if (n > done && ends_in_barrier(pl, o))
-      return o;
   return NULL;
 }
 
@@ -3418,12 +3348,6 @@ static void plan_barriers(Planner *pl) {
     FaAccessPlan *ap = p->accesses[i];
     if (ap->method == FA_ACCESS_TMA_STORE)
       ap->tma->drain_with = drain_carrier(pl, ap);
-  }
-  for (int i = 0; i < p->ntiles; i++) {
-    FaTilePlan *t = p->tiles[i];
-    t->readers_fenced_by = NULL;
-    if (t->fill == FA_FILL_REGISTERS && t->value && t->value->def && !is_virtual(pl, t->value))
-      t->readers_fenced_by = readers_fence(pl, t, t->value->def);
   }
 }
 

@@ -106,10 +106,6 @@ typedef struct FaTilePlan {
                                may still be reading: before the tile is written, the issuing thread
                                waits until every bulk store has read its staging tile (a staging
                                tile always does, before it is written) */
-  const IrOp *readers_fenced_by; /* FA_FILL_REGISTERS in a loop: no barrier before it is written, as
-                               every product reading it has completed before this op's barrier
-                               (a bulk store or another tile's stage, later in the same iteration;
-                               see plan_barriers); NULL: a barrier before each write */
 } FaTilePlan;
 
 /* ---- loads and stores --------------------------------------------------------------------- */

@@ -309,11 +309,6 @@ static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
   fa_sb_printf(out, ", live %d..%d", t->live_start, t->live_end);
   if (t->drains)
     fa_sb_puts(out, ", shares memory with a staging tile (written after the bulk stores have read it)");
-  if (t->readers_fenced_by) {
-    fa_sb_puts(out, ", no barrier before its write (its readers complete before the barrier of ");
-    put_loc(out, t->readers_fenced_by->loc);
-    fa_sb_putc(out, ')');
-  }
   if (t->alias) {
     fa_sb_puts(out, ", the memory of tile ");
     put_value(out, t->alias->value);

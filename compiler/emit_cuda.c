@@ -453,11 +453,7 @@ static void emit_stage(Emitter *em, const IrValue *x) {
     emit_drain(em, 0, false);
   /* products of the previous iteration, or of a tile that shared this
      memory, may still read it */
-  if (t->readers_fenced_by)
-    line(em, "// (no barrier: the products reading it completed before the barrier of %s:%d's op)",
-         source_base_name(t->readers_fenced_by->loc), t->readers_fenced_by->loc.line);
-  else
-    line(em, "%s", barrier_stmt(em));
+  line(em, "%s", barrier_stmt(em));
   line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, %s);  // shared-memory copy for tensor-core products",
        layout_name(em, x->layout), t->inner, t->store_vec, tile_format(em, t), t->offset, names_of(em, x)->name,
        thread_offset(em, x->layout));
