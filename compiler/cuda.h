@@ -120,8 +120,8 @@ typedef struct FaArgFact {
 /* How launches specialise on their runtime arguments (Triton's rule, with
  * one more step): an integer argument that is a multiple of
  * FA_SPECIALISE_MULTIPLE, or failing that of FA_SPECIALISE_MULTIPLE_MIN,
- * and a pointer aligned to at most FA_SPECIALISE_MULTIPLE bytes, are facts
- * the plan may use (vector loads, cp.async); other values give no fact
+ * and a pointer's alignment (counted up to FA_SPECIALISE_MULTIPLE bytes), are
+ * facts the plan may use (vector loads, cp.async); other values give no fact
  * about an integer and the alignment they have about a pointer.  The step
  * at 8 is for lengths such as 23400: eight elements of 16 bits are a
  * 16-byte vector, and a row of eight f32 a 32-byte one, so the checked

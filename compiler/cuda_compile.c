@@ -34,10 +34,17 @@ FaCudaStage fa_cuda_compile(FaCompiler *fc, const FaCudaSpec *spec, IrKernel **i
 
 /* ---- facts about the arguments -------------------------------------------------------------- */
 
+/* The largest power of two, up to FA_SPECIALISE_MULTIPLE, that divides x
+ * (two's complement keeps a negative integer's low bits: the same answer). */
+static long long pow2_divisor(uint64_t x) {
+  long long m = 1;
+  while (m < FA_SPECIALISE_MULTIPLE && x % (uint64_t)(2 * m) == 0)
+    m *= 2;
+  return m;
+}
+
 bool fa_arg_fact_of_int(const char *name, int64_t value, FaArgFact *out) {
-  long long m = FA_SPECIALISE_MULTIPLE;
-  while (m >= FA_SPECIALISE_MULTIPLE_MIN && value % m != 0)
-    m /= 2;
+  long long m = pow2_divisor((uint64_t)value);
   if (m < FA_SPECIALISE_MULTIPLE_MIN)
     return false;
   out->name = name;
@@ -46,10 +53,7 @@ bool fa_arg_fact_of_int(const char *name, int64_t value, FaArgFact *out) {
 }
 
 FaArgFact fa_arg_fact_of_pointer(const char *name, uint64_t address) {
-  long long m = 1;
-  while (m < FA_SPECIALISE_MULTIPLE && address % (uint64_t)(2 * m) == 0)
-    m *= 2;
-  FaArgFact f = {name, m};
+  FaArgFact f = {name, pow2_divisor(address)};
   return f;
 }
 
