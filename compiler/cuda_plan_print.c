@@ -16,11 +16,7 @@
 
 #include "cuda_plan.h"
 
-static void put_loc(StrBuf *out, SrcLoc loc) {
-  const char *name = loc.src && loc.src->name ? loc.src->name : "<string>";
-  const char *slash = strrchr(name, '/');
-  fa_sb_printf(out, "%s:%d:%d", slash ? slash + 1 : name, loc.line, loc.col);
-}
+static void put_loc(StrBuf *out, SrcLoc loc) { fa_sb_printf(out, "%s:%d:%d", fa_loc_file_base(loc), loc.line, loc.col); }
 
 /* "b_q %12"; an unnamed conversion of a named value: "%13 from K". */
 static void put_value(StrBuf *out, const IrValue *v) {

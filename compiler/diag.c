@@ -111,3 +111,9 @@ void fa_diag_report(Diag *d, SrcLoc loc, DiagLevel level, const char *fmt, ...) 
   fa_diag_vreport(d, loc, level, fmt, ap);
   va_end(ap);
 }
+
+const char *fa_loc_file_base(SrcLoc loc) {
+  const char *name = loc.src && loc.src->name ? loc.src->name : "<string>";
+  const char *slash = strrchr(name, '/');
+  return slash ? slash + 1 : name;
+}

@@ -57,6 +57,10 @@ static inline SrcLoc fa_loc(const Source *src, int line, int col) {
   SrcLoc l = {src, line, col};
   return l;
 }
+/* The file of a position without its directories ("<string>" for a
+ * source without a name): what generated code and plans cite. */
+const char *fa_loc_file_base(SrcLoc loc);
+
 static inline SrcLoc fa_noloc(void) {
   SrcLoc l = {0, 0, 0};
   return l;

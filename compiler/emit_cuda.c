@@ -440,13 +440,6 @@ static const FaAccessPlan *store_drained_with(Emitter *em, const FaTilePlan *t) 
   return NULL;
 }
 
-/* The file of a position without its directories, as comments name it. */
-static const char *source_base_name(SrcLoc loc) {
-  const char *name = loc.src && loc.src->name ? loc.src->name : "<string>";
-  const char *slash = strrchr(name, '/');
-  return slash ? slash + 1 : name;
-}
-
 static void emit_stage(Emitter *em, const IrValue *x) {
   const FaTilePlan *t = vplan(em, x)->tile;
   if (t->drains)
@@ -520,7 +513,7 @@ static void source_comment(Emitter *em, SrcLoc loc) {
   for (int l = 1; p && *p && l < loc.line; p++)
     if (*p == '\n')
       l++;
-  const char *name = source_base_name(loc);
+  const char *name = fa_loc_file_base(loc);
   StrBuf sb;
   fa_sb_init(&sb);
   while (p && *p == ' ')
