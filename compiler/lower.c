@@ -314,8 +314,12 @@ static bool add_target_names(Lower *L, const Node *t, NameSet *out) {
   return true;
 }
 
-/* Every name a statement list may assign (all branches, nested loops). */
-static bool collect_assigned(Lower *L, const NodeList *list, NameSet *out) {
+static int static_truth(Lower *L, const Node *e, const NameSet *changed);
+
+/* Every name a statement list may assign (all branches, nested loops); with
+ * `changed` (the names the list may assign at all), not the branches of an
+ * `if` whose condition static_truth knows to be false. */
+static bool collect_assigned_in(Lower *L, const NodeList *list, NameSet *out, const NameSet *changed) {
   for (int i = 0; i < list->len; i++) {
     const Node *s = list->items[i];
     bool ok = true;
@@ -329,13 +333,16 @@ static bool collect_assigned(Lower *L, const NodeList *list, NameSet *out) {
       ok = add_target_names(L, s->lhs, out);
       break;
     case N_FOR:
-      ok = add_target_names(L, s->lhs, out) && collect_assigned(L, &s->body, out);
+      ok = add_target_names(L, s->lhs, out) && collect_assigned_in(L, &s->body, out, changed);
       break;
-    case N_IF:
-      ok = collect_assigned(L, &s->body, out) && collect_assigned(L, &s->orelse, out);
+    case N_IF: {
+      int truth = changed ? static_truth(L, s->cond, changed) : -1;
+      ok = (truth == 0 || collect_assigned_in(L, &s->body, out, changed)) &&
+           (truth == 1 || collect_assigned_in(L, &s->orelse, out, changed));
       break;
+    }
     case N_WHILE:
-      ok = collect_assigned(L, &s->body, out);
+      ok = collect_assigned_in(L, &s->body, out, changed);
       break;
     default:
       break;
@@ -343,6 +350,54 @@ static bool collect_assigned(Lower *L, const NodeList *list, NameSet *out) {
     if (!ok)
       return false;
   }
+  return true;
+}
+
+static bool collect_assigned(Lower *L, const NodeList *list, NameSet *out) {
+  return collect_assigned_in(L, list, out, NULL);
+}
+
+/* The value of a condition where it is known before the code under it is
+ * lowered: True, False, a name bound to a compile-time constant that
+ * `changed` (the names the enclosing loop may assign) does not hold, and
+ * not, and, or of those.  1 or 0; -1 where it is known only when lowered. */
+static int static_truth(Lower *L, const Node *e, const NameSet *changed) {
+  switch (e->kind) {
+  case N_TRUE: return 1;
+  case N_FALSE: return 0;
+  case N_NAME: {
+    if (nameset_has(changed, e->name))
+      return -1;
+    LVal *v = scope_get(&L->fx->scope, e->name);
+    return v && v->kind == LV_CONST ? fa_const_truth(v->c) : -1;
+  }
+  case N_UNARY: {
+    int t = e->op == OP_NOT ? static_truth(L, e->lhs, changed) : -1;
+    return t < 0 ? -1 : !t;
+  }
+  case N_BINARY: {
+    if (e->op != OP_AND && e->op != OP_OR)
+      return -1;
+    int a = static_truth(L, e->lhs, changed), b = static_truth(L, e->rhs, changed);
+    if (e->op == OP_AND)
+      return a == 0 || b == 0 ? 0 : a == 1 && b == 1 ? 1 : -1;
+    return a == 1 || b == 1 ? 1 : a == 0 && b == 0 ? 0 : -1;
+  }
+  default: return -1;
+  }
+}
+
+/* The names a runtime loop's body may assign, leaving out the branches it
+ * cannot take (`if FLAG:` on a constant the loop does not change): a name
+ * that holds None, a tuple or a function before the loop may be reassigned
+ * under a branch that the kernel's constants rule out. */
+static bool collect_loop_assigned(Lower *L, const NodeList *body, NameSet *out) {
+  NameSet all = {0}, taken = {0};
+  if (!collect_assigned(L, body, &all) || !collect_assigned_in(L, body, &taken, &all))
+    return false;
+  for (int i = 0; i < all.n; i++) /* in the order of the whole scan (the order of the loop's values) */
+    if (nameset_has(&taken, all.names[i]) && !nameset_add(L, out, all.names[i]))
+      return false;
   return true;
 }
 
@@ -3561,7 +3616,7 @@ static bool lower_for(Lower *L, const Node *s) {
   }
   const char *target = s->lhs->name;
   NameSet assigned = {0};
-  if (!collect_assigned(L, &s->body, &assigned))
+  if (!collect_loop_assigned(L, &s->body, &assigned))
     return false;
   LVal **olds = values_before(L, &assigned);
   const char **cname = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(char *));
@@ -3614,7 +3669,7 @@ static bool lower_for(Lower *L, const Node *s) {
 static bool lower_while(Lower *L, const Node *s) {
   FuncCtx *fx = L->fx;
   NameSet assigned = {0};
-  if (!collect_assigned(L, &s->body, &assigned))
+  if (!collect_loop_assigned(L, &s->body, &assigned))
     return false;
   LVal **olds = values_before(L, &assigned);
   const char **cname = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(char *));

@@ -124,12 +124,12 @@ helper attention_core.online_softmax_step
 helper attention_core.no_delta_hook
 helper attention_core.attn_bwd_d_program
 helper attention_core.attn_bwd_dkdv_program
-helper attention_core.attn_bwd_dkdv_inner
+helper attention_core.attn_bwd_kv_program
+helper attention_core.attn_bwd_kv_inner
 helper attention_core.attn_bwd_dq_program
 helper attention_core.attn_bwd_dq_inner
 helper attention_core.attn_bwd_prep_program
 helper attention_core.attn_bwd_program
-helper attention_core.attn_bwd_inner
 helper attention_core.attn_bwd_dq_convert_program
 helper attention_core.dkdv_hopper_default
 helper attention_core.dq_hopper_default
