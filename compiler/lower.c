@@ -391,9 +391,11 @@ static int static_truth(Lower *L, const Node *e, const NameSet *changed) {
  * cannot take (`if FLAG:` on a constant the loop does not change): a name
  * that holds None, a tuple or a function before the loop may be reassigned
  * under a branch that the kernel's constants rule out. */
-static bool collect_loop_assigned(Lower *L, const NodeList *body, NameSet *out) {
-  NameSet all = {0}, taken = {0};
-  if (!collect_assigned(L, body, &all) || !collect_assigned_in(L, body, &taken, &all))
+static bool collect_loop_assigned(Lower *L, const NodeList *body, const char *target, NameSet *out) {
+  NameSet all = {0}, changed = {0}, taken = {0};
+  if (!collect_assigned(L, body, &all) || !collect_assigned(L, body, &changed) ||
+      (target && !nameset_add(L, &changed, target)) || /* the loop's own variable changes too */
+      !collect_assigned_in(L, body, &taken, &changed))
     return false;
   for (int i = 0; i < all.n; i++) /* in the order of the whole scan (the order of the loop's values) */
     if (nameset_has(&taken, all.names[i]) && !nameset_add(L, out, all.names[i]))
@@ -3616,7 +3618,7 @@ static bool lower_for(Lower *L, const Node *s) {
   }
   const char *target = s->lhs->name;
   NameSet assigned = {0};
-  if (!collect_loop_assigned(L, &s->body, &assigned))
+  if (!collect_loop_assigned(L, &s->body, target, &assigned))
     return false;
   LVal **olds = values_before(L, &assigned);
   const char **cname = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(char *));
@@ -3669,7 +3671,7 @@ static bool lower_for(Lower *L, const Node *s) {
 static bool lower_while(Lower *L, const Node *s) {
   FuncCtx *fx = L->fx;
   NameSet assigned = {0};
-  if (!collect_loop_assigned(L, &s->body, &assigned))
+  if (!collect_loop_assigned(L, &s->body, NULL, &assigned))
     return false;
   LVal **olds = values_before(L, &assigned);
   const char **cname = fa_arena_alloc(L->A, (size_t)(assigned.n + 1) * sizeof(char *));
