@@ -392,13 +392,15 @@ static int static_truth(Lower *L, const Node *e, const NameSet *changed) {
  * that holds None, a tuple or a function before the loop may be reassigned
  * under a branch that the kernel's constants rule out. */
 static bool collect_loop_assigned(Lower *L, const NodeList *body, const char *target, NameSet *out) {
-  NameSet all = {0}, changed = {0}, taken = {0};
-  if (!collect_assigned(L, body, &all) || !collect_assigned(L, body, &changed) ||
+  NameSet changed = {0}, taken = {0};
+  if (!collect_assigned(L, body, &changed) ||
       (target && !nameset_add(L, &changed, target)) || /* the loop's own variable changes too */
       !collect_assigned_in(L, body, &taken, &changed))
     return false;
-  for (int i = 0; i < all.n; i++) /* in the order of the whole scan (the order of the loop's values) */
-    if (nameset_has(&taken, all.names[i]) && !nameset_add(L, out, all.names[i]))
+  /* in the order of the whole scan (the order of the loop's values); the
+     loop's variable, added last, only where the body assigns it */
+  for (int i = 0; i < changed.n; i++)
+    if (nameset_has(&taken, changed.names[i]) && !nameset_add(L, out, changed.names[i]))
       return false;
   return true;
 }
