@@ -638,8 +638,32 @@ static FaPipelinePlan *pipeline_of(Planner *pl, const IrOp *loop) {
   return pp;
 }
 
-static void plan_pipeline_load(Planner *pl, const IrOp *loop, const IrOp *op) {
+/* Which argument of the loop's body the block pointer of load op is, when
+ * the body advances it by loop-invariant steps at its end (so that the
+ * pointer of a later iteration is known early), with that advance; else -1. */
+static int carried_pointer(const IrOp *loop, const IrOp *op, const IrOp **advance) {
   const IrRegion *body = loop->regions[0];
+  const IrValue *bp = op->operands[0];
+  int j = -1;
+  for (int a = 1; a < body->nargs; a++)
+    if (body->args[a] == bp)
+      j = a;
+  const IrOp *y = body->last;
+  if (j < 0 || !y || y->kind != IR_YIELD || j - 1 >= y->noperands)
+    return -1;
+  const IrOp *adv = y->operands[j - 1]->def;
+  if (!adv || adv->kind != IR_ADVANCE || adv->operands[0] != bp)
+    return -1;
+  for (int d = 1; d < adv->noperands; d++) {
+    const IrValue *delta = adv->operands[d];
+    if (!defined_outside(delta, loop) && !(delta->def && delta->def->kind == IR_CONST))
+      return -1;
+  }
+  *advance = adv;
+  return j;
+}
+
+static void plan_pipeline_load(Planner *pl, const IrOp *loop, const IrOp *op) {
   const IrValue *x = op->results[0], *bp = op->operands[0];
   FaValuePlan *vp = val(pl, x);
   /* cp.async fills with zeros only; NaN padding rides along only where the
@@ -649,22 +673,10 @@ static void plan_pipeline_load(Planner *pl, const IrOp *loop, const IrOp *op) {
   if (!vp->live || !vp->tile || vp->nontile_uses > 0 || (op->padding == PAD_NAN && !nan_ok) || x->type.rank != 2 ||
       !x->layout)
     return;
-  int j = -1;
-  for (int a = 1; a < body->nargs; a++)
-    if (body->args[a] == bp)
-      j = a;
-  const IrOp *y = body->last;
-  if (j < 0 || !y || y->kind != IR_YIELD || j - 1 >= y->noperands)
+  const IrOp *adv = NULL;
+  int j = carried_pointer(loop, op, &adv);
+  if (j < 0)
     return;
-  const IrValue *next = y->operands[j - 1];
-  const IrOp *adv = next->def;
-  if (!adv || adv->kind != IR_ADVANCE || adv->operands[0] != bp)
-    return;
-  for (int d = 1; d < adv->noperands; d++) {
-    const IrValue *delta = adv->operands[d];
-    if (!defined_outside(delta, loop) && !(delta->def && delta->def->kind == IR_CONST))
-      return;
-  }
   /* the tile stored along the dimension of stride 1, whole vectors per copy */
   FaVecFacts facts;
   int v = block_vector_width(pl, bp, x->layout, op->boundary, &facts);
@@ -1134,6 +1146,87 @@ static void plan_tma(Planner *pl) {
 }
 
 
+/* ---- 5d. ring vectors --------------------------------------------------------------------------------
+ * A load of a 1-D block in the body of a loop whose ring the copy engine
+ * fills, one thread issuing (no producer warp), whose value is used in
+ * registers (LSE and D in the backward passes' loops over queries), rides
+ * the same ring when its block pointer is carried like the ring's: its box
+ * is copied into a dense tile of its own `ahead` iterations early, with the
+ * products' tiles and on their barriers, and where the load stands each
+ * thread reads its elements from shared memory, instead of waiting there
+ * for global memory.  A load the copy engine cannot take (its view, a
+ * stride not a multiple of 16 bytes) stays a load of its own. */
+
+static bool ring_is_shared(Planner *pl, const FaPipelinePlan *pp) {
+  for (int i = 0; i < pl->pipelines.len; i++)
+    if (((const FaPipelinePlan *)pl->pipelines.items[i])->shares == pp)
+      return true;
+  return pp->shares != NULL;
+}
+
+static void plan_ring_vector(Planner *pl, FaPipelinePlan *pp, const IrOp *op) {
+  FaCudaPlan *p = pl->p;
+  const IrValue *x = op->results[0];
+  FaValuePlan *vp = val(pl, x);
+  const FaOpPlan *o = op_find(p->ops, op);
+  int size = fa_dtype_size(x->type.dtype);
+  const IrOp *adv = NULL;
+  if (!vp->live || vp->tile || (o && o->access) || x->type.rank != 1 || !x->layout || size < 2 ||
+      carried_pointer(pp->loop, op, &adv) < 0)
+    return;
+  FaTilePlan *t = palloc(pl, sizeof *t);
+  FaAccessPlan *ap = t ? palloc(pl, sizeof *ap) : NULL;
+  FaTmaPlan *tp = ap ? palloc(pl, sizeof *tp) : NULL;
+  FaAccessPlan **loads = tp ? palloc(pl, (size_t)(pp->nloads + 1) * sizeof *loads) : NULL;
+  if (!loads)
+    return;
+  t->value = x;
+  t->inner = 0;
+  t->rows = 1;
+  t->pitch = (int)x->type.shape[0] * size;
+  t->format = FA_TILE_DENSE;
+  t->buf_bytes = ((size_t)t->pitch + 127) & ~(size_t)127; /* a bulk copy's destination: 128-byte aligned */
+  FaTensorMapPlan map;
+  int dim = -1;
+  if (fa_plan_tma_view(p, op, t, pp->loop->parent, &map, tp, &dim) != FA_TMA_OK || !(tp->map = intern_tmap(pl, &map)))
+    return;
+  tp->barrier = -1;
+  t->fill = FA_FILL_TMA;
+  t->pipeline = pp;
+  t->load = ap;
+  t->nbufs = pp->stages;
+  ap->op = op;
+  ap->method = FA_ACCESS_TMA;
+  ap->vec = 1;
+  ap->layout = x->layout;
+  ap->tile = t;
+  ap->pipeline = pp;
+  ap->carried = carried_pointer(pp->loop, op, &ap->advance);
+  ap->tma = tp;
+  ap->tma_refusal_dim = -1;
+  op_insert(p->ops, op)->access = ap;
+  if (pp->nloads)
+    memcpy(loads, pp->loads, (size_t)pp->nloads * sizeof *loads);
+  loads[pp->nloads++] = ap;
+  pp->loads = loads;
+  pp->tx_bytes += tp->bytes;
+  vp->tile = t;
+  fa_ptrvec_push(&pl->tiles, t);
+}
+
+static void plan_ring_vectors(Planner *pl) {
+  if (pl->p->warp_specialised)
+    return;
+  for (int i = 0; i < pl->pipelines.len && pl->ok; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    if (pp->sync != FA_SYNC_MBARRIER || ring_is_shared(pl, pp))
+      continue;
+    for (const IrOp *b = pp->loop->regions[0]->first; b; b = b->next)
+      if (b->kind == IR_LOAD_BLOCK && fa_plan_op_live(pl->p, b))
+        plan_ring_vector(pl, pp, b);
+  }
+}
+
 /* ---- 5c. warp specialisation (pipeline tma_ws and later) ------------------------------------------
  * When every load a loop issues ahead is a bulk copy (a ring) and what its
  * copies need -- the loop bounds, the block pointers, the outer coordinates,
@@ -1528,6 +1621,7 @@ static void allocate_tiles(Planner *pl) {
   for (int i = 0; i < n; i++) {
     FaTilePlan *t = tiles[i];
     size_t size = t->buf_bytes * (size_t)t->nbufs, off = 0;
+    size_t a = t->format == FA_TILE_DENSE ? 128 : align; /* a dense tile has no swizzle period */
     if (t->alias) {
       t->offset = t->alias->offset;
       continue;
@@ -1542,7 +1636,7 @@ static void allocate_tiles(Planner *pl) {
         bool overlap_time = !(o->live_end < t->live_start || t->live_end < o->live_start);
         bool overlap_space = off < o->offset + osize && o->offset < off + size;
         if (overlap_time && overlap_space) {
-          off = (o->offset + osize + align - 1) & ~(align - 1);
+          off = (o->offset + osize + a - 1) & ~(a - 1);
           moved = true;
         }
       }
@@ -3351,6 +3445,29 @@ static void plan_barriers(Planner *pl) {
   }
 }
 
+/* A kernel with ring vectors asks ptxas (__launch_bounds__' second
+ * argument) for registers that let as many blocks share a multiprocessor as
+ * its shared memory does (228 KB an SM on sm_90, 1 KB of it reserved per
+ * block), where that leaves at least 160 registers a thread: reading a
+ * vector from shared memory instead of global memory took the fused
+ * backward pass at d_head 64 from 168 registers (three blocks an SM) to 192
+ * (two) when ptxas was left to choose; with the bound it fits 168 again (8
+ * bytes spilled).  At 128 a thread dK/dV at 64x64 on 4 warps spilled 288 to
+ * 404 bytes (ptxas, CUDA 13): below 160 ptxas chooses. */
+static void plan_ring_occupancy(FaCudaPlan *p) {
+  bool vectors = false;
+  for (int i = 0; i < p->ntiles; i++)
+    vectors |= p->tiles[i]->format == FA_TILE_DENSE;
+  if (!vectors || p->warp_specialised || p->target.sm != 90)
+    return;
+  int blocks = (int)(233472 / (p->smem.total + 1024));
+  int regs = blocks > 0 ? 65536 / (blocks * p->threads) / 8 * 8 : 0;
+  if (blocks >= 2 && regs >= 160) {
+    p->min_blocks = blocks;
+    p->ring_registers = regs > 255 ? 255 : regs;
+  }
+}
+
 static void plan_kernel(Planner *pl) {
   FaCudaPlan *p = pl->p;
   for (int i = 0; i < p->npipelines; i++)
@@ -3389,6 +3506,7 @@ static void plan_kernel(Planner *pl) {
     p->roles[1] = (FaWarpRole){FA_ROLE_PRODUCER, p->warps, 4, producer};
     p->nroles = 2;
   }
+  plan_ring_occupancy(p);
   unsigned uses = 0;
   for (int i = 0; i < p->ntiles; i++)
     if (p->tiles[i]->fill == FA_FILL_REGISTERS)
@@ -3524,6 +3642,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
     plan_tma(&pl);
   if (pl.ok)
     plan_warp_specialisation(&pl);
+  if (pl.ok)
+    plan_ring_vectors(&pl);
   if (pl.ok) {
     plan_fused_adds(&pl, out->fn->body);
     allocate_tiles(&pl);

@@ -72,6 +72,9 @@ typedef enum FaTileFormat {
   FA_TILE_PADDED,           /* rows padded by 16 bytes (fa::PadTile), read with ldmatrix */
   FA_TILE_SWIZZLED,         /* 16-byte chunks XOR-swizzled within 32/64/128-byte rows (fa::SwzTile),
                                the layouts wgmma's shared-memory descriptors read */
+  FA_TILE_DENSE,            /* a vector, its elements in order without padding or swizzle: loaded by
+                               the copy engine with a loop's ring, read into registers where its load
+                               stands (a ring vector, cuda_plan.c 5d) */
 } FaTileFormat;
 
 typedef enum FaTileFill {
@@ -281,8 +284,9 @@ typedef struct FaAccessPlan {
   FaTilePlan *tile;         /* FA_ACCESS_CP_ASYNC, FA_ACCESS_TMA: the tile it fills; FA_ACCESS_TMA_STORE:
                                its staging tile */
   struct FaPipelinePlan *pipeline;
-  int carried;              /* FA_ACCESS_CP_ASYNC: the block pointer is argument `carried` of the
-                               loop body, updated by `advance` (loop-invariant steps) each iteration */
+  int carried;              /* FA_ACCESS_CP_ASYNC, FA_ACCESS_TMA in a pipeline: the block pointer is
+                               argument `carried` of the loop body, updated by `advance`
+                               (loop-invariant steps) each iteration */
   const IrOp *advance;
   size_t scratch;           /* bytes of scratch (an atomic_add on a scalar whose result is used) */
   FaReduceInstr red;        /* FA_ACCESS_REDUCE: the instruction */
@@ -721,6 +725,7 @@ struct FaCudaPlan {
   const char *no_warp_specialisation; /* why not, when it was asked for */
   int threads;              /* per thread block: 32 * warps, + 128 with a producer warpgroup */
   int min_blocks;           /* __launch_bounds__' second argument (1 with setmaxnreg), or 0 */
+  int ring_registers;       /* with ring vectors and min_blocks: the registers a thread that leaves */
   /* ping-pong (pipeline tma_ws_pp): in the loops of `pingpong_loops`, each
      of two consumer warpgroups waits for its turn (named barrier) before its
      first product of an iteration and gives the turn to the other after its

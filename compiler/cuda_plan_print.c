@@ -207,6 +207,10 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
                  p->warps, p->threads, p->threads, p->min_blocks);
   else if (p->no_warp_specialisation)
     fa_sb_printf(out, "warp specialisation: none (%s)\n", p->no_warp_specialisation);
+  if (p->ring_registers)
+    fa_sb_printf(out, "occupancy: __launch_bounds__(%d, %d): ring vectors read from shared memory, at most %d "
+                 "registers a thread so that %d blocks share a multiprocessor, as their shared memory allows\n",
+                 p->threads, p->min_blocks, p->ring_registers, p->min_blocks);
   if (p->npingpong) {
     fa_sb_puts(out, "ping-pong: consumer warpgroups 0 and 1 take turns on each product of the loops at");
     for (int i = 0; i < p->npingpong; i++) {
@@ -282,6 +286,8 @@ static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
   fa_sb_printf(out, " along dim %d, ", t->inner);
   if (t->format == FA_TILE_SWIZZLED)
     fa_sb_printf(out, "swizzled %dB (SwzTile<%d, %d>)", t->swizzle, t->rows, t->swizzle);
+  else if (t->format == FA_TILE_DENSE)
+    fa_sb_printf(out, "dense, %d bytes, read into registers", t->pitch);
   else
     fa_sb_printf(out, "padded rows of %d bytes (PadTile<%d>)", t->pitch, t->pitch);
   fa_sb_printf(out, ", offset %zu, %d x %zu bytes, ", t->offset, t->nbufs, t->buf_bytes);
@@ -483,12 +489,14 @@ static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) 
     put_layout(out, ap->layout);
     fa_sb_printf(out, ", %d per store)", ap->tile->store_vec);
   } else {
-    fa_sb_puts(out, "TMA into tile ");
+    fa_sb_puts(out, ap->tile->format == FA_TILE_DENSE ? "TMA with the loop's ring into the dense tile " : "TMA into tile ");
     put_value(out, ap->tile->value);
     if (ap->pipeline)
       fa_sb_printf(out, ", %d stages", ap->pipeline->stages);
     else
       fa_sb_puts(out, ", once");
+    if (ap->tile->format == FA_TILE_DENSE)
+      fa_sb_puts(out, ", each thread reading its elements from shared memory where the load stands");
   }
   fa_sb_printf(out, ", tensor map %d, coordinates (", t->map->id);
   for (int i = 0; i < t->map->rank; i++) {

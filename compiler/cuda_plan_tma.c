@@ -440,7 +440,8 @@ FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaT
   *dim = -1;
   const IrOp *mk = fa_blockptr_origin(bp);
   int rank = bp->type.rank;
-  if (!mk || mk->noperands != 1 + 3 * rank || rank != 2 || x->type.rank != 2)
+  bool dense = t->format == FA_TILE_DENSE; /* a ring vector: one row, no swizzle */
+  if (!mk || mk->noperands != 1 + 3 * rank || x->type.rank != rank || rank != (dense ? 1 : 2))
     return FA_TMA_NO_ORIGIN;
   FaSymPoly offset;
   int param = base_param(dev, mk->operands[0], &offset);
@@ -526,7 +527,7 @@ FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaT
   }
   int sw = t->swizzle, rows = t->rows;
   out->inner_dim = t->inner;
-  out->panel_elems = sw / size;
+  out->panel_elems = dense ? (int)x->type.shape[t->inner] : sw / size;
   out->panels = x->type.shape[t->inner] / out->panel_elems;
   for (int e = nouter; e < erank; e++) {
     int d = taken[e];
@@ -539,8 +540,8 @@ FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaT
     }
     m++;
   }
-  if (out->panels < 1 || rows != x->type.shape[1 - t->inner])
-    return FA_TMA_BOX;
+  if (out->panels < 1 || (dense ? out->panel_elems * size % 16 != 0 : rows != x->type.shape[1 - t->inner]))
+    return FA_TMA_BOX; /* (without a swizzle the box's rows are whole 16-byte units) */
   map->rank = m;
   map->param = param;
   map->swizzle = sw;
@@ -548,7 +549,7 @@ FaTmaRefusal fa_plan_tma_view(const FaCudaPlan *p, const IrOp *access, const FaT
   map->store = access->kind != IR_LOAD_BLOCK;
   out->reduce = access->kind == IR_ATOMIC_ADD_BLOCK;
   out->outer_coord = coord;
-  out->panel_bytes = (size_t)rows * (size_t)sw;
+  out->panel_bytes = dense ? (size_t)out->panel_elems * (size_t)size : (size_t)rows * (size_t)sw;
   out->bytes = out->panel_bytes * (size_t)out->panels;
   return FA_TMA_OK;
 }

@@ -935,6 +935,27 @@ static void emit_tma_waits(Emitter *em, const IrOp *op) {
   }
 }
 
+/* A ring vector (FA_TILE_DENSE): the copy engine loaded this iteration's
+ * box into the ring's current buffer (waited for at the loop's head); each
+ * thread reads its elements, `vec` contiguous ones at a time where its
+ * registers hold runs of the block (at most 16 bytes). */
+static void emit_ring_vector_read(Emitter *em, const IrOp *op, const FaAccessPlan *ap) {
+  const IrValue *r = op->results[0];
+  const FaTilePlan *t = ap->tile;
+  const FaLayout *l = r->layout;
+  int size = fa_dtype_size(r->type.dtype), v = 1, bits = 0;
+  /* register bit b is the block's element bit b for b < bits */
+  while (bits < l->nreg && l->reg[bits] == bits && 2 * v * size <= 16) {
+    bits++;
+    v *= 2;
+  }
+  declare_block(em, r, aprintf(em, "%s, %d-element reads", layout_name(em, l), v));
+  line(em, "fa::read_dense<%s, %d>(%s, fa_smem + %zu + (%s %% %d) * %zuu, %s);  // loaded by the copy engine with "
+           "the loop's ring",
+       layout_name(em, l), v, names_of(em, r)->name, t->offset, em->pipe_counter[t->pipeline->id], t->nbufs,
+       t->buf_bytes, thread_offset(em, l));
+}
+
 static void emit_load_block(Emitter *em, const IrOp *op) {
   const IrValue *r = op->results[0];
   const FaAccessPlan *ap = fa_plan_access(em->plan, op);
@@ -951,6 +972,10 @@ static void emit_load_block(Emitter *em, const IrOp *op) {
     line(em, "// %s: loaded into shared memory by the copy engine, issued by the producer warp up to %d "
              "iteration%s ahead",
          names_of(em, r)->name, ap->pipeline->stages, ap->pipeline->stages == 1 ? "" : "s");
+    return;
+  }
+  if (ap->method == FA_ACCESS_TMA && ap->pipeline && ap->tile->format == FA_TILE_DENSE) {
+    emit_ring_vector_read(em, op, ap);
     return;
   }
   if (ap->method == FA_ACCESS_TMA && ap->pipeline) {

@@ -303,6 +303,44 @@ template <int A, int B, int C> FA_DEV void fence_regs(unsigned (&r)[A][B][C]) {
       fence_regs(r[i][j]);
 }
 
+/* The elements of a 1-D block that the copy engine loaded into shared
+ * memory in order (a ring vector's dense tile, the current buffer of its
+ * loop's ring): V contiguous ones per read, the first log2(V) register bits
+ * of L being the block's lowest bits. */
+template <class L, int V, class T> FA_DEV void read_dense(T (&dst)[L::nregs], const unsigned char *tile, int toff) {
+  const T *src = reinterpret_cast<const T *>(tile);
+#pragma unroll
+  for (int g = 0; g < L::nregs / V; ++g) {
+    const int k = L::coord(toff, g * V, 0);
+    if constexpr (V == 1) {
+      dst[g] = src[k];
+    } else {
+      /* plain C++ reads, not asm: the compiler keeps them after the ring's
+         wait (an asm statement with a memory clobber) and schedules them
+         freely otherwise (volatile asm loads cost the fused backward pass 24
+         registers at d_head 64) */
+      constexpr int W = V * (int)sizeof(T) / 4;
+      unsigned w[W];
+      if constexpr (W == 1) {
+        w[0] = *reinterpret_cast<const unsigned *>(src + k);
+      } else if constexpr (W == 2) {
+        const uint2 u = *reinterpret_cast<const uint2 *>(src + k);
+        w[0] = u.x;
+        w[1] = u.y;
+      } else {
+        const uint4 u = *reinterpret_cast<const uint4 *>(src + k);
+        w[0] = u.x;
+        w[1] = u.y;
+        w[2] = u.z;
+        w[3] = u.w;
+      }
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        dst[g * V + i] = unpack<T, W>(w, i);
+    }
+  }
+}
+
 } // namespace fa
 
 #endif
