@@ -924,6 +924,18 @@ static bool reads_tile_of(Planner *pl, const IrOp *op, const IrValue *x) {
   return op_or_nested(pl, op, dot_reads_tile_of, x);
 }
 
+/* An access the copy engine makes: op's bulk copies into (or out of) tile t. */
+static void set_tma_access(FaAccessPlan *ap, const IrOp *op, FaAccessMethod method, const FaLayout *layout,
+                           FaTilePlan *t, FaTmaPlan *tma) {
+  ap->op = op;
+  ap->method = method;
+  ap->vec = 1;
+  ap->layout = layout;
+  ap->tile = t;
+  ap->tma = tma;
+  ap->tma_refusal_dim = -1;
+}
+
 static void plan_tma_load(Planner *pl, const IrOp *op) {
   FaCudaPlan *p = pl->p;
   const IrValue *x = op->results[0];
@@ -957,13 +969,7 @@ static void plan_tma_load(Planner *pl, const IrOp *op) {
   }
   *t = plan;
   t->wait_before = wait;
-  ap->op = op;
-  ap->method = FA_ACCESS_TMA;
-  ap->vec = 1;
-  ap->layout = x->layout;
-  ap->tile = vp->tile;
-  ap->tma = t;
-  ap->tma_refusal_dim = -1;
+  set_tma_access(ap, op, FA_ACCESS_TMA, x->layout, vp->tile, t);
   p->barriers[t->barrier].load = ap;
   vp->tile->fill = FA_FILL_TMA;
   vp->tile->load = ap;
@@ -1097,13 +1103,7 @@ static void plan_tma_store(Planner *pl, const IrOp *op) {
   t->barrier = -1;
   *tile = stage;
   tile->load = ap;
-  ap->op = op;
-  ap->method = FA_ACCESS_TMA_STORE;
-  ap->vec = 1;
-  ap->layout = op->aux;
-  ap->tile = tile;
-  ap->tma = t;
-  ap->tma_refusal_dim = -1;
+  set_tma_access(ap, op, FA_ACCESS_TMA_STORE, op->aux, tile, t);
   fa_ptrvec_push(&pl->tiles, tile);
   op_insert(p->ops, op)->access = ap;
   p->bulk_stores = true;
@@ -1195,15 +1195,9 @@ static void plan_ring_vector(Planner *pl, FaPipelinePlan *pp, const IrOp *op) {
   t->pipeline = pp;
   t->load = ap;
   t->nbufs = pp->stages;
-  ap->op = op;
-  ap->method = FA_ACCESS_TMA;
-  ap->vec = 1;
-  ap->layout = x->layout;
-  ap->tile = t;
+  set_tma_access(ap, op, FA_ACCESS_TMA, x->layout, t, tp);
   ap->pipeline = pp;
   ap->carried = carried_pointer(pp->loop, op, &ap->advance);
-  ap->tma = tp;
-  ap->tma_refusal_dim = -1;
   op_insert(p->ops, op)->access = ap;
   if (pp->nloads)
     memcpy(loads, pp->loads, (size_t)pp->nloads * sizeof *loads);
