@@ -535,6 +535,8 @@ int main(int argc, char **argv) {
       {"tests/gpu/hopper.fa", "accum", "D=64 T=f16 BQ=64 BK=64", "N%16", 4, 2},
       {"tests/gpu/hopper.fa", "accum", "D=128 T=bf16 BQ=64 BK=128", NULL, 8, 2},
       {"tests/gpu/hopper.fa", "tstore", "D=128 T=bf16 BN=32", NULL, 8, 2},
+      /* ring vectors (pipelines tma and tma_async) */
+      {"tests/gpu/hopper.fa", "vring", "N=64 T=f16 V=f32 BM=64 BK=64", "K%8", 4, 2},
       /* the Triton-style matmul at its default configuration, with runtime
          sizes that are multiples of 16 (what launches at such sizes compile) */
       {"examples/matmul/matmul.fa", "matmul", "T=f16 BLOCK_M=128 BLOCK_N=128 BLOCK_K=64 GROUP_M=8", "M%16,N%16,K%16",

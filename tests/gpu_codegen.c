@@ -163,6 +163,12 @@ static const Case cases[] = {
        tolerances */
     {HOP, "accum", "D=64 T=f16 BQ=64 BK=64", "Z=2 N=208", 4, 2, "q=-0.125:0.125 k=-1:1", 2e-3, 2e-3},
     {HOP, "accum", "D=128 T=bf16 BQ=64 BK=128", "Z=1 N=150", 8, 2, "q=-0.125:0.125 k=-1:1", 1e-2, 1e-2},
+    /* ring vectors: a 1-D block used in registers rides the loop's ring of
+       bulk copies (K = 200: rows of 16-byte multiples, the last block cut
+       at K), or keeps its own loads (K = 198, f16: the ring is cp.async) */
+    {HOP, "vring", "N=64 T=f16 V=f32 BM=64 BK=64", "M=130 K=200 Z=3 z=2", 4, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
+    {HOP, "vring", "N=128 T=bf16 V=f16 BM=128 BK=64", "M=300 K=200 Z=2 z=1", 8, 3, "a=-1:1 b=-1:1", 1e-2, 1e-2},
+    {HOP, "vring", "N=64 T=f16 V=f16 BM=64 BK=64", "M=64 K=198 Z=1 z=0", 4, 2, "a=-1:1 b=-1:1", 1e-3, 2e-3},
     /* a bulk store through a transposed view, the last block cut at N */
     {HOP, "tstore", "D=64 T=f16 BN=64", "N=150", 4, 2, NULL, 0, 0},
     {HOP, "tstore", "D=128 T=bf16 BN=32", "N=77", 8, 2, NULL, 0, 0},
