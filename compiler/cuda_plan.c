@@ -1148,7 +1148,7 @@ static void plan_tma(Planner *pl) {
 
 /* ---- 5d. ring vectors --------------------------------------------------------------------------------
  * A load of a 1-D block in the body of a loop whose ring the copy engine
- * fills, one thread issuing (no producer warp), whose value is used in
+ * fills (one thread issuing, or the producer warp), whose value is used in
  * registers (LSE and D in the backward passes' loops over queries), rides
  * the same ring when its block pointer is carried like the ring's: its box
  * is copied into a dense tile of its own `ahead` iterations early, with the
@@ -1209,8 +1209,6 @@ static void plan_ring_vector(Planner *pl, FaPipelinePlan *pp, const IrOp *op) {
 }
 
 static void plan_ring_vectors(Planner *pl) {
-  if (pl->p->warp_specialised)
-    return;
   for (int i = 0; i < pl->pipelines.len && pl->ok; i++) {
     FaPipelinePlan *pp = pl->pipelines.items[i];
     if (pp->sync != FA_SYNC_MBARRIER || ring_is_shared(pl, pp))
@@ -3635,9 +3633,9 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   if (pl.ok)
     plan_tma(&pl);
   if (pl.ok)
-    plan_warp_specialisation(&pl);
-  if (pl.ok)
     plan_ring_vectors(&pl);
+  if (pl.ok)
+    plan_warp_specialisation(&pl);
   if (pl.ok) {
     plan_fused_adds(&pl, out->fn->body);
     allocate_tiles(&pl);

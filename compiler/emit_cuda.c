@@ -968,14 +968,14 @@ static void emit_load_block(Emitter *em, const IrOp *op) {
          names_of(em, r)->name, ap->pipeline->ahead);
     return;
   }
+  if (ap->method == FA_ACCESS_TMA && ap->pipeline && ap->tile->format == FA_TILE_DENSE) {
+    emit_ring_vector_read(em, op, ap);
+    return;
+  }
   if (ap->method == FA_ACCESS_TMA && ap->pipeline && em->plan->warp_specialised) {
     line(em, "// %s: loaded into shared memory by the copy engine, issued by the producer warp up to %d "
              "iteration%s ahead",
          names_of(em, r)->name, ap->pipeline->stages, ap->pipeline->stages == 1 ? "" : "s");
-    return;
-  }
-  if (ap->method == FA_ACCESS_TMA && ap->pipeline && ap->tile->format == FA_TILE_DENSE) {
-    emit_ring_vector_read(em, op, ap);
     return;
   }
   if (ap->method == FA_ACCESS_TMA && ap->pipeline) {
