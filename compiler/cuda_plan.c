@@ -1171,8 +1171,8 @@ static void plan_ring_vector(Planner *pl, FaPipelinePlan *pp, const IrOp *op) {
   const FaOpPlan *o = op_find(p->ops, op);
   int size = fa_dtype_size(x->type.dtype);
   const IrOp *adv = NULL;
-  if (!vp->live || vp->tile || (o && o->access) || x->type.rank != 1 || !x->layout || size < 2 ||
-      carried_pointer(pp->loop, op, &adv) < 0)
+  if (!vp->live || vp->tile || (o && o->access) || x->type.rank != 1 || !x->layout ||
+      !tensor_map_dtype_ok(x->type.dtype) || carried_pointer(pp->loop, op, &adv) < 0)
     return;
   FaTilePlan *t = palloc(pl, sizeof *t);
   FaAccessPlan *ap = t ? palloc(pl, sizeof *ap) : NULL;
