@@ -1171,8 +1171,9 @@ static void plan_ring_vector(Planner *pl, FaPipelinePlan *pp, const IrOp *op) {
   const FaOpPlan *o = op_find(p->ops, op);
   int size = fa_dtype_size(x->type.dtype);
   const IrOp *adv = NULL;
+  int carried = carried_pointer(pp->loop, op, &adv);
   if (!vp->live || vp->tile || (o && o->access) || x->type.rank != 1 || !x->layout ||
-      !tensor_map_dtype_ok(x->type.dtype) || carried_pointer(pp->loop, op, &adv) < 0)
+      !tensor_map_dtype_ok(x->type.dtype) || carried < 0)
     return;
   FaTilePlan *t = palloc(pl, sizeof *t);
   FaAccessPlan *ap = t ? palloc(pl, sizeof *ap) : NULL;
@@ -1197,7 +1198,8 @@ static void plan_ring_vector(Planner *pl, FaPipelinePlan *pp, const IrOp *op) {
   t->nbufs = pp->stages;
   set_tma_access(ap, op, FA_ACCESS_TMA, x->layout, t, tp);
   ap->pipeline = pp;
-  ap->carried = carried_pointer(pp->loop, op, &ap->advance);
+  ap->carried = carried;
+  ap->advance = adv;
   op_insert(p->ops, op)->access = ap;
   if (pp->nloads)
     memcpy(loads, pp->loads, (size_t)pp->nloads * sizeof *loads);
