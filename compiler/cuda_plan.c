@@ -1444,6 +1444,81 @@ static void plan_fused_adds(Planner *pl, const IrRegion *r) {
   }
 }
 
+/* ---- 6b. rescales skipped where their factors are 1 -----------------------------------------------------
+ * x * f[:, None] (either order), with f = exp2(m - b) or exp(m - b) and b a
+ * running maximum of m (maximum(m, y), or a selection among such values and
+ * m itself): the rescale of an online softmax, whose factor is exactly 1
+ * wherever the maximum did not move, which in a long loop is most of the
+ * time.  Each thread then checks the few factors it holds and multiplies its
+ * elements only when one of them is not 1.  x * 1 is x exactly (a NaN stays
+ * a NaN), so the result is the same bit for bit; the gain is the multiplies
+ * a warp skips when none of its lanes needs them.  Only where the factors
+ * are at most an eighth of the elements: otherwise the check costs about as
+ * much as the multiplies. */
+
+static bool is_running_max_of(const IrValue *b, const IrValue *m, int depth) {
+  if (b == m)
+    return true;
+  const IrOp *d = b->def;
+  if (!d || depth > 4)
+    return false;
+  if (d->kind == IR_BINARY && (d->sub == BIN_MAX || d->sub == BIN_MAXNUM))
+    return d->operands[0] == m || d->operands[1] == m;
+  if (d->kind == IR_SELECT) {
+    bool arms = false;
+    for (int i = 1; i < 3; i++) {
+      const IrValue *a = d->operands[i];
+      if (a->def && a->def->kind == IR_CONST)
+        continue; /* a row with nothing seen yet takes a constant base */
+      if (!is_running_max_of(a, m, depth + 1))
+        return false;
+      arms = true;
+    }
+    return arms;
+  }
+  return false;
+}
+
+/* f = exp2(m - b) or exp(m - b) with b a running maximum of m. */
+static bool is_max_rescale_factor(const IrValue *f) {
+  const IrOp *e = f->def;
+  if (!e || e->kind != IR_UNARY || (e->sub != UN_EXP2 && e->sub != UN_EXP))
+    return false;
+  const IrOp *d = e->operands[0]->def;
+  return d && d->kind == IR_BINARY && d->sub == BIN_SUB && is_running_max_of(d->operands[1], d->operands[0], 0);
+}
+
+/* The broadcast whose operand's registers a rescale checks, or NULL. */
+static const IrOp *rescale_broadcast(const Planner *pl, const IrValue *x, const IrValue *r) {
+  const IrOp *b = x->def;
+  if (!b || b->kind != IR_BROADCAST || is_virtual(pl, x) || is_virtual(pl, b->operands[0]) ||
+      fa_type_numel(b->operands[0]->type) >= fa_type_numel(x->type))
+    return NULL;
+  const FaLayout *need = fa_plan_operand_layout(pl->p, b, 0);
+  if (!need || !r->layout || (1 << need->nreg) * 8 > (1 << r->layout->nreg))
+    return NULL;
+  const IrValue *f = b->operands[0];
+  for (int i = 0; i < 4 && f->def && (f->def->kind == IR_EXPAND_DIMS || f->def->kind == IR_RESHAPE); i++)
+    f = f->def->operands[0];
+  return is_max_rescale_factor(f) ? b : NULL;
+}
+
+static void plan_unit_factors(Planner *pl, const IrRegion *r) {
+  for (const IrOp *op = r->first; op; op = op->next) {
+    for (int i = 0; i < op->nregions; i++)
+      plan_unit_factors(pl, op->regions[i]);
+    const IrValue *res = op->nresults == 1 ? op->results[0] : NULL;
+    if (op->kind != IR_BINARY || op->sub != BIN_MUL || !res || !is_block(res) || !fa_dtype_is_float(res->type.dtype) ||
+        !val(pl, res)->live || is_virtual(pl, res) || val(pl, res)->fused_add_of)
+      continue;
+    for (int k = 0; k < 2; k++)
+      if (rescale_broadcast(pl, op->operands[k], res)) {
+        val(pl, res)->unit_factors = op->operands[k];
+        break;
+      }
+  }
+}
+
 /* ---- 7. tile offsets ----------------------------------------------------------------------------------
  * Tiles share shared memory where their lifetimes do not overlap (the two
  * loops of the causal forward pass, say).  A lifetime is a range of
@@ -3644,6 +3719,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   }
   if (pl.ok)
     plan_ops(&pl);
+  if (pl.ok)
+    plan_unit_factors(&pl, out->fn->body);
   /* the plans of the ops are final from here on */
   out->products = (FaProductPlan **)freeze(&pl, &pl.products, &out->nproducts);
   out->accesses = (FaAccessPlan **)freeze(&pl, &pl.accesses, &out->naccesses);

@@ -672,6 +672,9 @@ typedef struct FaValuePlan {
   int nconvs;
   FaTilePlan *tile;         /* its shared-memory copy, or NULL */
   FaProductPlan *fused_add_of; /* on an addition's result: the product it computes */
+  const IrValue *unit_factors; /* on a product x * f[:, None] with f an online softmax's rescale factor
+                               (cuda_plan.c, 6b): the broadcast factors; each thread multiplies only
+                               when a factor it holds is not 1 */
   bool producer;            /* warp specialisation: the producer computes it too */
 } FaValuePlan;
 

@@ -3,7 +3,8 @@
  * One decision per line, each starting with what it is about:
  *     kernel, arg, role, schedule, barrier, smem, layout   (the kernel as a whole)
  *     tile, pipeline                                         (shared memory)
- *     load, store, atomic, atomic_add, product, convert, reduce, scan, print
+ *     load, store, atomic, atomic_add, product, convert, reduce, scan, print,
+ *     rescale
  *                                                            (ops, in program order)
  * and naming the source location (FILE:LINE:COL) of the op it belongs to,
  * so that test cases can look for a decision with a plain substring.  The
@@ -779,6 +780,24 @@ static void print_print(const FaPrintPlan *pp, StrBuf *out) {
   fa_sb_putc(out, '\n');
 }
 
+/* A product by an online softmax's rescale factors, skipped where they are 1. */
+static void print_rescale(const FaCudaPlan *p, const IrOp *op, StrBuf *out) {
+  const IrValue *r = op->nresults == 1 ? op->results[0] : NULL;
+  if (!r || op->kind != IR_BINARY || !p->values[r->id].unit_factors)
+    return;
+  const IrValue *f = p->values[r->id].unit_factors->def->operands[0];
+  for (int i = 0; i < 4 && !f->name && f->def && (f->def->kind == IR_EXPAND_DIMS || f->def->kind == IR_RESHAPE); i++)
+    f = f->def->operands[0];
+  fa_sb_puts(out, "rescale ");
+  put_value(out, r);
+  fa_sb_puts(out, " (");
+  put_loc(out, op->loc);
+  fa_sb_puts(out, "): by ");
+  put_value(out, f);
+  fa_sb_puts(out, ", exp of a running maximum's change: each thread multiplies only where a factor it holds "
+                  "is not 1\n");
+}
+
 /* The values an op defines, for their conversions. */
 static void print_op_conversions(const FaCudaPlan *p, const IrOp *op, StrBuf *out) {
   for (int i = 0; i < op->nresults; i++)
@@ -813,6 +832,7 @@ void fa_cuda_plan_print(const FaCudaPlan *p, StrBuf *out) {
       print_scan(sp, out);
     if (prp)
       print_print(prp, out);
+    print_rescale(p, op, out);
     print_op_conversions(p, op, out);
   }
   for (int i = 0; i < p->layouts.layouts.len; i++) {

@@ -615,6 +615,28 @@ static const char *binary_expr(Emitter *em, const IrOp *op, const char *a, const
   return aprintf(em, "(%s %s %s)", a, sym, b);
 }
 
+/* x * f[:, None] with f an online softmax's rescale factor (the plan's
+ * unit_factors): the elements copied, then multiplied only where a factor
+ * this thread holds is not 1 (x * 1 is x, so the result is the same). */
+static void emit_unit_rescale(Emitter *em, const IrOp *op) {
+  const IrValue *r = op->results[0];
+  const IrOp *b = vplan(em, r)->unit_factors->def;
+  const FaLayout *need = need_of(em, b, 0);
+  const char *factors = array_in(em, b->operands[0], need);
+  int k = op->operands[0] == vplan(em, r)->unit_factors ? 1 : 0; /* the operand rescaled */
+  declare_block(em, r, NULL);
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(r->layout));
+  line(em, "  %s[fa_e] = %s;", names_of(em, r)->name, operand(em, op, k));
+  line(em, "if (!fa::all_ones(%s)) {  // a running maximum moved: rescale", factors);
+  em->indent++;
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(r->layout));
+  line(em, "  %s[fa_e] = %s;", names_of(em, r)->name, binary_expr(em, op, operand(em, op, 0), operand(em, op, 1)));
+  em->indent--;
+  line(em, "}");
+}
+
 static const char *cmp_sym(int sub) {
   switch ((IrCmpOp)sub) {
   case CMP_LT: return "<";
@@ -2471,6 +2493,10 @@ static void emit_op(Emitter *em, const IrOp *op) {
     if (vplan(em, r)->fused_add_of) {
       source_comment(em, vplan(em, r)->fused_add_of->dot->loc);
       emit_dot_into(em, vplan(em, r)->fused_add_of, r, true);
+      break;
+    }
+    if (vplan(em, r)->unit_factors) {
+      emit_unit_rescale(em, op);
       break;
     }
     emit_elementwise(em, r, binary_expr(em, op, operand(em, op, 0), operand(em, op, 1)));

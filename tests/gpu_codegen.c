@@ -101,6 +101,9 @@ static const Case cases[] = {
     {CG, "block_atomics", "T=f16 BM=32 BN=64", "M=70 N=96 P=3", 4, 2, NULL, 2e-3, 2e-3},
     {CG, "loops", "BM=32 BN=64", "M=70 N=300", 4, 2, NULL, 1e-5, 1e-5},
     {CG, "loops", "BM=4 BN=128", "M=9 N=129", 1, 2, NULL, 1e-5, 1e-5},
+    /* an online softmax whose rescale is skipped where its factors are 1 */
+    {CG, "online", "D=64 T=f16 BM=64 BN=32", "M=100 N=1000", 4, 2, "x=-20:20 v=-1:1", 2e-3, 2e-3},
+    {CG, "online", "D=128 T=bf16 BM=32 BN=64", "M=45 N=333", 4, 2, "x=-20:20 v=-1:1", 1e-2, 1e-2},
     /* erf (2 ulp on the GPU, about 1 in the C library), fma (one rounding on both)
        and clamp */
     {CG, "mathx", "T=f32 BLOCK=128", "n=1000", 4, 2, NULL, 3e-7, 3e-7},

@@ -133,6 +133,16 @@ template <class Map, class T, int ND, int NS> FA_DEV void regmap(T (&dst)[ND], c
     dst[e] = src[Map::gather(e)];
 }
 
+/* Whether every element is 1 (a NaN is not): the check before a rescale
+ * that multiplying by 1 would leave unchanged. */
+template <class T, int N> FA_DEV bool all_ones(const T (&x)[N]) {
+  bool ones = true;
+#pragma unroll
+  for (int e = 0; e < N; ++e)
+    ones = ones && x[e] == T(1);
+  return ones;
+}
+
 /* Any layout change, through shared memory: every thread writes its elements
  * at their flat index (copies write equal values), then reads the ones its
  * new layout gives it.  `smem` holds at least Shape::numel elements and is
