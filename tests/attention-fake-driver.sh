@@ -102,15 +102,18 @@ has "$dir/out" "attn_bwd_dkdv  n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_
 
 # the Hopper defaults of the deterministic backward pass (the stand-in driver
 # is an sm_90a device; @autotune(prefer=...) in attention.fa): at d_head 64
-# dK/dV takes 64x64 where the lengths are multiples of 16 and keeps 32x64
+# dK/dV takes 64x64 where the lengths are multiples of 8 and keeps 32x64
 # where not; at d_head 128 dK/dV takes 64x64 with late waits and dQ 128x128
 # with a producer warp
 "$attn" --gpu --shape 1,2,2,256,64 --backward > "$dir/out" 2>&1
 has "$dir/out" "attn_bwd_dkdv  n_groups=1 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=64 warps=4 stages=2 (default)" \
   "dK/dV at d_head 64, N=256: 64x64 by default on sm_90a"
 "$attn" --gpu --shape 1,2,2,200,64 --backward > "$dir/out" 2>&1
+has "$dir/out" "attn_bwd_dkdv  n_groups=1 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=64 warps=4 stages=2 (default)" \
+  "dK/dV at d_head 64, N=200 (a multiple of 8, not of 16): 64x64 by default"
+"$attn" --gpu --shape 1,2,2,204,64 --backward > "$dir/out" 2>&1
 has "$dir/out" "attn_bwd_dkdv  n_groups=1 d_head=64 is_causal=False T=f16 BLOCK_Q=32 BLOCK_K=64 warps=4 stages=2 (default)" \
-  "dK/dV at d_head 64, N=200 (not a multiple of 16): 32x64 by default"
+  "dK/dV at d_head 64, N=204 (not a multiple of 8): 32x64 by default"
 "$attn" --gpu --shape 1,2,2,256,128 --causal --backward > "$dir/out" 2>&1
 grep "^  attn_bwd_dkdv " "$dir/out" | grep -q "BLOCK_Q=64 BLOCK_K=64 warps=4 stages=2 (default).*pipeline tma_async," &&
   echo "ok: dK/dV at d_head 128: 64x64 with tma_async by default on sm_90a" ||

@@ -153,7 +153,7 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
  * target), at d_head <= 128: attn_bwd_dkdv's default is 64x64 on 4 warps
  * with 2 stages, with tma up to d_head 64 and tma_async above
  * (dkdv_hopper_default; at d_head 64 only for lengths that are multiples of
- * 16, as the problem's are); attn_bwd_dq's above d_head 64 is tma_ws_pp at
+ * 8, as the problem's are); attn_bwd_dq's above d_head 64 is tma_ws_pp at
  * 128x128 on 8 warps with 2 stages (dq_hopper_default); attn_bwd's (the
  * fused pass) tma_async with 2 stages at 64x128 on 8 warps above d_head 64,
  * 64x64 on 4 up to 64 (bwd_hopper_default).  attn_fwd prefers nothing at
