@@ -3516,7 +3516,7 @@ static void plan_barriers(Planner *pl) {
 
 /* A kernel with ring vectors asks ptxas (__launch_bounds__' second
  * argument) for registers that let as many blocks share a multiprocessor as
- * its shared memory does (228 KB an SM on sm_90, 1 KB of it reserved per
+ * its shared memory does (FA_SMEM_SM_SM90, less FA_SMEM_BLOCK_RESERVED per
  * block), where that leaves at least 160 registers a thread: reading a
  * vector from shared memory instead of global memory took the fused
  * backward pass at d_head 64 from 168 registers (three blocks an SM) to 192
@@ -3529,7 +3529,7 @@ static void plan_ring_occupancy(FaCudaPlan *p) {
     vectors |= p->tiles[i]->format == FA_TILE_DENSE;
   if (!vectors || p->warp_specialised || p->target.sm != 90)
     return;
-  int blocks = (int)(233472 / (p->smem.total + 1024));
+  int blocks = (int)(FA_SMEM_SM_SM90 / (p->smem.total + FA_SMEM_BLOCK_RESERVED));
   int regs = blocks > 0 ? 65536 / (blocks * p->threads) / 8 * 8 : 0;
   if (blocks >= 2 && regs >= 160) {
     p->min_blocks = blocks;

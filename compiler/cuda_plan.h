@@ -611,6 +611,10 @@ enum { FA_MAX_BARRIERS = 24, FA_MAX_TENSOR_MAPS = 16 };
 /* The most dynamic shared memory a thread block may have on sm_90 (H100,
  * H200): a staging tile that would take the kernel past it is refused. */
 enum { FA_SMEM_MAX_SM90 = 227 * 1024 };
+/* What a multiprocessor of sm_90 has in all, and what it keeps of it for
+ * each resident thread block: blocks of S bytes of dynamic shared memory
+ * that fit one SM number FA_SMEM_SM_SM90 / (S + FA_SMEM_BLOCK_RESERVED). */
+enum { FA_SMEM_SM_SM90 = 228 * 1024, FA_SMEM_BLOCK_RESERVED = 1024 };
 
 /* Persistent kernels: the order in which a thread block's loop visits the
  * programs (tiles).  Thread block b runs programs b, b + G, b + 2G, ... of
