@@ -3530,7 +3530,7 @@ static void plan_ring_occupancy(FaCudaPlan *p) {
   if (!vectors || p->warp_specialised || p->target.sm != 90)
     return;
   int blocks = (int)(FA_SMEM_SM_SM90 / (p->smem.total + FA_SMEM_BLOCK_RESERVED));
-  int regs = blocks > 0 ? 65536 / (blocks * p->threads) / 8 * 8 : 0;
+  int regs = blocks > 0 ? FA_REGISTERS_SM / (blocks * p->threads) / 8 * 8 : 0;
   if (blocks >= 2 && regs >= 160) {
     p->min_blocks = blocks;
     p->ring_registers = regs > 255 ? 255 : regs;
@@ -3567,7 +3567,7 @@ static void plan_kernel(Planner *pl) {
     int producer = 0, consumer = 0;
     if (p->threads > 256) {
       producer = 24;
-      consumer = (65536 - 128 * producer) / (32 * p->warps) / 8 * 8;
+      consumer = (FA_REGISTERS_SM - 128 * producer) / (32 * p->warps) / 8 * 8;
       if (consumer > 240)
         consumer = 240;
     }
