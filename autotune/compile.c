@@ -385,10 +385,10 @@ static int next_done(CompileShared *sh, bool *taken, bool first) {
 static bool accept(TuneRun *run, TuneCand *c, const fadsl_kernel_info *info, TuneJob *job, size_t smem_limit) {
   take_info(c, info);
   if (c->cache && !strcmp(c->cache, "miss")) job->ncompiled++;
-  if (c->registers > 0 && c->threads > 0 && (long)c->registers * c->threads > 65536) {
+  if (c->registers > 0 && c->threads > 0 && (long)c->registers * c->threads > FA_REGISTERS_SM) {
     char why[160];
-    snprintf(why, sizeof why, "%d registers x %d threads exceed the 65536 registers of a multiprocessor",
-             c->registers, c->threads);
+    snprintf(why, sizeof why, "%d registers x %d threads exceed the %d registers of a multiprocessor",
+             c->registers, c->threads, FA_REGISTERS_SM);
     reject(run, c, "registers", why);
     return false;
   }

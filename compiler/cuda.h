@@ -130,6 +130,11 @@ typedef struct FaArgFact {
  * three variants, each correct for its values. */
 enum { FA_SPECIALISE_MULTIPLE = 16, FA_SPECIALISE_MULTIPLE_MIN = 8 };
 
+/* The 32-bit registers of one multiprocessor (sm_80 and sm_90): a kernel's
+ * per-thread registers times the threads of its blocks on an SM share them
+ * (the planner's register budgets, the tuner's check of compiled candidates). */
+enum { FA_REGISTERS_SM = 65536 };
+
 /* The fact an integer argument's value gives (%16 or %8); false when none. */
 bool fa_arg_fact_of_int(const char *name, int64_t value, FaArgFact *out);
 /* The fact a pointer argument's address gives (address 0: not bound yet,

@@ -615,9 +615,6 @@ enum { FA_SMEM_MAX_SM90 = 227 * 1024 };
  * each resident thread block: blocks of S bytes of dynamic shared memory
  * that fit one SM number FA_SMEM_SM_SM90 / (S + FA_SMEM_BLOCK_RESERVED). */
 enum { FA_SMEM_SM_SM90 = 228 * 1024, FA_SMEM_BLOCK_RESERVED = 1024 };
-/* The 32-bit registers of one multiprocessor (sm_80 and sm_90): a kernel's
- * per-thread registers times the threads of its blocks on an SM share them. */
-enum { FA_REGISTERS_SM = 65536 };
 
 /* Persistent kernels: the order in which a thread block's loop visits the
  * programs (tiles).  Thread block b runs programs b, b + G, b + 2G, ... of
