@@ -643,7 +643,7 @@ START_TEST(bad_input_exits_2) {
   expect_failure("--dry-run --kernel attn_bwd_d " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
                  "kernel 'attn_bwd_d' has no @autotune space");
   expect_failure("--dry-run --size Q=3 " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
-                 "unknown size 'Q' (problem 'attention': B, H, KVH, N, D, causal, T, deterministic, fuse_delta)");
+                 "unknown size 'Q' (problem 'attention': B, H, KVH, N, D, causal, T, deterministic, fuse_delta, heads)");
   expect_failure("--dry-run --size N " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2, "--size wants NAME=VALUE");
   expect_failure("--dry-run --only BLOCK_X=1 " FADSL_TOP_SRCDIR "/examples/attention/attention.fa", 2,
                  "--only BLOCK_X: no kernel being tuned has an @autotune axis of that name");

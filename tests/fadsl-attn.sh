@@ -1,6 +1,7 @@
 #!/bin/sh
 # fadsl-attn.sh - fadsl-attn end to end without a GPU: --interpret --check on
-# random inputs (GQA 3:1 and 4:1, causal and not, Nq != Nkv) and on .npy files,
+# random inputs (GQA 3:1 and 4:1, causal and not, Nq != Nkv; the fused pass
+# with a program per query head too) and on .npy files,
 # the same kernels through fadsl-run giving the same bits, a deliberately
 # wrong attention.fa failing --check, shape and usage errors, and --gpu
 # failing cleanly where there is no GPU.
@@ -38,6 +39,12 @@ expect() {
 expect 0 "checked everything" --interpret --shape 1,6,2,77,32 --causal --backward --check --seed 1
 expect 0 "dv  ||out - ref||" --interpret --shape 2,4,1,33,50,16 --backward --check --dtype bf16 --seed 2
 expect 0 "lse ||out - ref||" --interpret --shape 1,3,1,1,64 --check --seed 3
+# the fused pass with one program per query head (attn_bwd_heads: dK and dV
+# added into float32 accumulators, then attn_bwd_dkdv_convert)
+expect 0 "checked everything" --interpret --shape 1,6,2,77,64 --causal --backward --fused --heads --check --seed 4
+expect 0 "dk  ||out - ref||" --interpret --shape 2,4,1,100,120,32 --backward --fused --heads --check --seed 5
+expect 0 "dv  ||out - ref||" --interpret --shape 1,8,2,64,16 --causal --backward --fused --heads --check --dtype bf16 --seed 6
+expect 2 "--heads is the interpreter's fused pass" --gpu --shape 1,2,2,16,16 --backward --fused --heads
 
 # files: inputs saved by one run are read back by another, with the same results
 "$attn" --interpret --shape 1,4,2,45,64 --causal --backward --seed 4 --save-inputs "$dir/in_" \

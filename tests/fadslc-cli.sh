@@ -130,6 +130,7 @@ helper attention_core.attn_bwd_dq_program
 helper attention_core.attn_bwd_dq_inner
 helper attention_core.attn_bwd_prep_program
 helper attention_core.attn_bwd_program
+helper attention_core.attn_bwd_dkdv_convert_program
 helper attention_core.attn_bwd_dq_convert_program
 helper attention_core.dkdv_hopper_default
 helper attention_core.dq_hopper_default
@@ -142,6 +143,8 @@ kernel attn_bwd_dq
 kernel attn_bwd_prep
 kernel attn_bwd
 kernel attn_bwd_dq_convert
+kernel attn_bwd_heads
+kernel attn_bwd_dkdv_convert
 problem attention
 LIST
   if cmp -s "$dir/list" "$dir/want"; then echo "ok: fadslc --list attention.fa"

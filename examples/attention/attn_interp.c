@@ -364,14 +364,34 @@ static bool run_fused_backward(FaAttnRunner *r, const FaAttnShape *s, RunArgs *r
   add_arg(&a, buf_arg("t_dq_acc", DT_F32, acc, nq_elems(s)));
   add_const(&a, "WRITE_D", const_bool(!r->fuse_delta));
   add_const(&a, "FUSE_D", const_bool(r->fuse_delta));
+  /* with one program per query head, dK and dV are added into float32
+     accumulators, zeroed here, which attn_bwd_dkdv_convert rounds */
+  float *dkv_acc = NULL;
+  if (r->heads) {
+    if (!fa_program_kernel(r->prog, "attn_bwd_heads") || !fa_program_kernel(r->prog, "attn_bwd_dkdv_convert")) {
+      fa_error(&r->fc->diag, fa_noloc(), "the attention program has no attn_bwd_heads and attn_bwd_dkdv_convert");
+      free(acc);
+      return false;
+    }
+    dkv_acc = calloc(2 * (size_t)nkv_elems(s), sizeof *dkv_acc);
+    if (!dkv_acc) {
+      fa_error(&r->fc->diag, fa_noloc(), "out of memory");
+      free(acc);
+      return false;
+    }
+    add_arg(&a, buf_arg("t_dk_acc", DT_F32, dkv_acc, nkv_elems(s)));
+    add_arg(&a, buf_arg("t_dv_acc", DT_F32, dkv_acc + nkv_elems(s), nkv_elems(s)));
+  }
   RunArgs d = a;
   drop_tiles(&d);
   bool ok = run_kernel(r, "attn_bwd_prep", d.c, d.nc, d.a, d.na);
   if (ok) {
     set_tiles(&a, small, large);
-    ok = run_kernel(r, "attn_bwd", a.c, a.nc, a.a, a.na);
+    ok = run_kernel(r, r->heads ? "attn_bwd_heads" : "attn_bwd", a.c, a.nc, a.a, a.na);
   }
   ok = ok && run_kernel(r, "attn_bwd_dq_convert", d.c, d.nc, d.a, d.na);
+  ok = ok && (!r->heads || run_kernel(r, "attn_bwd_dkdv_convert", d.c, d.nc, d.a, d.na));
+  free(dkv_acc);
   free(acc);
   return ok;
 }

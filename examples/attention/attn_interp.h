@@ -33,6 +33,8 @@ typedef struct FaAttnRunner {
                                else the fused attn_bwd_prep, attn_bwd and attn_bwd_dq_convert where the
                                program has them (the deterministic kernels where it has not) */
   bool fuse_delta;          /* fused backward: D computed in attn_bwd (FUSE_D), attn_bwd_prep only zeroing */
+  bool heads;               /* fused backward: one program per query head (attn_bwd_heads, dK and dV added
+                               into float32 accumulators, attn_bwd_dkdv_convert) */
   bool ran_fused;           /* set by the backward calls: which pass ran */
 } FaAttnRunner;
 

@@ -68,6 +68,7 @@ typedef struct Options {
   bool deterministic, fused, fuse_delta;              /* the backward pass: which one (--deterministic,
                                                          --fused and --fuse-delta as given; after
                                                          parse_options deterministic is the choice) */
+  bool heads;                                         /* --heads: the fused pass, a program a query head */
   DType dtype;
   const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
   const char *alibi, *sinks, *dsinks, *cu_seqlens;   /* variants' files */
@@ -117,6 +118,9 @@ static void usage(FILE *f) {
         "                       the scores once, dQ summed with atomic additions in a varying order)\n"
         "  --fuse-delta         the fused pass with D = rowsum(dO * O) computed inside attn_bwd (plain\n"
         "                       attention; for measurements)\n"
+        "  --heads              (--interpret) the fused pass with one program per query head\n"
+        "                       (attn_bwd_heads: dK and dV added into float32 accumulators, then\n"
+        "                       attn_bwd_dkdv_convert), an experiment for grouped queries\n"
         "  --seed N             seed of the random inputs (printed when not given)\n"
         "  --save-inputs PREFIX write the inputs as PREFIXq.npy, PREFIXk.npy, PREFIXv.npy (and PREFIXdo.npy),\n"
         "                       float32 holding the rounded values\n"
@@ -295,6 +299,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->fused = true;
     } else if (!strcmp(a, "--fuse-delta")) {
       o->fuse_delta = true;
+    } else if (!strcmp(a, "--heads")) {
+      o->heads = true;
     } else if (!strcmp(a, "--bench")) {
       o->bench = true;
     } else if (!strcmp(a, "--forward-only")) {
@@ -451,6 +457,12 @@ static int parse_options(int argc, char **argv, Options *o) {
                                       : "--fuse-delta is a form of the fused backward pass, not of --deterministic");
   if (o->fuse_delta && (o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens))
     return usage_error("%s", "--fuse-delta is for plain attention (no variant)");
+  if (o->heads && (!o->interpret || o->fuse_delta || o->deterministic || o->has_window || o->softcap > 0 ||
+                   o->alibi || o->sinks || o->cu_seqlens))
+    return usage_error("%s", "--heads is the interpreter's fused pass of plain attention (--interpret, no "
+                             "variant, not --fuse-delta)");
+  if (o->heads)
+    o->fused = true;
   if (o->interpret && !o->block_q)
     o->block_q = o->block_k = 32;
   if (o->interpret && (o->block_q % o->block_k && o->block_k % o->block_q))
@@ -738,6 +750,7 @@ static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, co
   bool ok = fa_attn_open(&r, &fc, program, o->block_q, o->block_k, threads);
   r.deterministic = o->deterministic;
   r.fuse_delta = o->fuse_delta;
+  r.heads = o->heads;
   double t0 = now_s();
   ok = ok && fa_attn_forward_variant(&r, s, &var->v, dt, q->data, k->data, v->data, out->o, out->lse2);
   double t1 = now_s();
