@@ -48,6 +48,14 @@ for k in attn_bwd_prep attn_bwd attn_bwd_dq_convert; do
   has "$dir/out2" "  $k " "--fused: $k launched and its config printed"
 done
 has "$dir/out2" "fused: attn_bwd_prep + attn_bwd + attn_bwd_dq_convert" "--fused names its kernels"
+# --heads: the fused pass with a program per query head (the C API's dkv_accum)
+"$attn" --gpu --shape 1,6,2,77,32 --causal --backward --check --seed 1 --heads > "$dir/out4" 2>&1
+[ $? -eq 1 ] && echo "ok: --heads: kernels that did not run fail --check" || fail "--heads status"
+for k in attn_bwd_prep attn_bwd_dkdv_zero attn_bwd_heads attn_bwd_dq_convert attn_bwd_dkdv_convert; do
+  has "$dir/out4" "  $k " "--heads: $k launched and its config printed"
+done
+has "$dir/out4" "fused, a program per query head: attn_bwd_prep + attn_bwd_dkdv_zero + attn_bwd_heads" \
+  "--heads names its kernels"
 "$attn" --gpu --shape 1,6,2,77,32 --causal --backward --fused --deterministic > "$dir/out3" 2>&1
 [ $? -eq 2 ] && grep -q "give one" "$dir/out3" && echo "ok: --fused with --deterministic is refused" ||
   { fail "--fused --deterministic"; cat "$dir/out3"; }

@@ -2,7 +2,8 @@
  * the CPU interpreter) against the float64 reference: forward (O and LSE),
  * backward, and backward from a given delta, including the gradient of a loss
  * that reads the LSE; the fused and the deterministic backward pass
- * (fadsl_attention_backward_host_ex); grouped-query attention, causal masking, odd lengths,
+ * (fadsl_attention_backward_host_ex), with a program per query head too;
+ * grouped-query attention, causal masking, odd lengths,
  * Nq != Nkv, f16 and bf16; threads; and the refusals with their messages
  * (check_shape, null and misaligned pointers).  No GPU needed. */
 #include <check.h>
@@ -328,6 +329,68 @@ START_TEST(test_backward_ex_modes) {
 }
 END_TEST
 
+/* The fused pass with a program per query head (dkv_accum): with grouped
+ * queries it writes the caller's dK and dV accumulators (poisoned before)
+ * and gives the gradients of float64, delta computed by attn_bwd_prep or in
+ * attn_bwd_heads; without grouping the accumulators are left alone; a
+ * misaligned one is refused. */
+static void check_heads(int H, int KVH, bool causal, fadsl_attention_dtype dt, double bound) {
+  Problem p;
+  problem_init(&p, 2, H, KVH, 57, 57, 32, causal, dt, 23 + (uint64_t)H);
+  const FaAttnShape *s = &p.s;
+  ck_assert_msg(forward(&p, 1) == FADSL_SUCCESS, "%s", err());
+  double *dq = calloc((size_t)p.nq, sizeof(double)), *dk = calloc((size_t)p.nkv, sizeof(double)),
+         *dv = calloc((size_t)p.nkv, sizeof(double));
+  fa_attn_ref_backward(s, p.qd, p.kd, p.vd, p.dOd, dq, dk, dv);
+  size_t dkv_bytes = fadsl_attention_dkv_accum_bytes(s->B, s->KVH, s->Nkv, s->D);
+  ck_assert_uint_eq(dkv_bytes, (size_t)2 * 4 * s->B * s->KVH * s->Nkv * s->D);
+  float *dkv = malloc(dkv_bytes + 4);
+  fadsl_attention_options o;
+  fadsl_attention_options_init(&o);
+  o.causal = causal;
+  o.dkv_accum = (uint64_t)(uintptr_t)dkv;
+  for (int fuse_delta = 0; fuse_delta < 2; fuse_delta++) {
+    memset(dkv, 0xff, dkv_bytes);
+    o.fuse_delta = fuse_delta;
+    backward_ex(&p, &o, 2);
+    check_grads(&p, dq, dk, dv, bound, fuse_delta ? "a program per query head, delta in attn_bwd_heads"
+                                                  : "a program per query head");
+    /* dK's accumulator and then dV's: the gradients before the rounding */
+    for (int64_t i = 0; i < p.nkv; i++) {
+      bool grouped = H > KVH;
+      float ak = dkv[i], av = dkv[p.nkv + i];
+      if (!grouped) {
+        ck_assert_msg(isnan(ak) && isnan(av), "H == KVH: the accumulators were written (%lld)", (long long)i);
+        continue;
+      }
+      ck_assert_msg(fabs(ak - dk[i]) <= 0.05 * (1 + fabs(dk[i])), "dK accumulator[%lld] %g, dk %g", (long long)i,
+                    ak, dk[i]);
+      ck_assert_msg(fabs(av - dv[i]) <= 0.05 * (1 + fabs(dv[i])), "dV accumulator[%lld] %g, dv %g", (long long)i,
+                    av, dv[i]);
+    }
+  }
+  o.fuse_delta = 0;
+  o.dkv_accum = (uint64_t)(uintptr_t)dkv + 2;
+  ck_assert_int_eq(fadsl_attention_backward_host_ex(attn, &o, p.q, p.k, p.v, p.o, p.lse, p.dO, p.dq, p.dk, p.dv,
+                                                    p.delta, s->B, s->H, s->KVH, s->Nq, s->Nkv, s->D, 0.0f, p.dtype,
+                                                    1),
+                   FADSL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(err(), "dkv_accum is not 4-byte aligned"), "%s", err());
+  ck_assert_uint_eq(fadsl_attention_dkv_accum_bytes(0, 1, 1, 1), 0);
+  free(dkv);
+  free(dq), free(dk), free(dv);
+  problem_free(&p);
+}
+
+START_TEST(test_backward_ex_heads_causal_f16) { check_heads(6, 2, true, FADSL_ATTENTION_F16, 1e-2); }
+END_TEST
+
+START_TEST(test_backward_ex_heads_bf16) { check_heads(4, 1, false, FADSL_ATTENTION_BF16, 3e-2); }
+END_TEST
+
+START_TEST(test_backward_ex_heads_ungrouped) { check_heads(3, 3, true, FADSL_ATTENTION_F16, 1e-2); }
+END_TEST
+
 /* Threads share programs that write disjoint rows: the result is the same
  * bit for bit. */
 START_TEST(test_threads_same_bits) {
@@ -390,6 +453,9 @@ int main(void) {
   tcase_add_test(tc, test_backward_causal_gqa_f16);
   tcase_add_test(tc, test_backward_unequal_bf16);
   tcase_add_test(tc, test_backward_ex_modes);
+  tcase_add_test(tc, test_backward_ex_heads_causal_f16);
+  tcase_add_test(tc, test_backward_ex_heads_bf16);
+  tcase_add_test(tc, test_backward_ex_heads_ungrouped);
   tcase_add_test(tc, test_threads_same_bits);
   tcase_add_test(tc, test_refusals);
   suite_add_tcase(s, tc);

@@ -42,9 +42,16 @@ expect 0 "lse ||out - ref||" --interpret --shape 1,3,1,1,64 --check --seed 3
 # the fused pass with one program per query head (attn_bwd_heads: dK and dV
 # added into float32 accumulators, then attn_bwd_dkdv_convert)
 expect 0 "checked everything" --interpret --shape 1,6,2,77,64 --causal --backward --fused --heads --check --seed 4
-expect 0 "dk  ||out - ref||" --interpret --shape 2,4,1,100,120,32 --backward --fused --heads --check --seed 5
+expect 0 "(fused, a program per query head)" --interpret --shape 1,6,2,77,64 --causal --backward --fused --heads --seed 4
+expect 0 "dk  ||out - ref||" --interpret --shape 2,4,1,100,120,32 --backward --heads --fuse-delta --check --seed 5
+expect 0 "(fused, a program per query head, D in attn_bwd_heads)" --interpret --shape 2,4,1,100,120,32 --backward \
+  --heads --fuse-delta --seed 5
 expect 0 "dv  ||out - ref||" --interpret --shape 1,8,2,64,16 --causal --backward --fused --heads --check --dtype bf16 --seed 6
-expect 2 "--heads is the interpreter's fused pass" --gpu --shape 1,2,2,16,16 --backward --fused --heads
+# without grouped queries the pass is attn_bwd's, as in the library
+expect 0 "(fused)" --interpret --shape 1,2,2,40,16 --backward --heads --check --seed 7
+expect 2 "--heads is a form of the fused backward pass" --interpret --shape 1,4,2,16,16 --backward --heads \
+  --deterministic
+expect 2 "--heads is for plain attention" --interpret --shape 1,4,2,16,16 --backward --heads --window 4,0
 
 # files: inputs saved by one run are read back by another, with the same results
 "$attn" --interpret --shape 1,4,2,45,64 --causal --backward --seed 4 --save-inputs "$dir/in_" \
@@ -94,7 +101,7 @@ expect 1 "causal attention needs as many queries as keys" --interpret --shape 1,
 expect 2 "--bench, --json, --warps, --stages and --config are for --gpu" --interpret --shape 1,2,2,16,16 --bench
 expect 2 "--bench, --json, --warps, --stages and --config are for --gpu" --interpret --shape 1,2,2,16,16 \
   --config attn_fwd:BLOCK_Q=64
-expect 2 "KERNEL one of attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd" --gpu --shape 1,2,2,16,16 \
+expect 2 "KERNEL one of attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd, attn_bwd_heads" --gpu --shape 1,2,2,16,16 \
   --config attn_bwd_d:BLOCK_Q=64
 expect 2 "KERNEL one of attn_fwd" --gpu --shape 1,2,2,16,16 --config BLOCK_Q=64
 expect 2 "(the pipeline is FADSL_PIPELINE's)" --gpu --shape 1,2,2,16,16 --config attn_bwd:pipeline=tma_async

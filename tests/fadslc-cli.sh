@@ -131,6 +131,7 @@ helper attention_core.attn_bwd_dq_inner
 helper attention_core.attn_bwd_prep_program
 helper attention_core.attn_bwd_program
 helper attention_core.attn_bwd_dkdv_convert_program
+helper attention_core.attn_bwd_dkdv_zero_program
 helper attention_core.attn_bwd_dq_convert_program
 helper attention_core.dkdv_hopper_default
 helper attention_core.dq_hopper_default
@@ -144,6 +145,7 @@ kernel attn_bwd_prep
 kernel attn_bwd
 kernel attn_bwd_dq_convert
 kernel attn_bwd_heads
+kernel attn_bwd_dkdv_zero
 kernel attn_bwd_dkdv_convert
 problem attention
 LIST

@@ -234,6 +234,9 @@ static const Case cases[] = {
      "n_zh=1 q_seq_len=200 kv_seq_len=200 sm_scale=0.125", 8, 2, "t_lse=10:12 t_pdp=-0.5:0.5", 5e-3, 5e-3},
     {ATT, "attn_bwd_heads", "n_groups=4 d_head=128 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=128",
      "n_zh=2 q_seq_len=150 kv_seq_len=270 sm_scale=0.088", 8, 2, "t_lse=14:16 t_pdp=-0.5:0.5", 2e-2, 2e-2},
+    /* around it: zeros in its accumulators, and dK and dV rounded from them */
+    {ATT, "attn_bwd_dkdv_zero", "d_head=64 BLOCK_K=32", "n_zh=3 kv_seq_len=150", 4, 2, NULL, 0, 0},
+    {ATT, "attn_bwd_dkdv_convert", "d_head=128 T=bf16 BLOCK_K=32", "n_zh=2 kv_seq_len=150", 4, 2, NULL, 0, 0},
 };
 
 /* ---- small helpers ------------------------------------------------------------------- */

@@ -25,7 +25,7 @@ fadsl_status fadsl_attention_backward_delta(fadsl_attention *a, uint64_t q, uint
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward_delta", &c, dtype, ptrs, 9, 16);
   if (st != FADSL_SUCCESS)
     return st;
-  FaAttnTensors t = {q, k, v, 0, lse, do_, dq, dk, dv, delta, 0};
+  FaAttnTensors t = {q, k, v, 0, lse, do_, dq, dk, dv, delta, 0, 0};
   FaAttnTarget where = {stream, NULL, 0, 0};
   return fa_attn_api_backward(a, &t, &c, &where, 1, NULL);
 }

@@ -39,9 +39,10 @@ typedef struct FaAttnNamedPtr {
 } FaAttnNamedPtr;
 
 /* The tensors of a call (device or host addresses); unused ones 0.
- * dq_accum: the fused backward pass's float32 accumulator. */
+ * dq_accum: the fused backward pass's float32 accumulator; dkv_accum: dK's
+ * and then dV's, for its form with a program per query head. */
 typedef struct FaAttnTensors {
-  uint64_t q, k, v, o, lse, do_, dq, dk, dv, delta, dq_accum;
+  uint64_t q, k, v, o, lse, do_, dq, dk, dv, delta, dq_accum, dkv_accum;
 } FaAttnTensors;
 
 /* How the backward pass runs: fused (when the tensors have a dq_accum and
@@ -78,7 +79,9 @@ fadsl_status fa_attn_api_forward(fadsl_attention *a, const FaAttnTensors *t, con
  * delta_given, then attn_bwd_dkdv and attn_bwd_dq, which read delta; or,
  * when t->dq_accum is given, mode (may be NULL) does not ask for a
  * deterministic pass, delta is not given and the program has them,
- * attn_bwd_prep, attn_bwd and attn_bwd_dq_convert. */
+ * attn_bwd_prep, attn_bwd and attn_bwd_dq_convert; with t->dkv_accum too,
+ * grouped queries and the kernels in the program, attn_bwd_dkdv_zero and
+ * attn_bwd_heads in attn_bwd's place, and attn_bwd_dkdv_convert. */
 fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c,
                                   const FaAttnTarget *where, int delta_given, const FaAttnBwdMode *mode);
 

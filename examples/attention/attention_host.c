@@ -27,7 +27,7 @@ static void region(fadsl_host_region *r, int *n, uint64_t p, size_t bytes) {
   (*n)++;
 }
 
-enum { MAX_REGIONS = 11 };
+enum { MAX_REGIONS = 12 };
 
 /* The regions of the tensors a call names: one per tensor. */
 static int regions_of(const FaAttnTensors *t, const FaAttnCall *c, fadsl_host_region r[MAX_REGIONS]) {
@@ -45,6 +45,7 @@ static int regions_of(const FaAttnTensors *t, const FaAttnCall *c, fadsl_host_re
   region(r, &n, t->dv, kv);
   region(r, &n, t->delta, rows);
   region(r, &n, t->dq_accum, rows * (size_t)c->D);
+  region(r, &n, t->dkv_accum, fadsl_attention_dkv_accum_bytes(c->B, c->KVH, c->Nkv, c->D));
   return n;
 }
 
@@ -56,7 +57,7 @@ fadsl_status fadsl_attention_forward_host(fadsl_attention *a, const void *q, con
   if (!a)
     return FADSL_ERROR_INVALID_ARGUMENT;
   FaAttnCall c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
-  FaAttnTensors t = {addr(q), addr(k), addr(v), addr(o), addr(lse), 0, 0, 0, 0, 0, 0};
+  FaAttnTensors t = {addr(q), addr(k), addr(v), addr(o), addr(lse), 0, 0, 0, 0, 0, 0, 0};
   FaAttnNamedPtr ptrs[] = {{"q", t.q}, {"k", t.k}, {"v", t.v}, {"o", t.o}, {"lse", t.lse}};
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_forward_host", &c, dtype, ptrs, 5, 2);
   if (st != FADSL_SUCCESS)
@@ -74,7 +75,7 @@ fadsl_status fadsl_attention_backward_host(fadsl_attention *a, const void *q, co
     return FADSL_ERROR_INVALID_ARGUMENT;
   FaAttnCall c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
   FaAttnTensors t = {addr(q), addr(k),   addr(v),  addr(o),  addr(lse), addr(do_),
-                     addr(dq), addr(dk), addr(dv), addr(delta), 0};
+                     addr(dq), addr(dk), addr(dv), addr(delta), 0, 0};
   FaAttnNamedPtr ptrs[] = {{"q", t.q},    {"k", t.k},   {"v", t.v},   {"o", t.o},   {"lse", t.lse},
                            {"do", t.do_}, {"dq", t.dq}, {"dk", t.dk}, {"dv", t.dv}, {"delta", t.delta}};
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward_host", &c, dtype, ptrs, 10, 2);
@@ -107,15 +108,20 @@ fadsl_status fadsl_attention_backward_host_ex(fadsl_attention *a, const fadsl_at
                             "device calls", fn);
   FaAttnCall c = {B, H, KVH, Nq, Nkv, D, op.causal != 0, scale, NULL};
   FaAttnTensors t = {addr(q),  addr(k),  addr(v),  addr(o),     addr(lse),  addr(do_),
-                     addr(dq), addr(dk), addr(dv), addr(delta), op.dq_accum};
-  FaAttnNamedPtr ptrs[] = {{"q", t.q},    {"k", t.k},   {"v", t.v},   {"o", t.o},   {"lse", t.lse},
-                           {"do", t.do_}, {"dq", t.dq}, {"dk", t.dk}, {"dv", t.dv}, {"delta", t.delta},
-                           {"dq_accum", t.dq_accum}};
-  fadsl_status st = fa_attn_api_check(a, fn, &c, dtype, ptrs, t.dq_accum ? 11 : 10, 2);
+                     addr(dq), addr(dk), addr(dv), addr(delta), op.dq_accum, op.dkv_accum};
+  FaAttnNamedPtr ptrs[12] = {{"q", t.q},    {"k", t.k},   {"v", t.v},   {"o", t.o},   {"lse", t.lse},
+                             {"do", t.do_}, {"dq", t.dq}, {"dk", t.dk}, {"dv", t.dv}, {"delta", t.delta}};
+  int nptrs = 10;
+  if (t.dq_accum)
+    ptrs[nptrs++] = (FaAttnNamedPtr){"dq_accum", t.dq_accum};
+  if (t.dkv_accum)
+    ptrs[nptrs++] = (FaAttnNamedPtr){"dkv_accum", t.dkv_accum};
+  fadsl_status st = fa_attn_api_check(a, fn, &c, dtype, ptrs, nptrs, 2);
   if (st != FADSL_SUCCESS)
     return st;
-  if (t.dq_accum % 4)
-    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: dq_accum is not 4-byte aligned", fn);
+  for (int i = 10; i < nptrs; i++)
+    if (ptrs[i].ptr % 4)
+      return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: %s is not 4-byte aligned", fn, ptrs[i].name);
   /* the fused pass needs an accumulator: the call's own when none is given */
   float *own = NULL;
   if (!t.dq_accum && !op.deterministic) {
@@ -142,7 +148,7 @@ fadsl_status fadsl_attention_backward_delta_host(fadsl_attention *a, const void 
     return FADSL_ERROR_INVALID_ARGUMENT;
   FaAttnCall c = {B, H, KVH, Nq, Nkv, D, causal != 0, scale, NULL};
   FaAttnTensors t = {addr(q),  addr(k),  addr(v),  0, addr(lse), addr(do_), addr(dq),
-                     addr(dk), addr(dv), addr(delta), 0};
+                     addr(dk), addr(dv), addr(delta), 0, 0};
   FaAttnNamedPtr ptrs[] = {{"q", t.q},   {"k", t.k},   {"v", t.v},   {"lse", t.lse}, {"do", t.do_},
                            {"dq", t.dq}, {"dk", t.dk}, {"dv", t.dv}, {"delta", t.delta}};
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward_delta_host", &c, dtype, ptrs, 9, 2);

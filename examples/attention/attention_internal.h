@@ -16,7 +16,8 @@
 
 /* The variant and decoding programs of a handle, loaded on first use
  * (attention_variants.c, attention_decode.c). */
-/* The first seven are the fadsl_attention_kernel values. */
+/* The first seven are the fadsl_attention_kernel values of the same names
+   (the info and launched records of the handle are shared with them). */
 enum { VK_FWD, VK_BWD_D, VK_DKDV, VK_DQ, VK_PREP, VK_BWD, VK_CONVERT, VK_ZERO, VK_N };
 enum { DK_SPLIT, DK_COMBINE, DK_N };
 typedef struct FaAttnExtra {

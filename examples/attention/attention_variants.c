@@ -343,7 +343,7 @@ static fadsl_status launch_bound(FaAttnHandle *h, FaAttnExtra *x, int which, voi
     snprintf(what, sizeof what, "launching %s of the variant program", vk_names[which]);
     return fail_rt(h, st, what);
   }
-  if (which < FADSL_ATTENTION_KERNELS) {
+  if (which <= VK_CONVERT) {   /* one of the fadsl_attention_kernel values */
     h->info[which] = info;
     h->launched[which] = 1;
   }
@@ -376,7 +376,7 @@ static fadsl_status launch_pass(FaAttnHandle *h, FaAttnExtra *x, const int *pass
   fa_attn_compile_together(kernels, args, n, cache);
   for (int i = 0; i < n && st == FADSL_SUCCESS; i++) {
     st = launch_bound(h, x, pass[i], stream);
-    if (st == FADSL_SUCCESS && pass[i] < FADSL_ATTENTION_KERNELS)
+    if (st == FADSL_SUCCESS && pass[i] <= VK_CONVERT)
       fa_attn_note_compiled(&h->info[pass[i]], cache[i]);
   }
   return st;

@@ -347,51 +347,51 @@ static bool has_fused_backward(const FaAttnRunner *r) {
 }
 
 /* The fused pass: attn_bwd_prep (D and zeros in the float32 accumulator),
- * attn_bwd (dK, dV, and dQ added into the accumulator), attn_bwd_dq_convert. */
+ * attn_bwd (dK, dV, and dQ added into the accumulator), attn_bwd_dq_convert.
+ * With r->heads and grouped queries (as the library: H > KVH),
+ * attn_bwd_dkdv_zero, attn_bwd_heads (dK and dV added into float32
+ * accumulators too, a program per query head) and attn_bwd_dkdv_convert in
+ * attn_bwd's place. */
 static bool run_fused_backward(FaAttnRunner *r, const FaAttnShape *s, RunArgs *ra, int small, int large) {
-  if (r->fuse_delta && !kernel_has(fa_program_kernel(r->prog, "attn_bwd"), "FUSE_D")) {
-    fa_error(&r->fc->diag, fa_noloc(), "the attention program's attn_bwd has no FUSE_D: it cannot compute D itself");
+  bool heads = r->heads && s->H > s->KVH;
+  const char *bwd = heads ? "attn_bwd_heads" : "attn_bwd";
+  if (heads && (!fa_program_kernel(r->prog, "attn_bwd_heads") || !fa_program_kernel(r->prog, "attn_bwd_dkdv_zero") ||
+                   !fa_program_kernel(r->prog, "attn_bwd_dkdv_convert"))) {
+    fa_error(&r->fc->diag, fa_noloc(),
+             "the attention program has no attn_bwd_heads, attn_bwd_dkdv_zero and attn_bwd_dkdv_convert");
     return false;
   }
-  float *acc = malloc((size_t)nq_elems(s) * sizeof *acc);
+  if (r->fuse_delta && !kernel_has(fa_program_kernel(r->prog, bwd), "FUSE_D")) {
+    fa_error(&r->fc->diag, fa_noloc(), "the attention program's %s has no FUSE_D: it cannot compute D itself", bwd);
+    return false;
+  }
+  /* the accumulators, poisoned: the kernels that zero them must reach every element */
+  int64_t nacc = nq_elems(s) + (heads ? 2 * nkv_elems(s) : 0);
+  float *acc = malloc((size_t)nacc * sizeof *acc);
   if (!acc) {
     fa_error(&r->fc->diag, fa_noloc(), "out of memory");
     return false;
   }
-  for (int64_t i = 0; i < nq_elems(s); i++)
-    acc[i] = NAN;   /* attn_bwd_prep must zero every element */
+  for (int64_t i = 0; i < nacc; i++)
+    acc[i] = NAN;
   RunArgs a = *ra;
   add_arg(&a, buf_arg("t_dq_acc", DT_F32, acc, nq_elems(s)));
+  if (heads) {
+    add_arg(&a, buf_arg("t_dk_acc", DT_F32, acc + nq_elems(s), nkv_elems(s)));
+    add_arg(&a, buf_arg("t_dv_acc", DT_F32, acc + nq_elems(s) + nkv_elems(s), nkv_elems(s)));
+  }
   add_const(&a, "WRITE_D", const_bool(!r->fuse_delta));
   add_const(&a, "FUSE_D", const_bool(r->fuse_delta));
-  /* with one program per query head, dK and dV are added into float32
-     accumulators, zeroed here, which attn_bwd_dkdv_convert rounds */
-  float *dkv_acc = NULL;
-  if (r->heads) {
-    if (!fa_program_kernel(r->prog, "attn_bwd_heads") || !fa_program_kernel(r->prog, "attn_bwd_dkdv_convert")) {
-      fa_error(&r->fc->diag, fa_noloc(), "the attention program has no attn_bwd_heads and attn_bwd_dkdv_convert");
-      free(acc);
-      return false;
-    }
-    dkv_acc = calloc(2 * (size_t)nkv_elems(s), sizeof *dkv_acc);
-    if (!dkv_acc) {
-      fa_error(&r->fc->diag, fa_noloc(), "out of memory");
-      free(acc);
-      return false;
-    }
-    add_arg(&a, buf_arg("t_dk_acc", DT_F32, dkv_acc, nkv_elems(s)));
-    add_arg(&a, buf_arg("t_dv_acc", DT_F32, dkv_acc + nkv_elems(s), nkv_elems(s)));
-  }
   RunArgs d = a;
   drop_tiles(&d);
   bool ok = run_kernel(r, "attn_bwd_prep", d.c, d.nc, d.a, d.na);
+  ok = ok && (!heads || run_kernel(r, "attn_bwd_dkdv_zero", d.c, d.nc, d.a, d.na));
   if (ok) {
     set_tiles(&a, small, large);
-    ok = run_kernel(r, r->heads ? "attn_bwd_heads" : "attn_bwd", a.c, a.nc, a.a, a.na);
+    ok = run_kernel(r, bwd, a.c, a.nc, a.a, a.na);
   }
   ok = ok && run_kernel(r, "attn_bwd_dq_convert", d.c, d.nc, d.a, d.na);
-  ok = ok && (!r->heads || run_kernel(r, "attn_bwd_dkdv_convert", d.c, d.nc, d.a, d.na));
-  free(dkv_acc);
+  ok = ok && (!heads || run_kernel(r, "attn_bwd_dkdv_convert", d.c, d.nc, d.a, d.na));
   free(acc);
   return ok;
 }
@@ -411,6 +411,7 @@ bool fa_attn_backward_variant(FaAttnRunner *r, const FaAttnShape *s, const FaAtt
   ok = ok && variant_shape_ok(r, s, var) && variant_args(r, s, var, dtype, r->block_q, r->block_k, &ra);
   bool fused = !r->deterministic && has_fused_backward(r);
   r->ran_fused = fused;
+  r->ran_heads = fused && r->heads && s->H > s->KVH;
   if (ok && var && var->sinks && dsinks &&
       !kernel_has(fa_program_kernel(r->prog, fused ? "attn_bwd_prep" : "attn_bwd_d"), "t_dsinks")) {
     fa_error(&r->fc->diag, fa_noloc(), "the attention program's %s has no t_dsinks: it cannot give the "

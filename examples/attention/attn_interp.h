@@ -36,6 +36,7 @@ typedef struct FaAttnRunner {
   bool heads;               /* fused backward: one program per query head (attn_bwd_heads, dK and dV added
                                into float32 accumulators, attn_bwd_dkdv_convert) */
   bool ran_fused;           /* set by the backward calls: which pass ran */
+  bool ran_heads;           /* and whether the fused one ran a program per query head */
 } FaAttnRunner;
 
 /* The attention program to use: `override` when given; else the file named

@@ -118,9 +118,9 @@ static void usage(FILE *f) {
         "                       the scores once, dQ summed with atomic additions in a varying order)\n"
         "  --fuse-delta         the fused pass with D = rowsum(dO * O) computed inside attn_bwd (plain\n"
         "                       attention; for measurements)\n"
-        "  --heads              (--interpret) the fused pass with one program per query head\n"
+        "  --heads              the fused pass with one program per query head where H > KVH\n"
         "                       (attn_bwd_heads: dK and dV added into float32 accumulators, then\n"
-        "                       attn_bwd_dkdv_convert), an experiment for grouped queries\n"
+        "                       attn_bwd_dkdv_convert; the C API's dkv_accum), for grouped queries\n"
         "  --seed N             seed of the random inputs (printed when not given)\n"
         "  --save-inputs PREFIX write the inputs as PREFIXq.npy, PREFIXk.npy, PREFIXv.npy (and PREFIXdo.npy),\n"
         "                       float32 holding the rounded values\n"
@@ -204,8 +204,9 @@ static const char *parse_kernel_config(const char *text, Options *o) {
       which = k;
   }
   if (which != FADSL_ATTENTION_FWD && which != FADSL_ATTENTION_BWD_DKDV && which != FADSL_ATTENTION_BWD_DQ &&
-      which != FADSL_ATTENTION_BWD)
-    return "--config wants KERNEL:NAME=N,... with KERNEL one of attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd";
+      which != FADSL_ATTENTION_BWD && which != FADSL_ATTENTION_BWD_HEADS)
+    return "--config wants KERNEL:NAME=N,... with KERNEL one of attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd, "
+           "attn_bwd_heads";
   int got[4] = {0, 0, 0, 0};
   for (const char *item = colon + 1; *item;) {
     const char *end = strchr(item, ',');
@@ -457,10 +458,9 @@ static int parse_options(int argc, char **argv, Options *o) {
                                       : "--fuse-delta is a form of the fused backward pass, not of --deterministic");
   if (o->fuse_delta && (o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens))
     return usage_error("%s", "--fuse-delta is for plain attention (no variant)");
-  if (o->heads && (!o->interpret || o->fuse_delta || o->deterministic || o->has_window || o->softcap > 0 ||
-                   o->alibi || o->sinks || o->cu_seqlens))
-    return usage_error("%s", "--heads is the interpreter's fused pass of plain attention (--interpret, no "
-                             "variant, not --fuse-delta)");
+  if (o->heads && (o->deterministic || o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens))
+    return usage_error("%s", o->deterministic ? "--heads is a form of the fused backward pass, not of --deterministic"
+                                              : "--heads is for plain attention (no variant)");
   if (o->heads)
     o->fused = true;
   if (o->interpret && !o->block_q)
@@ -760,7 +760,11 @@ static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, co
                                                     out->lse2, out->dq, out->dk, out->dv, out->dsinks));
   if (ok && backward)
     printf("backward: %.2f s on the interpreter (%s)\n", now_s() - t1,
-           r.ran_fused ? (o->fuse_delta ? "fused, D in attn_bwd" : "fused") : "deterministic");
+           !r.ran_fused           ? "deterministic"
+           : r.ran_heads          ? (o->fuse_delta ? "fused, a program per query head, D in attn_bwd_heads"
+                                                   : "fused, a program per query head")
+           : o->fuse_delta        ? "fused, D in attn_bwd"
+                                  : "fused");
   fa_compiler_free(&fc);
   return ok;
 }
@@ -775,6 +779,7 @@ typedef struct Gpu {
   uint64_t q, k, v, o, lse, dO, dq, dk, dv, delta, flush;
   uint64_t alibi, sinks, dsinks, cu;          /* the variant's arrays */
   uint64_t dq_accum;            /* the fused backward pass's float32 accumulator */
+  uint64_t dkv_accum;           /* dK's and dV's, with --heads */
   bool variant;                 /* through fadsl_attention_forward_ex / _backward_ex with opts */
   fadsl_attention_options opts;
   size_t flush_bytes;
@@ -842,9 +847,15 @@ static fadsl_status gpu_backward(Gpu *g) {
 }
 
 /* Which backward pass g->opts selects, in words (the kernels it runs). */
-static const char *bwd_mode_name(const fadsl_attention_options *o) {
+static const char *bwd_mode_name(const fadsl_attention_options *o, const FaAttnShape *s) {
   if (o->deterministic || !o->dq_accum)
     return "deterministic: attn_bwd_d + attn_bwd_dkdv + attn_bwd_dq";
+  if (o->dkv_accum && s->H > s->KVH && !o->cu_seqlens_q && !o->alibi && !o->sinks && o->softcap == 0 &&
+      o->window_left == -1 && o->window_right == -1)
+    return o->fuse_delta ? "fused, a program per query head, D in attn_bwd_heads: attn_bwd_prep + attn_bwd_dkdv_zero "
+                           "+ attn_bwd_heads + attn_bwd_dq_convert + attn_bwd_dkdv_convert"
+                         : "fused, a program per query head: attn_bwd_prep + attn_bwd_dkdv_zero + attn_bwd_heads + "
+                           "attn_bwd_dq_convert + attn_bwd_dkdv_convert";
   return o->fuse_delta ? "fused, D in attn_bwd: attn_bwd_prep + attn_bwd + attn_bwd_dq_convert"
                        : "fused: attn_bwd_prep + attn_bwd + attn_bwd_dq_convert";
 }
@@ -1068,6 +1079,10 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
                              "the dQ accumulator"))
     goto done;
   g.opts.dq_accum = g.dq_accum;
+  if (backward && o->heads && !dev_alloc(&g, fadsl_attention_dkv_accum_bytes(s->B, s->KVH, s->Nkv, s->D),
+                                         &g.dkv_accum, "the dK and dV accumulators"))
+    goto done;
+  g.opts.dkv_accum = g.dkv_accum;
   g.opts.deterministic = o->deterministic;
   g.opts.fuse_delta = o->fuse_delta;
   rep->peak_mib = (double)g.allocated / (1 << 20);
@@ -1078,7 +1093,7 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
   if (backward) {
     if (!gpu_pass(&g, true, &rep->first_bwd_s))
       goto done;
-    printf("backward: first call %.3f s (compilation included; %s)\n", rep->first_bwd_s, bwd_mode_name(&g.opts));
+    printf("backward: first call %.3f s (compilation included; %s)\n", rep->first_bwd_s, bwd_mode_name(&g.opts, s));
   }
   printf("kernels (config and where it came from):\n");
   print_configs(&g, rep);
@@ -1110,7 +1125,7 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
         goto done;
       snprintf(rep->bwd_mode, sizeof rep->bwd_mode, "%s", g.opts.deterministic ? "deterministic" : "fused");
       printf("backward: %9.3f ms  %7.1f TFLOP/s  (median of %d runs; %s)\n", rep->bwd_ms,
-             2.5 * fwd_flops / (rep->bwd_ms * 1e-3) * 1e-12, rep->bwd_iters, bwd_mode_name(&g.opts));
+             2.5 * fwd_flops / (rep->bwd_ms * 1e-3) * 1e-12, rep->bwd_iters, bwd_mode_name(&g.opts, s));
       /* the other backward pass, beside it (fuse_delta is a form of the fused one) */
       g.opts.deterministic = !g.opts.deterministic;
       bool fd = g.opts.fuse_delta;
@@ -1120,7 +1135,7 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
       snprintf(rep->other_bwd_mode, sizeof rep->other_bwd_mode, "%s",
                g.opts.deterministic ? "deterministic" : "fused");
       printf("backward: %9.3f ms  %7.1f TFLOP/s  (median of %d runs; %s)\n", rep->other_bwd_ms,
-             2.5 * fwd_flops / (rep->other_bwd_ms * 1e-3) * 1e-12, rep->other_bwd_iters, bwd_mode_name(&g.opts));
+             2.5 * fwd_flops / (rep->other_bwd_ms * 1e-3) * 1e-12, rep->other_bwd_iters, bwd_mode_name(&g.opts, s));
       g.opts.deterministic = !g.opts.deterministic;
       g.opts.fuse_delta = fd;
     }
@@ -1132,7 +1147,7 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
 done:
   if (g.ctx) {
     uint64_t bufs[] = {g.q, g.k, g.v, g.o, g.lse, g.dO, g.dq, g.dk, g.dv, g.delta, g.flush,
-                       g.alibi, g.sinks, g.dsinks, g.cu, g.dq_accum};
+                       g.alibi, g.sinks, g.dsinks, g.cu, g.dq_accum, g.dkv_accum};
     for (int i = 0; i < FA_ARRAY_LEN(bufs); i++)
       if (bufs[i])
         fadsl_free(g.ctx, bufs[i]);
@@ -1249,6 +1264,8 @@ static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool ba
     json_string(f, rep->bwd_mode[0] ? rep->bwd_mode : o->deterministic ? "deterministic" : "fused");
     if (o->fuse_delta)
       fprintf(f, ", \"fuse_delta\": true");
+    if (o->heads)
+      fprintf(f, ", \"heads\": true");
     /* the other pass, under its own name: bwd_deterministic_ms or bwd_fused_ms */
     if (rep->other_bwd_ms > 0) {
       char name[48];

@@ -21,10 +21,12 @@
  * fa_attention_modules (attention_internal.h). */
 
 static const char *const kernel_names[FADSL_ATTENTION_KERNELS] = {
-    "attn_fwd", "attn_bwd_d", "attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_prep", "attn_bwd", "attn_bwd_dq_convert"};
+    "attn_fwd",      "attn_bwd_d",         "attn_bwd_dkdv",  "attn_bwd_dq",          "attn_bwd_prep",
+    "attn_bwd",      "attn_bwd_dq_convert", "attn_bwd_dkdv_zero", "attn_bwd_heads", "attn_bwd_dkdv_convert"};
 
 /* The fused backward kernels are optional: a program of its own without them
- * runs the deterministic ones. */
+ * runs the deterministic ones (and without the last three, the fused pass
+ * with a program per kv head). */
 static bool optional_kernel(int which) { return which >= FADSL_ATTENTION_BWD_PREP; }
 
 FaAttnHandle fa_attn_handle(fadsl_attention *a) {
@@ -122,6 +124,12 @@ size_t fadsl_attention_dq_accum_bytes(int B, int H, int Nq, int D) {
   return fadsl_attention_workspace_bytes(B, H, Nq) * (size_t)D;
 }
 
+size_t fadsl_attention_dkv_accum_bytes(int B, int KVH, int Nkv, int D) {
+  if (B < 1 || KVH < 1 || Nkv < 1 || D < 1)
+    return 0;
+  return (size_t)2 * 4 * (size_t)B * (size_t)KVH * (size_t)Nkv * (size_t)D;
+}
+
 static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 fadsl_status fadsl_attention_set_config(fadsl_attention *a, int block_q, int block_k, int warps, int stages) {
@@ -217,10 +225,10 @@ fadsl_status fadsl_attention_set_kernel_config(fadsl_attention *a, fadsl_attenti
   if (!a)
     return FADSL_ERROR_INVALID_ARGUMENT;
   if (which != FADSL_ATTENTION_FWD && which != FADSL_ATTENTION_BWD_DKDV && which != FADSL_ATTENTION_BWD_DQ &&
-      which != FADSL_ATTENTION_BWD)
+      which != FADSL_ATTENTION_BWD && which != FADSL_ATTENTION_BWD_HEADS)
     return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
                             "fadsl_attention_set_kernel_config: kernel %d has no tiles (attn_fwd, attn_bwd_dkdv, "
-                            "attn_bwd_dq and attn_bwd have)", (int)which);
+                            "attn_bwd_dq, attn_bwd and attn_bwd_heads have)", (int)which);
   if ((block_q && !is_pow2(block_q)) || (block_k && !is_pow2(block_k)) || warps < 0 || stages < 0 ||
       (warps && !is_pow2(warps)))
     return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
@@ -252,6 +260,14 @@ static fadsl_status bind_common(fadsl_attention *a, fadsl_attention_kernel which
   fadsl_args *args = a->args[which];
   fadsl_status st = FADSL_SUCCESS;
   BIND(st, fadsl_args_set_i32(args, "n_zh", c->B * c->KVH));
+  if (which == FADSL_ATTENTION_BWD_DKDV_ZERO || which == FADSL_ATTENTION_BWD_DKDV_CONVERT) {
+    /* per kv head: no query sizes */
+    BIND(st, fadsl_args_set_i32(args, "kv_seq_len", c->Nkv));
+    BIND(st, fadsl_args_set_int(args, "d_head", c->D));
+    if (which == FADSL_ATTENTION_BWD_DKDV_CONVERT)
+      BIND(st, fadsl_args_set_dtype(args, "T", c->dtype));
+    return st;
+  }
   BIND(st, fadsl_args_set_i32(args, "q_seq_len", c->Nq));
   BIND(st, fadsl_args_set_int(args, "n_groups", c->H / c->KVH));
   BIND(st, fadsl_args_set_int(args, "d_head", c->D));
@@ -265,7 +281,7 @@ static fadsl_status bind_common(fadsl_attention *a, fadsl_attention_kernel which
   BIND(st, fadsl_args_set_bool(args, "is_causal", c->causal));
   /* the kernel's own configuration first, then the one of every kernel:
      attn_bwd_dkdv and attn_bwd loop over queries, their key block the larger one */
-  int dkdv = which == FADSL_ATTENTION_BWD_DKDV || which == FADSL_ATTENTION_BWD;
+  int dkdv = which == FADSL_ATTENTION_BWD_DKDV || which == FADSL_ATTENTION_BWD || which == FADSL_ATTENTION_BWD_HEADS;
   const int *own = a->own[which];
   int bq = own[0] ? own[0] : dkdv ? a->block_k : a->block_q;
   int bk = own[1] ? own[1] : dkdv ? a->block_q : a->block_k;
@@ -372,13 +388,17 @@ static fadsl_status run_pass(fadsl_attention *a, const int *pass, const fadsl_st
 
 /* The fused pass: attn_bwd_prep (delta and zeros in the accumulator),
  * attn_bwd (dK, dV; dQ added into the accumulator), attn_bwd_dq_convert.
- * The lock is held. */
+ * With heads, attn_bwd_dkdv_zero, then attn_bwd_heads in attn_bwd's place
+ * (dK and dV added into t->dkv_accum as well), and attn_bwd_dkdv_convert
+ * last.  The lock is held. */
 static fadsl_status fused_backward(fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c,
-                                   const FaAttnTarget *where, bool fuse_delta) {
-  if (fuse_delta && !fa_attn_kernel_has(a->kernels[FADSL_ATTENTION_BWD], "FUSE_D"))
-    return fa_attn_api_fail(a, FADSL_ERROR_UNSUPPORTED, "fuse_delta: the program's attn_bwd has no FUSE_D");
-  static const int pass[] = {FADSL_ATTENTION_BWD_PREP, FADSL_ATTENTION_BWD, FADSL_ATTENTION_BWD_DQ_CONVERT};
-  fadsl_status bound[3];
+                                   const FaAttnTarget *where, bool fuse_delta, bool heads) {
+  fadsl_attention_kernel bwd = heads ? FADSL_ATTENTION_BWD_HEADS : FADSL_ATTENTION_BWD;
+  if (fuse_delta && !fa_attn_kernel_has(a->kernels[bwd], "FUSE_D"))
+    return fa_attn_api_fail(a, FADSL_ERROR_UNSUPPORTED, "fuse_delta: the program's %s has no FUSE_D",
+                            kernel_names[bwd]);
+  int pass[5], n = 0;
+  fadsl_status bound[5];
   fadsl_args *args = a->args[FADSL_ATTENTION_BWD_PREP];
   fadsl_args_clear(args);
   fadsl_status st = bind_common(a, FADSL_ATTENTION_BWD_PREP, c);
@@ -388,35 +408,73 @@ static fadsl_status fused_backward(fadsl_attention *a, const FaAttnTensors *t, c
   BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
   if (fuse_delta)
     BIND(st, fadsl_args_set_bool(args, "WRITE_D", false));
-  bound[0] = st;
-  args = a->args[FADSL_ATTENTION_BWD];
+  pass[n] = FADSL_ATTENTION_BWD_PREP;
+  bound[n++] = st;
+  /* dK's accumulator, then dV's */
+  uint64_t dk_acc = t->dkv_accum;
+  uint64_t dv_acc = dk_acc + fadsl_attention_dkv_accum_bytes(c->B, c->KVH, c->Nkv, c->D) / 2;
+  if (heads) {
+    args = a->args[FADSL_ATTENTION_BWD_DKDV_ZERO];
+    fadsl_args_clear(args);
+    st = bind_common(a, FADSL_ATTENTION_BWD_DKDV_ZERO, c);
+    BIND(st, fadsl_args_set_ptr(args, "t_dk_acc", dk_acc));
+    BIND(st, fadsl_args_set_ptr(args, "t_dv_acc", dv_acc));
+    pass[n] = FADSL_ATTENTION_BWD_DKDV_ZERO;
+    bound[n++] = st;
+  }
+  args = a->args[bwd];
   fadsl_args_clear(args);
-  st = bind_common(a, FADSL_ATTENTION_BWD, c);
+  st = bind_common(a, bwd, c);
   BIND(st, fadsl_args_set_ptr(args, "t_q", t->q));
   BIND(st, fadsl_args_set_ptr(args, "t_k", t->k));
   BIND(st, fadsl_args_set_ptr(args, "t_v", t->v));
   BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
-  BIND(st, fadsl_args_set_ptr(args, "t_dk", t->dk));
-  BIND(st, fadsl_args_set_ptr(args, "t_dv", t->dv));
+  if (heads) {
+    BIND(st, fadsl_args_set_ptr(args, "t_dk_acc", dk_acc));
+    BIND(st, fadsl_args_set_ptr(args, "t_dv_acc", dv_acc));
+  } else {
+    BIND(st, fadsl_args_set_ptr(args, "t_dk", t->dk));
+    BIND(st, fadsl_args_set_ptr(args, "t_dv", t->dv));
+  }
   BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
   BIND(st, fadsl_args_set_ptr(args, "t_lse", t->lse));
   BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
   BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
   if (fuse_delta)
     BIND(st, fadsl_args_set_bool(args, "FUSE_D", true));
-  bound[1] = st;
+  pass[n] = bwd;
+  bound[n++] = st;
   args = a->args[FADSL_ATTENTION_BWD_DQ_CONVERT];
   fadsl_args_clear(args);
   st = bind_common(a, FADSL_ATTENTION_BWD_DQ_CONVERT, c);
   BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
   BIND(st, fadsl_args_set_ptr(args, "t_dq", t->dq));
-  bound[2] = st;
-  return run_pass(a, pass, bound, 3, where);
+  pass[n] = FADSL_ATTENTION_BWD_DQ_CONVERT;
+  bound[n++] = st;
+  if (heads) {
+    args = a->args[FADSL_ATTENTION_BWD_DKDV_CONVERT];
+    fadsl_args_clear(args);
+    st = bind_common(a, FADSL_ATTENTION_BWD_DKDV_CONVERT, c);
+    BIND(st, fadsl_args_set_ptr(args, "t_dk_acc", dk_acc));
+    BIND(st, fadsl_args_set_ptr(args, "t_dv_acc", dv_acc));
+    BIND(st, fadsl_args_set_ptr(args, "t_dk", t->dk));
+    BIND(st, fadsl_args_set_ptr(args, "t_dv", t->dv));
+    pass[n] = FADSL_ATTENTION_BWD_DKDV_CONVERT;
+    bound[n++] = st;
+  }
+  return run_pass(a, pass, bound, n, where);
 }
 
 static bool has_fused(const fadsl_attention *a) {
   return a->kernels[FADSL_ATTENTION_BWD_PREP] && a->kernels[FADSL_ATTENTION_BWD] &&
          a->kernels[FADSL_ATTENTION_BWD_DQ_CONVERT];
+}
+
+/* The fused pass with a program per query head: asked for (dkv_accum), of
+ * use (grouped queries) and in the program. */
+static bool use_heads(const fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c) {
+  return t->dkv_accum && c->H > c->KVH && a->kernels[FADSL_ATTENTION_BWD_DKDV_ZERO] &&
+         a->kernels[FADSL_ATTENTION_BWD_HEADS] && a->kernels[FADSL_ATTENTION_BWD_DKDV_CONVERT];
 }
 
 fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, const FaAttnCall *c,
@@ -425,7 +483,7 @@ fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, co
   fadsl_status st = FADSL_SUCCESS;
   fadsl_args *args;
   if (t->dq_accum && !delta_given && !(mode && mode->deterministic) && has_fused(a)) {
-    st = fused_backward(a, t, c, where, mode && mode->fuse_delta);
+    st = fused_backward(a, t, c, where, mode && mode->fuse_delta, use_heads(a, t, c));
     pthread_mutex_unlock(&a->lock);
     return st;
   }
@@ -485,7 +543,7 @@ fadsl_status fadsl_attention_forward(fadsl_attention *a, uint64_t q, uint64_t k,
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_forward", &c, dtype, ptrs, 5, 16);
   if (st != FADSL_SUCCESS)
     return st;
-  FaAttnTensors t = {q, k, v, o, lse, 0, 0, 0, 0, 0, 0};
+  FaAttnTensors t = {q, k, v, o, lse, 0, 0, 0, 0, 0, 0, 0};
   FaAttnTarget where = {stream, NULL, 0, 0};
   return fa_attn_api_forward(a, &t, &c, &where);
 }
@@ -502,7 +560,7 @@ fadsl_status fadsl_attention_backward(fadsl_attention *a, uint64_t q, uint64_t k
   fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward", &c, dtype, ptrs, 10, 16);
   if (st != FADSL_SUCCESS)
     return st;
-  FaAttnTensors t = {q, k, v, o, lse, do_, dq, dk, dv, delta, 0};
+  FaAttnTensors t = {q, k, v, o, lse, do_, dq, dk, dv, delta, 0, 0};
   FaAttnTarget where = {stream, NULL, 0, 0};
   return fa_attn_api_backward(a, &t, &c, &where, 0, NULL);
 }
@@ -514,12 +572,17 @@ fadsl_status fa_attn_api_backward_plain(fadsl_attention *a, const fadsl_attentio
                                         uint64_t dk, uint64_t dv, uint64_t delta, int B, int H, int KVH, int Nq,
                                         int Nkv, int D, float scale, fadsl_attention_dtype dtype, void *stream) {
   FaAttnCall c = {B, H, KVH, Nq, Nkv, D, opts->causal != 0, scale, NULL};
-  FaAttnNamedPtr ptrs[] = {{"q", q},   {"k", k},   {"v", v},   {"o", o},         {"lse", lse},      {"do", do_},
-                           {"dq", dq}, {"dk", dk}, {"dv", dv}, {"delta", delta}, {"dq_accum", opts->dq_accum}};
-  fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward_ex", &c, dtype, ptrs, opts->dq_accum ? 11 : 10, 16);
+  FaAttnNamedPtr ptrs[12] = {{"q", q},   {"k", k},   {"v", v},   {"o", o},         {"lse", lse}, {"do", do_},
+                             {"dq", dq}, {"dk", dk}, {"dv", dv}, {"delta", delta}};
+  int nptrs = 10;
+  if (opts->dq_accum)
+    ptrs[nptrs++] = (FaAttnNamedPtr){"dq_accum", opts->dq_accum};
+  if (opts->dkv_accum)
+    ptrs[nptrs++] = (FaAttnNamedPtr){"dkv_accum", opts->dkv_accum};
+  fadsl_status st = fa_attn_api_check(a, "fadsl_attention_backward_ex", &c, dtype, ptrs, nptrs, 16);
   if (st != FADSL_SUCCESS)
     return st;
-  FaAttnTensors t = {q, k, v, o, lse, do_, dq, dk, dv, delta, opts->dq_accum};
+  FaAttnTensors t = {q, k, v, o, lse, do_, dq, dk, dv, delta, opts->dq_accum, opts->dkv_accum};
   FaAttnTarget where = {stream, NULL, 0, 0};
   FaAttnBwdMode mode = {opts->deterministic != 0, opts->fuse_delta != 0};
   return fa_attn_api_backward(a, &t, &c, &where, 0, &mode);

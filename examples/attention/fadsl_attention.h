@@ -53,7 +53,10 @@ typedef enum fadsl_attention_dtype {
 /* The kernels, in the order a training step runs them.  The backward pass is
  * either deterministic (BWD_D, BWD_DKDV, BWD_DQ: bitwise-reproducible
  * gradients) or fused (BWD_PREP, BWD, BWD_DQ_CONVERT: the scores computed
- * once, dQ accumulated with atomic additions); see fadsl_attention_backward. */
+ * once, dQ accumulated with atomic additions); see fadsl_attention_backward.
+ * The last three are the fused pass's form for grouped queries with
+ * fadsl_attention_options.dkv_accum: BWD_DKDV_ZERO, BWD_HEADS in BWD's
+ * place, BWD_DKDV_CONVERT. */
 typedef enum fadsl_attention_kernel {
   FADSL_ATTENTION_FWD = 0,      /* attn_fwd: O and LSE */
   FADSL_ATTENTION_BWD_D,        /* attn_bwd_d: delta = rowsum(dO * O) */
@@ -62,6 +65,10 @@ typedef enum fadsl_attention_kernel {
   FADSL_ATTENTION_BWD_PREP,     /* attn_bwd_prep: delta, and zeros in the dQ accumulator */
   FADSL_ATTENTION_BWD,          /* attn_bwd: dK, dV, and dQ added into the accumulator */
   FADSL_ATTENTION_BWD_DQ_CONVERT, /* attn_bwd_dq_convert: dQ = scale * accumulator, in the dtype */
+  FADSL_ATTENTION_BWD_DKDV_ZERO,  /* attn_bwd_dkdv_zero: zeros in the dK and dV accumulators */
+  FADSL_ATTENTION_BWD_HEADS,      /* attn_bwd_heads: attn_bwd with a program per query head, dK and dV
+                                     added into float32 accumulators */
+  FADSL_ATTENTION_BWD_DKDV_CONVERT, /* attn_bwd_dkdv_convert: dK and dV from the accumulators, in the dtype */
   FADSL_ATTENTION_KERNELS
 } fadsl_attention_kernel;
 
@@ -130,6 +137,11 @@ FADSL_API size_t fadsl_attention_workspace_bytes(int B, int H, int Nq);
  * (fadsl_attention_options.dq_accum): 4 * B * H * Nq * D (0 for a bad size). */
 FADSL_API size_t fadsl_attention_dq_accum_bytes(int B, int H, int Nq, int D);
 
+/* Bytes of the float32 dK and dV accumulators of the fused pass with a
+ * program per query head (fadsl_attention_options.dkv_accum):
+ * 2 * 4 * B * KVH * Nkv * D (0 for a bad size). */
+FADSL_API size_t fadsl_attention_dkv_accum_bytes(int B, int KVH, int Nkv, int D);
+
 /* ---- variants: windows, softcapping, ALiBi, sinks, packed sequences -------
  * The calls below take the same tensors as fadsl_attention_forward /
  * _backward plus an options struct (docs/variants.md).  Scores are the scaled
@@ -185,6 +197,13 @@ typedef struct fadsl_attention_options {
   int fuse_delta;               /* 1: the fused pass computes delta inside attn_bwd (from o, for every
                                    key block) and attn_bwd_prep only zeroes the accumulator; for
                                    measurements (docs/performance.md).  Plain attention only */
+  uint64_t dkv_accum;           /* device float32 [2, B, KVH, Nkv, D] (fadsl_attention_dkv_accum_bytes,
+                                   16-byte aligned), overwritten, or 0.  With dq_accum, grouped queries
+                                   (H > KVH) and no variant, the fused pass runs a program per query
+                                   head (attn_bwd_heads) that adds its share of dK and dV into these,
+                                   rather than a program per kv head that walks the group's query
+                                   heads one after another (docs/performance.md says when each is
+                                   faster).  Ignored otherwise */
 } fadsl_attention_options;
 
 /* Defaults: no variant (plain attention, not causal); the backward pass
