@@ -386,6 +386,33 @@ static fadsl_status run_pass(fadsl_attention *a, const int *pass, const fadsl_st
   return st;
 }
 
+/* The kernels of a pass, bound (or the binding's failure), in order. */
+typedef struct BoundPass {
+  int which[FADSL_ATTENTION_KERNELS];
+  fadsl_status bound[FADSL_ATTENTION_KERNELS];
+  int n;
+} BoundPass;
+
+/* Kernel `which` joins the pass with its arguments cleared and the common
+ * ones bound; returns its arguments for the rest. */
+static fadsl_args *pass_add(fadsl_attention *a, BoundPass *p, fadsl_attention_kernel which, const FaAttnCall *c) {
+  fadsl_args *args = a->args[which];
+  fadsl_args_clear(args);
+  p->which[p->n] = which;
+  p->bound[p->n++] = bind_common(a, which, c);
+  return args;
+}
+
+/* Binds one more argument of the pass's last kernel. */
+#define BIND_LAST(p, call) BIND((p)->bound[(p)->n - 1], call)
+
+/* The float32 accumulators of dK and dV (t->dkv_accum: dK's, then dV's). */
+static void bind_dkdv_accum(BoundPass *p, fadsl_args *args, const FaAttnTensors *t, const FaAttnCall *c) {
+  uint64_t dv = t->dkv_accum + fadsl_attention_dkv_accum_bytes(c->B, c->KVH, c->Nkv, c->D) / 2;
+  BIND_LAST(p, fadsl_args_set_ptr(args, "t_dk_acc", t->dkv_accum));
+  BIND_LAST(p, fadsl_args_set_ptr(args, "t_dv_acc", dv));
+}
+
 /* The fused pass: attn_bwd_prep (delta and zeros in the accumulator),
  * attn_bwd (dK, dV; dQ added into the accumulator), attn_bwd_dq_convert.
  * With heads, attn_bwd_dkdv_zero, then attn_bwd_heads in attn_bwd's place
@@ -397,72 +424,43 @@ static fadsl_status fused_backward(fadsl_attention *a, const FaAttnTensors *t, c
   if (fuse_delta && !fa_attn_kernel_has(a->kernels[bwd], "FUSE_D"))
     return fa_attn_api_fail(a, FADSL_ERROR_UNSUPPORTED, "fuse_delta: the program's %s has no FUSE_D",
                             kernel_names[bwd]);
-  int pass[5], n = 0;
-  fadsl_status bound[5];
-  fadsl_args *args = a->args[FADSL_ATTENTION_BWD_PREP];
-  fadsl_args_clear(args);
-  fadsl_status st = bind_common(a, FADSL_ATTENTION_BWD_PREP, c);
-  BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
-  BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
-  BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
-  BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
+  BoundPass p = {.n = 0};
+  fadsl_args *args = pass_add(a, &p, FADSL_ATTENTION_BWD_PREP, c);
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_o", t->o));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_do", t->do_));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_pdp", t->delta));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
   if (fuse_delta)
-    BIND(st, fadsl_args_set_bool(args, "WRITE_D", false));
-  pass[n] = FADSL_ATTENTION_BWD_PREP;
-  bound[n++] = st;
-  /* dK's accumulator, then dV's */
-  uint64_t dk_acc = t->dkv_accum;
-  uint64_t dv_acc = dk_acc + fadsl_attention_dkv_accum_bytes(c->B, c->KVH, c->Nkv, c->D) / 2;
+    BIND_LAST(&p, fadsl_args_set_bool(args, "WRITE_D", false));
+  if (heads)
+    bind_dkdv_accum(&p, pass_add(a, &p, FADSL_ATTENTION_BWD_DKDV_ZERO, c), t, c);
+  args = pass_add(a, &p, bwd, c);
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_q", t->q));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_k", t->k));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_v", t->v));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_do", t->do_));
   if (heads) {
-    args = a->args[FADSL_ATTENTION_BWD_DKDV_ZERO];
-    fadsl_args_clear(args);
-    st = bind_common(a, FADSL_ATTENTION_BWD_DKDV_ZERO, c);
-    BIND(st, fadsl_args_set_ptr(args, "t_dk_acc", dk_acc));
-    BIND(st, fadsl_args_set_ptr(args, "t_dv_acc", dv_acc));
-    pass[n] = FADSL_ATTENTION_BWD_DKDV_ZERO;
-    bound[n++] = st;
-  }
-  args = a->args[bwd];
-  fadsl_args_clear(args);
-  st = bind_common(a, bwd, c);
-  BIND(st, fadsl_args_set_ptr(args, "t_q", t->q));
-  BIND(st, fadsl_args_set_ptr(args, "t_k", t->k));
-  BIND(st, fadsl_args_set_ptr(args, "t_v", t->v));
-  BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
-  if (heads) {
-    BIND(st, fadsl_args_set_ptr(args, "t_dk_acc", dk_acc));
-    BIND(st, fadsl_args_set_ptr(args, "t_dv_acc", dv_acc));
+    bind_dkdv_accum(&p, args, t, c);
   } else {
-    BIND(st, fadsl_args_set_ptr(args, "t_dk", t->dk));
-    BIND(st, fadsl_args_set_ptr(args, "t_dv", t->dv));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dk", t->dk));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dv", t->dv));
   }
-  BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
-  BIND(st, fadsl_args_set_ptr(args, "t_lse", t->lse));
-  BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
-  BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_lse", t->lse));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_pdp", t->delta));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_o", t->o));
   if (fuse_delta)
-    BIND(st, fadsl_args_set_bool(args, "FUSE_D", true));
-  pass[n] = bwd;
-  bound[n++] = st;
-  args = a->args[FADSL_ATTENTION_BWD_DQ_CONVERT];
-  fadsl_args_clear(args);
-  st = bind_common(a, FADSL_ATTENTION_BWD_DQ_CONVERT, c);
-  BIND(st, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
-  BIND(st, fadsl_args_set_ptr(args, "t_dq", t->dq));
-  pass[n] = FADSL_ATTENTION_BWD_DQ_CONVERT;
-  bound[n++] = st;
+    BIND_LAST(&p, fadsl_args_set_bool(args, "FUSE_D", true));
+  args = pass_add(a, &p, FADSL_ATTENTION_BWD_DQ_CONVERT, c);
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dq_acc", t->dq_accum));
+  BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dq", t->dq));
   if (heads) {
-    args = a->args[FADSL_ATTENTION_BWD_DKDV_CONVERT];
-    fadsl_args_clear(args);
-    st = bind_common(a, FADSL_ATTENTION_BWD_DKDV_CONVERT, c);
-    BIND(st, fadsl_args_set_ptr(args, "t_dk_acc", dk_acc));
-    BIND(st, fadsl_args_set_ptr(args, "t_dv_acc", dv_acc));
-    BIND(st, fadsl_args_set_ptr(args, "t_dk", t->dk));
-    BIND(st, fadsl_args_set_ptr(args, "t_dv", t->dv));
-    pass[n] = FADSL_ATTENTION_BWD_DKDV_CONVERT;
-    bound[n++] = st;
+    args = pass_add(a, &p, FADSL_ATTENTION_BWD_DKDV_CONVERT, c);
+    bind_dkdv_accum(&p, args, t, c);
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dk", t->dk));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dv", t->dv));
   }
-  return run_pass(a, pass, bound, n, where);
+  return run_pass(a, p.which, p.bound, p.n, where);
 }
 
 static bool has_fused(const fadsl_attention *a) {
@@ -495,40 +493,31 @@ fadsl_status fa_attn_api_backward(fadsl_attention *a, const FaAttnTensors *t, co
                             : !has_fused(a)     ? "the program does not have"
                                                 : "needs dq_accum");
   }
-  int pass[3], n = 0;
-  fadsl_status bound[3];
+  BoundPass p = {.n = 0};
   if (!delta_given) {
     /* delta = rowsum(dO * O) */
-    args = a->args[FADSL_ATTENTION_BWD_D];
-    fadsl_args_clear(args);
-    st = bind_common(a, FADSL_ATTENTION_BWD_D, c);
-    BIND(st, fadsl_args_set_ptr(args, "t_o", t->o));
-    BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
-    BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
-    pass[n] = FADSL_ATTENTION_BWD_D;
-    bound[n++] = st;
+    args = pass_add(a, &p, FADSL_ATTENTION_BWD_D, c);
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_o", t->o));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_do", t->do_));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_pdp", t->delta));
   }
   /* dK and dV, then dQ: both read q, k, v, dO, lse and delta */
   for (int which = FADSL_ATTENTION_BWD_DKDV; which <= FADSL_ATTENTION_BWD_DQ; which++) {
-    args = a->args[which];
-    fadsl_args_clear(args);
-    st = bind_common(a, (fadsl_attention_kernel)which, c);
-    BIND(st, fadsl_args_set_ptr(args, "t_q", t->q));
-    BIND(st, fadsl_args_set_ptr(args, "t_k", t->k));
-    BIND(st, fadsl_args_set_ptr(args, "t_v", t->v));
-    BIND(st, fadsl_args_set_ptr(args, "t_do", t->do_));
-    BIND(st, fadsl_args_set_ptr(args, "t_lse", t->lse));
-    BIND(st, fadsl_args_set_ptr(args, "t_pdp", t->delta));
+    args = pass_add(a, &p, (fadsl_attention_kernel)which, c);
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_q", t->q));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_k", t->k));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_v", t->v));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_do", t->do_));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_lse", t->lse));
+    BIND_LAST(&p, fadsl_args_set_ptr(args, "t_pdp", t->delta));
     if (which == FADSL_ATTENTION_BWD_DKDV) {
-      BIND(st, fadsl_args_set_ptr(args, "t_dk", t->dk));
-      BIND(st, fadsl_args_set_ptr(args, "t_dv", t->dv));
+      BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dk", t->dk));
+      BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dv", t->dv));
     } else {
-      BIND(st, fadsl_args_set_ptr(args, "t_dq", t->dq));
+      BIND_LAST(&p, fadsl_args_set_ptr(args, "t_dq", t->dq));
     }
-    pass[n] = which;
-    bound[n++] = st;
   }
-  st = run_pass(a, pass, bound, n, where);
+  st = run_pass(a, p.which, p.bound, p.n, where);
   pthread_mutex_unlock(&a->lock);
   return st;
 }
