@@ -9,6 +9,7 @@
  * variant's own file) and then failing cleanly at the launch, which a
  * context without a device cannot do.  Linked as users link. */
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,8 +56,33 @@ static void options(fadsl_attention *a) {
   fadsl_attention_options o;
   fadsl_attention_options_init(&o);
   expect(o.size == sizeof o && o.window_left == -1 && o.window_right == -1 && !o.causal && o.softcap == 0 &&
-             !o.alibi && !o.sinks && !o.cu_seqlens_q,
+             !o.alibi && !o.sinks && !o.cu_seqlens_q && !o.dkv_accum,
          "fadsl_attention_options_init: no variant", NULL);
+  /* a struct of an older header (or a binding's mirror) is set up to its
+     own size and not a byte past it: the function of the old name stops
+     before dkv_accum, the sized one where it is told */
+  unsigned char raw[sizeof o + 16];
+  memset(raw, 0xa5, sizeof raw);
+  (fadsl_attention_options_init)((fadsl_attention_options *)(void *)raw);
+  size_t old_size = offsetof(fadsl_attention_options, dkv_accum), got;
+  memcpy(&got, raw, sizeof got);
+  bool untouched = true;
+  for (size_t i = old_size; i < sizeof raw; i++)
+    untouched = untouched && raw[i] == 0xa5;
+  expect(got == old_size && untouched, "fadsl_attention_options_init (the function): the fields before dkv_accum",
+         NULL);
+  memset(raw, 0xa5, sizeof raw);
+  fadsl_attention_options_init_size((fadsl_attention_options *)(void *)raw, 12);
+  memcpy(&got, raw, sizeof got);
+  untouched = true;
+  for (size_t i = 12; i < sizeof raw; i++)
+    untouched = untouched && raw[i] == 0xa5;
+  expect(got == 12 && untouched, "fadsl_attention_options_init_size: 12 bytes", NULL);
+  memset(raw, 0xa5, sizeof raw);
+  fadsl_attention_options_init_size((fadsl_attention_options *)(void *)raw, sizeof raw);
+  memcpy(&got, raw, sizeof got);
+  expect(got == sizeof o && raw[sizeof o] == 0xa5, "fadsl_attention_options_init_size: larger than the library's",
+         NULL);
   /* no variant: the plain call, with its rules */
   o.causal = 1;
   expect_error(a, fwd(a, &o, 1, 2, 2, 64, 65), FADSL_ERROR_INVALID_ARGUMENT, "causal attention needs Nq == Nkv",

@@ -55,12 +55,22 @@ static fadsl_status fail_rt(FaAttnHandle *h, fadsl_status st, const char *what) 
   return fail(h, st, "%s: %s: %s", what, fadsl_status_string(st), fadsl_context_last_error(h->ctx));
 }
 
-void fadsl_attention_options_init(fadsl_attention_options *o) {
+void fadsl_attention_options_init_size(fadsl_attention_options *o, size_t size) {
   if (!o)
     return;
-  memset(o, 0, sizeof *o);
-  o->size = sizeof *o;
-  o->window_left = o->window_right = -1;
+  fadsl_attention_options d;
+  memset(&d, 0, sizeof d);
+  d.window_left = d.window_right = -1;
+  d.size = size < sizeof d ? size : sizeof d;
+  memcpy(o, &d, d.size);   /* nothing past the caller's struct */
+}
+
+/* Before dkv_accum the struct ended at fuse_delta: the size those programs
+   have. */
+enum { OPTIONS_SIZE_BEFORE_DKV_ACCUM = offsetof(fadsl_attention_options, dkv_accum) };
+
+void(fadsl_attention_options_init)(fadsl_attention_options *o) {
+  fadsl_attention_options_init_size(o, OPTIONS_SIZE_BEFORE_DKV_ACCUM);
 }
 
 /* The caller's options as this library knows them: fields past the caller's

@@ -173,8 +173,9 @@ FADSL_API size_t fadsl_attention_dkv_accum_bytes(int B, int KVH, int Nkv, int D)
  * as for fadsl_attention_forward.
  *
  * The struct can grow: set it up with fadsl_attention_options_init, which
- * fills `size`; a library that knows more fields treats the ones past `size`
- * as their defaults, so a program built against this header keeps working. */
+ * fills `size` with the caller's sizeof and writes nothing past it; a library
+ * that knows more fields treats the ones past `size` as their defaults, so a
+ * program built against this header keeps working. */
 typedef struct fadsl_attention_options {
   size_t size;                  /* sizeof(fadsl_attention_options), set by _init */
   int causal;                   /* 0 or 1 */
@@ -207,8 +208,15 @@ typedef struct fadsl_attention_options {
 } fadsl_attention_options;
 
 /* Defaults: no variant (plain attention, not causal); the backward pass
- * fused when dq_accum is given. */
-FADSL_API void fadsl_attention_options_init(fadsl_attention_options *opts);
+ * fused when dq_accum is given.  fadsl_attention_options_init(opts) sets up
+ * a struct of this header's size; fadsl_attention_options_init_size, of
+ * `size` bytes (a binding that mirrors the struct passes its own size), writes
+ * only those.  (The function fadsl_attention_options_init, which programs
+ * built against headers before dkv_accum call, sets up the fields before
+ * dkv_accum.) */
+FADSL_API void fadsl_attention_options_init_size(fadsl_attention_options *opts, size_t size);
+FADSL_API void(fadsl_attention_options_init)(fadsl_attention_options *opts);
+#define fadsl_attention_options_init(opts) fadsl_attention_options_init_size((opts), sizeof *(opts))
 
 /* Forward and backward passes with options (NULL: the defaults).  With no
  * variant they are fadsl_attention_forward / _backward (causal needing

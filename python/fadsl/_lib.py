@@ -232,25 +232,27 @@ _sig(attn, "fadsl_attention_backward_delta_host", _I, _P, _P, _P, _P, _P, _P, _P
 
 class AttentionOptions(ctypes.Structure):
     """fadsl_attention_options (fadsl_attention.h), set up by
-    fadsl_attention_options_init."""
+    fadsl_attention_options_init_size with this mirror's own size (the
+    library writes nothing past it and takes later fields as defaults)."""
     _fields_ = [("size", ctypes.c_size_t), ("causal", _I), ("window_left", _I), ("window_right", _I),
                 ("softcap", _F), ("alibi", _U64), ("sinks", _U64), ("dsinks", _U64),
                 ("cu_seqlens_q", _U64), ("cu_seqlens_k", _U64), ("nseq", _I), ("max_seqlen_q", _I),
-                ("max_seqlen_k", _I), ("dq_accum", _U64), ("deterministic", _I), ("fuse_delta", _I)]
+                ("max_seqlen_k", _I), ("dq_accum", _U64), ("deterministic", _I), ("fuse_delta", _I),
+                ("dkv_accum", _U64)]
 
 
 def attention_options(causal, deterministic, dq_accum=0):
     """Options of a plain (no variant) backward pass: fused with the
     accumulator dq_accum (a device or host address), unless deterministic."""
     o = AttentionOptions()
-    attn.fadsl_attention_options_init(ctypes.byref(o))
+    attn.fadsl_attention_options_init_size(ctypes.byref(o), ctypes.sizeof(o))
     o.causal = int(bool(causal))
     o.deterministic = int(bool(deterministic))
     o.dq_accum = int(dq_accum)
     return o
 
 
-_sig(attn, "fadsl_attention_options_init", None, ctypes.POINTER(AttentionOptions))
+_sig(attn, "fadsl_attention_options_init_size", None, ctypes.POINTER(AttentionOptions), ctypes.c_size_t)
 _sig(attn, "fadsl_attention_dq_accum_bytes", ctypes.c_size_t, _I, _I, _I, _I)
 _sig(attn, "fadsl_attention_backward_ex", _I, _P, ctypes.POINTER(AttentionOptions), _U64, _U64, _U64, _U64, _U64,
      _U64, _U64, _U64, _U64, _U64, _I, _I, _I, _I, _I, _I, _F, _I, _P)
