@@ -21,7 +21,7 @@
  * fa_attention_modules (attention_internal.h). */
 
 static const char *const kernel_names[FADSL_ATTENTION_KERNELS] = {
-    "attn_fwd",      "attn_bwd_d",         "attn_bwd_dkdv",  "attn_bwd_dq",          "attn_bwd_prep",
+    "attn_fwd",      "attn_bwd_d",          "attn_bwd_dkdv",      "attn_bwd_dq",    "attn_bwd_prep",
     "attn_bwd",      "attn_bwd_dq_convert", "attn_bwd_dkdv_zero", "attn_bwd_heads", "attn_bwd_dkdv_convert"};
 
 /* The fused backward kernels are optional: a program of its own without them
