@@ -90,15 +90,80 @@ FA_DEV unsigned smem_addr(const void *p) {
  *     swizzle): no bank conflicts, and no padding.  The tile must start at
  *     a multiple of 1024 bytes. */
 template <int PITCH> struct PadTile {
-  static FA_DEV int at(int r, int cb) { return r * PITCH + cb; }
+  enum : int { linear = 0 };
+  static FA_CX int at(int r, int cb) { return r * PITCH + cb; }
 };
+/* linear: at() is linear over GF(2) in the bits of r and cb (the fields it
+ * places them in are disjoint powers of two, and the swizzle XORs address
+ * bits with other address bits), so the offset of a sum of disjoint bits is
+ * the XOR of their offsets (stage() uses this). */
 template <int ROWS, int SW> struct SwzTile {
   static_assert(SW == 32 || SW == 64 || SW == 128, "swizzle width");
-  static FA_DEV int at(int r, int cb) {
+  static_assert((ROWS & (ROWS - 1)) == 0, "rows: a power of two");
+  enum : int { linear = 1 };
+  static FA_CX int at(int r, int cb) {
     const int a = (cb / SW) * (ROWS * SW) + r * SW + cb % SW;
     return a ^ (((a >> 7) & (SW / 16 - 1)) << 4);
   }
 };
+
+/* The tile offset of the element at flat index f of layout L (coordinates
+ * along D_IN in elements of SIZE bytes). */
+template <class L, int D_IN, class F, int SIZE> FA_CX int tile_offset(int f) {
+  return F::at(L::coord(f, 0, 1 - D_IN), L::coord(f, 0, D_IN) * SIZE);
+}
+/* The offset bits that some thread's position can set (F linear): the OR of
+ * the offsets of the lane and warp bits. */
+template <class L, int D_IN, class F, int SIZE> FA_CX int thread_offset_bits() {
+  int m = 0;
+  for (int i = 0; i < L::lanes::n; ++i)
+    m |= tile_offset<L, D_IN, F, SIZE>(L::lanes::gather(1 << i));
+  for (int i = 0; i < L::warps::n; ++i)
+    m |= tile_offset<L, D_IN, F, SIZE>(L::warps::gather(1 << i));
+  return m;
+}
+/* Whether the XOR form stage() uses gives F::at for every thread and every
+ * V-th register: checked, for the kernel's own layouts, as it is compiled. */
+template <class L, int D_IN, int V, class F, int SIZE> FA_CX bool xor_form_exact() {
+  const int bits = thread_offset_bits<L, D_IN, F, SIZE>();
+  for (int lane = 0; lane < (1 << L::lanes::n); ++lane)
+    for (int warp = 0; warp < (1 << L::warps::n); ++warp) {
+      const int toff = L::lanes::gather(lane) | L::warps::gather(warp);
+      const int t = tile_offset<L, D_IN, F, SIZE>(toff);
+      for (int g = 0; g < L::nregs / V; ++g) {
+        const int k = tile_offset<L, D_IN, F, SIZE>(L::reg_offset(g * V));
+        const int r = L::coord(toff, g * V, 1 - D_IN), c = L::coord(toff, g * V, D_IN);
+        if (((t ^ (k & bits)) + (k & ~bits)) != F::at(r, c * SIZE))
+          return false;
+      }
+    }
+  return true;
+}
+
+/* The offset in a tile of format F of register g * V's element of layout L,
+ * for the thread at toff (thread_at: element_base's value for it).  With a
+ * swizzled tile this is the thread's offset XOR a constant (F linear, the
+ * thread's and the register's index bits disjoint); the constant's bits
+ * that no thread sets are added, the rest XOR-ed: one instruction per
+ * distinct XOR and the additions folded into the stores' offsets, instead
+ * of the swizzle computed for every element. */
+template <class L, int D_IN, class F, int SIZE> FA_DEV int element_base(int toff) {
+  if constexpr (F::linear)
+    return tile_offset<L, D_IN, F, SIZE>(toff);
+  else
+    return toff;
+}
+template <class L, int D_IN, int V, class F, int SIZE> FA_DEV int element_at(int thread_at, int g) {
+  if constexpr (F::linear) {
+    static_assert(xor_form_exact<L, D_IN, V, F, SIZE>(), "the XOR form of the swizzled offsets");
+    constexpr int bits = thread_offset_bits<L, D_IN, F, SIZE>();
+    const int k = tile_offset<L, D_IN, F, SIZE>(L::reg_offset(g * V));
+    return (thread_at ^ (k & bits)) + (k & ~bits);
+  } else {
+    const int toff = thread_at;
+    return F::at(L::coord(toff, g * V, 1 - D_IN), L::coord(toff, g * V, D_IN) * SIZE);
+  }
+}
 
 /* Stores of W 32-bit words into shared memory at a shared-window address
  * (st.shared: a generic st would take the path of global stores). */
@@ -120,12 +185,13 @@ template <int W> FA_DEV void st_shared_words(unsigned addr, const unsigned (&w)[
 template <class L, int D_IN, int V, class F, class T>
 FA_DEV void stage(unsigned char *tile, const T (&src)[L::nregs], int toff) {
   const unsigned base = smem_addr(tile);   /* the tile's shared-window address, once */
+  constexpr int SIZE = (int)sizeof(T);
+  const int thread_at = element_base<L, D_IN, F, SIZE>(toff);
 #pragma unroll
   for (int g = 0; g < L::nregs / V; ++g) {
-    const int r = L::coord(toff, g * V, 1 - D_IN), c = L::coord(toff, g * V, D_IN);
-    const int at = F::at(r, c * (int)sizeof(T));
-    if constexpr (V * (int)sizeof(T) >= 4) {
-      constexpr int W = V * (int)sizeof(T) / 4;
+    const int at = element_at<L, D_IN, V, F, SIZE>(thread_at, g);
+    if constexpr (V * SIZE >= 4) {
+      constexpr int W = V * SIZE / 4;
       unsigned w[W];
 #pragma unroll
       for (int i = 0; i < W; ++i)
@@ -336,13 +402,14 @@ template <class L, int V, unsigned CHECK, int D_IN, class F, class T, int R>
 FA_DEV void load_block_async(unsigned tile, const BlockPtr<T, R> &p, int toff, bool owner) {
   if (!owner)
     return;
+  constexpr int SIZE = (int)sizeof(T);
+  const int thread_at = element_base<L, D_IN, F, SIZE>(toff);
 #pragma unroll
   for (int g = 0; g < L::nregs / V; ++g) {
     bool in;
     const long long off = block_address<L, CHECK>(p, toff, g * V, in);
-    const int r = L::coord(toff, g * V, 1 - D_IN), c = L::coord(toff, g * V, D_IN);
-    cp_async<V * (int)sizeof(T)>(tile + F::at(r, c * (int)sizeof(T)), in ? p.base + off : p.base,
-                                 in ? V * (int)sizeof(T) : 0);
+    const int at = element_at<L, D_IN, V, F, SIZE>(thread_at, g);
+    cp_async<V * SIZE>(tile + at, in ? p.base + off : p.base, in ? V * SIZE : 0);
   }
 }
 

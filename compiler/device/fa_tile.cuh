@@ -101,6 +101,8 @@ template <int... D> struct Shape {
  * index, lane id and warp id selects. */
 template <class S, class Regs, class Lanes, class Warps> struct Layout {
   using shape = S;
+  using lanes = Lanes;
+  using warps = Warps;
   /* each flat-index bit is selected by at most one of register, lane and
      warp: coord() and the tile addresses add the parts instead of or-ing them */
   static_assert((Regs::gather(-1) & (Lanes::gather(-1) | Warps::gather(-1))) == 0 &&
