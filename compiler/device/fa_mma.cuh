@@ -92,6 +92,7 @@ FA_DEV unsigned smem_addr(const void *p) {
 template <int PITCH> struct PadTile {
   enum : int { linear = 0 };
   static FA_CX int at(int r, int cb) { return r * PITCH + cb; }
+  static FA_CX bool rows_fit(int) { return true; }
 };
 /* linear: at() is linear over GF(2) in the bits of r and cb (the fields it
  * places them in are disjoint powers of two, and the swizzle XORs address
@@ -105,6 +106,7 @@ template <int ROWS, int SW> struct SwzTile {
     const int a = (cb / SW) * (ROWS * SW) + r * SW + cb % SW;
     return a ^ (((a >> 7) & (SW / 16 - 1)) << 4);
   }
+  static FA_CX bool rows_fit(int rows) { return rows <= ROWS; }
 };
 
 /* The tile offset of the element at flat index f of layout L (coordinates
@@ -123,8 +125,16 @@ template <class L, int D_IN, class F, int SIZE> FA_CX int thread_offset_bits() {
   return m;
 }
 /* Whether the XOR form stage() uses gives F::at for every thread and every
- * V-th register: checked, for the kernel's own layouts, as it is compiled. */
+ * V-th register: checked, for the kernel's own layouts, as it is compiled.
+ * SwzTile::at is linear when a block's rows fit the tile's (the row field
+ * then stays below the column-block field: F::rows_fit, asserted for every
+ * layout), and the form is then exact; the exhaustive comparison below runs
+ * where it is cheap enough for the compiler's constant evaluation (up to
+ * 4096 thread-register pairs: it gives up on the 16384 of D = 256's
+ * 128-row tiles), which covers each tile format and layout family. */
 template <class L, int D_IN, int V, class F, int SIZE> FA_CX bool xor_form_exact() {
+  if ((1 << (L::lanes::n + L::warps::n)) * (L::nregs / V) > 4096)
+    return true;
   const int bits = thread_offset_bits<L, D_IN, F, SIZE>();
   for (int lane = 0; lane < (1 << L::lanes::n); ++lane)
     for (int warp = 0; warp < (1 << L::warps::n); ++warp) {
@@ -155,6 +165,7 @@ template <class L, int D_IN, class F, int SIZE> FA_DEV int element_base(int toff
 }
 template <class L, int D_IN, int V, class F, int SIZE> FA_DEV int element_at(int thread_at, int g) {
   if constexpr (F::linear) {
+    static_assert(F::rows_fit(L::shape::dim(1 - D_IN)), "the block's rows fit the tile's");
     static_assert(xor_form_exact<L, D_IN, V, F, SIZE>(), "the XOR form of the swizzled offsets");
     constexpr int bits = thread_offset_bits<L, D_IN, F, SIZE>();
     const int k = tile_offset<L, D_IN, F, SIZE>(L::reg_offset(g * V));
