@@ -124,7 +124,9 @@ static json_t *result_for(json_t *root, const char *kernel) {
  * 128x128.  Every space lists the pipeline first; beside tma (every tile),
  * attn_fwd tries tma_ws_pp at every tile, attn_bwd_dkdv tma_async at the
  * 64-key blocks on 4 warps, attn_bwd tma_async at 64x64 on 4 warps and
- * 64x128 on 8 (above d_head 64 at 32x64 on 4 warps with 2 stages only),
+ * 64x128 on 8 (above d_head 64 at 32x64 on 4 warps with 2 stages only) and
+ * tma_ws with 2 stages at 64x64 on 4 warps and 64x128 on 8 (above d_head
+ * 128 at every tile on 8 warps),
  * attn_bwd_dq tma_async at 64x64 on 4 warps and 128x128 on 8
  * and tma_ws_pp at 128x128 on 8, where Q, dO and each stage's K and V fit
  * 227 KB. */
@@ -139,6 +141,8 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
   if (!strcmp(pipeline, "tma") || !strcmp(kernel, "attn_fwd")) return true;
   bool tile_64x64_w4 = bq == 64 && bk == 64 && warps == 4;
   if (!strcmp(kernel, "attn_bwd_dkdv")) return !strcmp(pipeline, "tma_async") && bk == 64 && warps == 4;
+  if (!strcmp(kernel, "attn_bwd") && !strcmp(pipeline, "tma_ws"))
+    return stages == 2 && (d_head > 128 ? warps == 8 : bq == 64 && ((bk == 128 && warps == 8) || tile_64x64_w4));
   if (!strcmp(kernel, "attn_bwd") && d_head > 64)
     return !strcmp(pipeline, "tma_async") && stages == 2 &&
            ((bq == 32 && bk == 64 && warps == 4) || (bq == 64 && bk == 128 && warps == 8));
@@ -155,8 +159,8 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
  * (dkdv_hopper_default; at d_head 64 only for lengths that are multiples of
  * 8, as the problem's are); attn_bwd_dq's above d_head 64 is tma_ws_pp at
  * 128x128 on 8 warps with 2 stages (dq_hopper_default); attn_bwd's (the
- * fused pass) tma_async with 2 stages at 64x128 on 8 warps above d_head 64,
- * 64x64 on 4 up to 64 (bwd_hopper_default).  attn_fwd prefers nothing at
+ * fused pass) tma_ws with 2 stages at 64x128 on 8 warps above d_head 64,
+ * tma_async at 64x64 on 4 up to 64 (bwd_hopper_default).  attn_fwd prefers nothing at
  * these sizes: its default is the first survivor. */
 static bool attention_prefer(const char *kernel, const char *pipeline, long bq, long bk, long warps, long stages,
                              long d_head) {
@@ -165,8 +169,9 @@ static bool attention_prefer(const char *kernel, const char *pipeline, long bq, 
   if (!strcmp(kernel, "attn_bwd_dq"))
     return d_head > 64 && bq == 128 && bk == 128 && warps == 8 && stages == 2 && !strcmp(pipeline, "tma_ws_pp");
   if (!strcmp(kernel, "attn_bwd"))
-    return bq == 64 && stages == 2 && !strcmp(pipeline, "tma_async") &&
-           (d_head > 64 ? bk == 128 && warps == 8 : bk == 64 && warps == 4);
+    return bq == 64 && stages == 2 &&
+           (d_head > 64 ? bk == 128 && warps == 8 && !strcmp(pipeline, "tma_ws")
+                        : bk == 64 && warps == 4 && !strcmp(pipeline, "tma_async"));
   return false;
 }
 
@@ -379,8 +384,8 @@ START_TEST(dry_run_d256_spaces) {
        "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
       {"attn_bwd_dq", "", 10, 0, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
        "pipeline=tma_ws_pp BLOCK_Q=32 BLOCK_K=32 stages=2 warps=4"},
-      {"attn_bwd", "--size deterministic=False ", 4, 0, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
-       "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
+      {"attn_bwd", "--size deterministic=False ", 5, 0, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
+       "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
   };
   static const char *const fwd_ws[] = {
       "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
@@ -477,15 +482,16 @@ START_TEST(dry_run_attention_long_default) {
 }
 END_TEST
 
-/* attn_bwd's default (the fused pass, bwd_hopper_default): on Hopper products
- * waited for late at 64x128 on 8 warps up to d_head 128, 64x64 on 4 up to
- * 64; sm_80 and d_head 256 keep the prune's first point. */
+/* attn_bwd's default (the fused pass, bwd_hopper_default): on Hopper a
+ * producer warpgroup at 64x128 on 8 warps up to d_head 128, products waited
+ * for late at 64x64 on 4 up to 64; sm_80 and d_head 256 keep the prune's
+ * first point. */
 START_TEST(dry_run_fused_hopper_default) {
   static const struct {
     const char *args, *want;
   } cases[] = {
-      {"--arch sm_90a --size D=128 --size N=4096", "pipeline=tma_async BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
-      {"--size D=96 --size N=1000 --size causal=True", "pipeline=tma_async BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
+      {"--arch sm_90a --size D=128 --size N=4096", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
+      {"--size D=96 --size N=1000 --size causal=True", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
       {"--arch sm_90a --size D=64 --size N=4096", "pipeline=tma_async BLOCK_Q=64 BLOCK_K=64 stages=2 warps=4"},
       {"--arch sm_80 --size D=128 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=64 stages=2 warps=4"},
       {"--arch sm_90a --size D=256 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},

@@ -94,6 +94,7 @@ helper attention_core.dq_smem_ok
 helper attention_core.dkdv_pipeline_ok
 helper attention_core.dq_pipeline_ok
 helper attention_core.bwd_pipeline_ok
+helper attention_core.bwd_ws_tiles_ok
 helper attention_core.no_score
 helper attention_core.no_score_grad
 helper attention_core.causal_mask
