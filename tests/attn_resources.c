@@ -6,7 +6,9 @@
  * them) with the spill counts of ptxas' report.  A default configuration
  * that spills (or has local memory with no report to say why) fails: spills
  * are the register pressure that the prunes of attention_core.fa
- * (dkdv_tiles_ok, bwd_tiles_ok, ...) keep out of the defaults.  So does one
+ * (dkdv_tiles_ok, bwd_tiles_ok, ...) keep out of the defaults; except up to
+ * WS_SPILL_ALLOWANCE bytes where a producer warpgroup caps the compute
+ * warps' registers (pipelines tma_ws and tma_ws_pp).  So does one
  * whose warpgroup products ptxas serialises (its C7510-style report: a call
  * in the kernel, such as a device_assert's, makes every wgmma wait alone).
  *
@@ -27,6 +29,9 @@
 
 #include "cuda_loader.h"
 #include "nvrtc_compile.h"
+
+/* bytes of spill stores (and loads) a warp-specialised default may have */
+#define WS_SPILL_ALLOWANCE 16
 
 typedef struct Job {
   const char *kernel;
@@ -122,11 +127,20 @@ static void run_job(Run *r, Job *j) {
        products that ptxas serialised (each waited for alone: a call in the
        kernel, a device_assert's say, or registers it could not keep apart) */
     bool spills = res.spill_stores > 0 || res.spill_loads > 0 || (res.spill_stores < 0 && res.stack_frame > 0);
+    /* a producer warpgroup caps the compute warps at 240 registers
+       (setmaxnreg: 8 compute warps and 4 producer warps share 64K); a few
+       bytes of spill there, thread constants reloaded once an iteration, is
+       what the measured-faster default (attn_bwd's tma_ws) costs */
+    bool ws = cfg.pipeline == FA_PIPELINE_TMA_WS || cfg.pipeline == FA_PIPELINE_TMA_WS_PP;
+    bool allowed = ws && res.spill_stores >= 0 && res.spill_stores <= WS_SPILL_ALLOWANCE &&
+                   res.spill_loads <= WS_SPILL_ALLOWANCE;
     bool serialised = out.log && strstr(out.log, "wgmma.mma_async instructions are serialized");
-    j->ok = !spills && !serialised;
-    snprintf(j->line, sizeof j->line, "%s %-20s D=%-3d %-6s %3d registers, spills %d+%d bytes, stack %d  [%s] %.1f s%s",
+    j->ok = (!spills || allowed) && !serialised;
+    snprintf(j->line, sizeof j->line, "%s %-20s D=%-3d %-6s %3d registers, spills %d+%d bytes, stack %d  [%s %s] %.1f s%s%s",
              j->ok ? "ok  " : "FAIL", j->kernel, j->d_head, j->arch, res.registers, res.spill_stores, res.spill_loads,
-             res.stack_frame, conf, now() - t0, serialised ? "  ptxas serialised the wgmma products" : "");
+             res.stack_frame, conf, fa_pipeline_name(cfg.pipeline), now() - t0,
+             serialised ? "  ptxas serialised the wgmma products" : "",
+             spills && allowed ? "  (within the producer warpgroup's spill allowance)" : "");
   }
   fa_sb_free(&err);
   fa_nvrtc_output_free(&out);
