@@ -2237,6 +2237,51 @@ static bool holds_product(Planner *pl, const IrOp *op) {
   return op_or_nested(pl, op, commits_here, NULL);
 }
 
+/* Where the first read of the carried accumulator is an online softmax's
+ * rescale (O * alpha[:, None], the plan's unit factors) whose result only
+ * the deferred product adds onto, and nothing else reads the accumulator
+ * before that product, the deferred product is waited for at the head of the
+ * next iteration instead of before the rescale: there, before the loop's
+ * first product is issued, the wait, the release of its ring buffer, the
+ * packing of this iteration's A operand (kept in registers until then) and
+ * the rescale (its factors kept likewise) stand together.  The deferred
+ * product then runs under the whole softmax of the iteration after its
+ * issue.  Waited for before the rescale, it ran under the row maximum alone:
+ * ptxas 13 schedules a wait for the product at the top of the block that
+ * holds the softmax's exponentials (bench/results/2026-12-05-h100). */
+static bool rescale_moves_to_head(Planner *pl, const IrRegion *body, const IrOp *reader, const IrOp *last_op,
+                                   const IrValue *arg) {
+  FaCudaPlan *p = pl->p;
+  if (reader->kind != IR_BINARY || reader->nresults != 1)
+    return false;
+  const IrValue *r = reader->results[0];
+  const IrValue *factors = val(pl, r)->unit_factors;
+  if (!factors || reader->noperands != 2)
+    return false;
+  const IrValue *rescaled = reader->operands[0] == factors ? reader->operands[1] : reader->operands[0];
+  if (rescaled != arg || val(pl, r)->nconvs || r->layout != arg->layout)
+    return false;
+  /* the rescaled value is the deferred product's addend and nothing else;
+     nothing between the rescale and the product reads the accumulator */
+  if (last_op->kind != IR_BINARY || (last_op->operands[0] != r && last_op->operands[1] != r))
+    return false;
+  bool between = false;
+  for (int n = 0; n < p->nops; n++) {
+    const IrOp *use = p->order[n];
+    if (use == last_op)
+      continue;
+    for (int k = 0; k < use->noperands; k++)
+      if (use->operands[k] == r)
+        return false;
+  }
+  for (const IrOp *op = body->first; op && op != last_op; op = op->next) {
+    if (between && fa_plan_op_live(p, op) && op_reads(pl, op, arg))
+      return false;
+    between |= op == reader;
+  }
+  return between;
+}
+
 static const char *why_not_deferred(Planner *pl, FaPipelinePlan *pp) {
   FaCudaPlan *p = pl->p;
   const IrRegion *body = pp->loop->regions[0];
@@ -2314,6 +2359,10 @@ static const char *why_not_deferred(Planner *pl, FaPipelinePlan *pp) {
   pp->defer_after = first;
   pp->defer_wait_before = reader;
   pp->defer_carried = carried;
+  pp->defer_head = first_op;
+  /* a candidate, taken or not by plan_late_pack once the rings are planned */
+  if (rescale_moves_to_head(pl, body, reader, last_op, arg))
+    pp->defer_rescale = reader;
   return NULL;
 }
 
@@ -2354,6 +2403,36 @@ static void plan_deferral(Planner *pl) {
       retime_waits_for_deferral(pl, pp);
   }
   drop_empty_waits(pl);
+}
+
+/* The deferred product waited for at the next iteration's head
+ * (rescale_moves_to_head), where the ring allows it: its ring buffer is then
+ * released two iterations after its load's, so the buffers of the other
+ * loads, released with it in a ring that is not split, would be refilled
+ * only after the head that waits for them with 2 stages.  Split rings, or 3
+ * stages or more.  The waits from the old wait's place to the end of the
+ * iteration get the deferred product in flight behind them too. */
+static void plan_late_pack(Planner *pl) {
+  for (int i = 0; i < pl->pipelines.len; i++) {
+    FaPipelinePlan *pp = pl->pipelines.items[i];
+    if (!pp->deferred || !pp->defer_rescale)
+      continue;
+    if (!pp->split && pp->stages < 3) {
+      pp->defer_rescale = NULL;
+      continue;
+    }
+    const IrRegion *body = pp->loop->regions[0];
+    bool after = false;
+    for (const IrOp *op = body->first; op; op = op->next) {
+      for (int w = 0; after && w < pl->waits.len; w++) {
+        FaWgmmaWait *wt = pl->waits.items[w];
+        if (wt->before == op && wt->region == body)
+          wt->pending++;
+      }
+      after |= op == pp->defer_wait_before;
+    }
+    pp->defer_wait_before = NULL;
+  }
 }
 
 static void plan_rotation(Planner *pl) {
@@ -3741,6 +3820,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
     plan_rotation(&pl);
   if (pl.ok)
     plan_split_rings(&pl);
+  if (pl.ok)
+    plan_late_pack(&pl);
   if (pl.ok)
     plan_barriers(&pl);
   out->pipelines = (FaPipelinePlan **)freeze(&pl, &pl.pipelines, &out->npipelines);

@@ -398,6 +398,15 @@ typedef struct FaPipelinePlan {
   struct FaProductPlan *defer_after;
   const IrOp *defer_wait_before;
   int defer_carried;        /* the loop-carried value it accumulates into */
+  /* the op that commits defer_after; and, where the first read of the
+     carried accumulator is an online softmax's rescale that only the
+     deferred product reads (rescale_moves_to_head), that rescale: then the
+     product's wait, the release of its ring buffer, the packing of the next
+     one's A fragments (its operand kept in registers across the back edge)
+     and the rescale (its factors kept likewise) stand at the head of the
+     next iteration, before defer_head, and defer_wait_before is NULL */
+  const IrOp *defer_head;
+  const IrOp *defer_rescale;
   const char *no_deferral;  /* why not, when tma_ws_pp asked for it */
   int acc_registers;        /* estimated registers per compute thread that the loop's products hold
                                (accumulators, register A operands) with the rotation's second

@@ -363,7 +363,11 @@ static void print_ring_load(const FaPipelinePlan *pp, int j, StrBuf *out) {
     put_loc(out, r->release_before->loc);
     fa_sb_puts(out, " (its products complete)");
     break;
-  case FA_RELEASE_DEFERRED: fa_sb_puts(out, ", released after the deferred product's wait in the next iteration"); break;
+  case FA_RELEASE_DEFERRED:
+    fa_sb_puts(out, pp->defer_rescale ? ", released after the deferred product's wait, at the head of the iteration after"
+                                        " the one that issues it"
+                                      : ", released after the deferred product's wait in the next iteration");
+    break;
   }
   fa_sb_putc(out, '\n');
 }
@@ -390,9 +394,17 @@ static void print_pipeline(const FaPipelinePlan *pp, StrBuf *out) {
     put_value(out, pp->deferred->fused_add->results[0]);
     fa_sb_puts(out, "'s product deferred to the next iteration, issued after ");
     put_value(out, pp->defer_after->dot->results[0]);
-    fa_sb_puts(out, "'s and waited for before ");
-    put_loc(out, pp->defer_wait_before->loc);
-    fa_sb_puts(out, " (the last after the loop; its ring buffer released after the wait)");
+    if (pp->defer_rescale) {
+      fa_sb_puts(out, "'s and waited for at the head of the iteration after, where its ring buffer is released, the"
+                      " next one's A operand (kept in registers) packed and the rescale at ");
+      put_loc(out, pp->defer_rescale->loc);
+      fa_sb_puts(out, " applied (its factors kept likewise), before the loop's first product (the last after the"
+                      " loop)");
+    } else {
+      fa_sb_puts(out, "'s and waited for before ");
+      put_loc(out, pp->defer_wait_before->loc);
+      fa_sb_puts(out, " (the last after the loop; its ring buffer released after the wait)");
+    }
   } else if (pp->no_deferral) {
     fa_sb_printf(out, "; last product not deferred: %s", pp->no_deferral);
   }
@@ -658,7 +670,11 @@ static void print_product(const FaProductPlan *pp, StrBuf *out) {
     if (pp->why_at_once)
       fa_sb_printf(out, " (%s)", pp->why_at_once);
   } else if (pp->instr == FA_INSTR_WGMMA && pp->deferred) {
-    fa_sb_puts(out, ", its A fragments packed here, issued by the next iteration (the last after the loop)");
+    const FaPipelinePlan *ring = pp->b_tile ? pp->b_tile->pipeline : NULL;
+    fa_sb_puts(out, ring && ring->defer_rescale
+                        ? ", its A operand kept in registers here, packed at the next iteration's head and issued"
+                          " there (the last after the loop)"
+                        : ", its A fragments packed here, issued by the next iteration (the last after the loop)");
   } else if (pp->instr == FA_INSTR_WGMMA && pp->rotated) {
     fa_sb_puts(out, ", issued one iteration ahead and waited for at the back edge of the iteration before its own");
   } else if (pp->instr == FA_INSTR_WGMMA && pp->wait_at) {

@@ -65,6 +65,10 @@ typedef struct Emitter {
   const char *defer_frags;  /* its A fragments, packed where it stands, read at its issue */
   const char *defer_flag;   /* a deferred product waits for its issue */
   const char *defer_acc;    /* the carried accumulator it adds into */
+  const char *defer_scale;  /* the factors of its rescale, kept for the next iteration's head
+                               (FaPipelinePlan.defer_rescale) */
+  const char *defer_pend;   /* ... and its A operand, kept likewise, packed there */
+  const char *defer_inflight; /* a deferred product issued and not yet waited for */
   const char *defer_pack_fn, *defer_issue_fn;
   const char **helper_names;/* by product index: its wgmma helper, once written */
   const char **late_acc;    /* by product index: the accumulator array of a product waited for late */
@@ -615,6 +619,36 @@ static const char *binary_expr(Emitter *em, const IrOp *op, const char *a, const
   return aprintf(em, "(%s %s %s)", a, sym, b);
 }
 
+/* Register-bit lists for fa::Bits<>. */
+static const char *bits_list(Emitter *em, const int *v, int n) {
+  StrBuf sb;
+  fa_sb_init(&sb);
+  for (int i = 0; i < n; i++)
+    fa_sb_printf(&sb, "%s%d", i ? ", " : "", v[i]);
+  const char *s = aprintf(em, "fa::Bits<%s>", sb.data ? sb.data : "");
+  fa_sb_free(&sb);
+  return s;
+}
+
+/* A broadcast's register map: register bit i of the result is register
+ * bit map[i] of the operand, or none for the stretched dimensions. */
+static const char *broadcast_bits(Emitter *em, const IrOp *op) {
+  const IrValue *x = op->operands[0], *r = op->results[0];
+  const FaLayout *l = r->layout;
+  unsigned stretched = 0;
+  for (int d = 0; d < r->type.rank; d++)
+    if (x->type.shape[d] != r->type.shape[d]) {
+      int first, count;
+      fa_layout_dim_bits(l, d, &first, &count);
+      for (int j = 0; j < count; j++)
+        stretched |= 1u << (first + j);
+    }
+  int map[FA_LAYOUT_MAX_BITS], n = 0;
+  for (int i = 0; i < l->nreg; i++)
+    map[i] = (stretched & (1u << l->reg[i])) ? -1 : n++;
+  return bits_list(em, map, l->nreg);
+}
+
 /* x * f[:, None] with f an online softmax's rescale factor (the plan's
  * unit_factors): the elements copied, then multiplied only where a factor
  * this thread holds is not 1 (x * 1 is x, so the result is the same). */
@@ -1089,17 +1123,6 @@ static void emit_atomic_add_block(Emitter *em, const IrOp *op) {
        op->boundary, instr, value_ref(em, op->operands[0]), arr, thread_offset(em, l), layout_name(em, l));
 }
 
-/* Register-bit lists for fa::Bits<>. */
-static const char *bits_list(Emitter *em, const int *v, int n) {
-  StrBuf sb;
-  fa_sb_init(&sb);
-  for (int i = 0; i < n; i++)
-    fa_sb_printf(&sb, "%s%d", i ? ", " : "", v[i]);
-  const char *s = aprintf(em, "fa::Bits<%s>", sb.data ? sb.data : "");
-  fa_sb_free(&sb);
-  return s;
-}
-
 static void emit_reduce(Emitter *em, const IrOp *op) {
   const IrValue *x = op->operands[0], *r = op->results[0];
   const FaReducePlan *rp = fa_plan_reduce(em->plan, op);
@@ -1389,6 +1412,39 @@ static void emit_deferred_helpers(Emitter *em, const FaProductPlan *w) {
   em->defer_issue_fn = write_wgmma_helper(em, w, issue, true);
 }
 
+/* The rescale of the carried accumulator that moved to the deferred
+ * product's issue (FaPipelinePlan.defer_rescale): the factors kept from the
+ * iteration before, broadcast as the rescale's own operand was, and the
+ * multiplication skipped where every factor is 1, as emit_unit_rescale. */
+static void emit_kept_rescale(Emitter *em, const IrOp *op) {
+  const IrValue *r = op->results[0], *factors = vplan(em, r)->unit_factors;
+  const char *scale = fresh_tmp(em, "scale");
+  int k = op->operands[0] == factors ? 1 : 0; /* the operand rescaled */
+  line(em, "%s %s[%d];  // %s", elem_ctype(em, factors->type), scale, nregs(r->layout), layout_name(em, r->layout));
+  line(em, "fa::regmap<%s>(%s, %s);  // the factors kept from the iteration before, broadcast",
+       broadcast_bits(em, factors->def), scale, em->defer_scale);
+  line(em, "if (!fa::all_ones(%s)) {  // a running maximum moved: rescale before the product adds on", em->defer_scale);
+  line(em, "  #pragma unroll");
+  line(em, "  for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(r->layout));
+  line(em, "    %s[fa_e] = (%s[fa_e] * %s[fa_e]);", em->defer_acc, k == 0 ? em->defer_acc : scale,
+       k == 0 ? scale : em->defer_acc);
+  line(em, "}");
+}
+
+/* At the rescale's own place: its result is the accumulator itself, and
+ * the factors are kept for the issue. */
+static void emit_rescale_kept_for_issue(Emitter *em, const IrOp *op) {
+  const IrValue *r = op->results[0];
+  const IrOp *b = vplan(em, r)->unit_factors->def;
+  const FaLayout *need = need_of(em, b, 0);
+  const char *factors = array_in(em, b->operands[0], need);
+  line(em, "%s (&%s)[%d] = %s;  // rescaled at the deferred product's issue in the next iteration",
+       elem_ctype(em, r->type), names_of(em, r)->name, nregs(r->layout), em->defer_acc);
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(need));
+  line(em, "  %s[fa_e] = %s[fa_e];", em->defer_scale, factors);
+}
+
 /* The deferred product of the iteration before, accumulating into the
  * carried accumulator (its ring buffer is the use before this one's). */
 static void emit_deferred_issue(Emitter *em, const FaPipelinePlan *pp) {
@@ -1436,20 +1492,60 @@ static void emit_releases_before(Emitter *em, const IrOp *op) {
 
 /* The deferred product of the iteration before complete, and its ring
  * buffer released (GUARDED: only where there was one). */
-static void emit_deferred_wait(Emitter *em, const FaPipelinePlan *pp, bool guarded) {
-  line(em, "fa::wgmma_wait<0>();  // the deferred product of the iteration before");
+static void emit_deferred_wait_from(Emitter *em, const FaPipelinePlan *pp, const char *guard, int back) {
+  line(em, "fa::wgmma_wait<0>();  // the deferred product of the iteration before%s", back > 1 ? " last" : "");
   line(em, "fa::fence_regs(%s);", em->defer_acc);
   line(em, "fa::fence_regs(%s);", em->defer_frags);
-  if (guarded)
-    line(em, "if (%s) {", em->defer_flag);
-  em->indent += guarded;
-  const char *before = aprintf(em, "%s - 1", em->pipe_counter[pp->id]);
+  if (guard)
+    line(em, "if (%s) {", guard);
+  em->indent += guard != NULL;
+  const char *before = aprintf(em, "%s - %d", em->pipe_counter[pp->id], back);
   for (int j = pp->split ? 0 : -1; j < (pp->split ? pp->nloads : 0); j++)
     if (j < 0 || pp->split[j].release == FA_RELEASE_DEFERRED)
-      emit_ring_release(em, pp, j, before, "the iteration before's");
-  em->indent -= guarded;
-  if (guarded)
+      emit_ring_release(em, pp, j, before, back > 1 ? "the iteration before last's" : "the iteration before's");
+  em->indent -= guard != NULL;
+  if (guard)
     line(em, "}");
+}
+
+static void emit_deferred_wait(Emitter *em, const FaPipelinePlan *pp, bool guarded) {
+  emit_deferred_wait_from(em, pp, guarded ? em->defer_flag : NULL, 1);
+}
+
+/* A deferred product waited for at the next iteration's head
+ * (FaPipelinePlan.defer_rescale): its operand and the rescale's factors
+ * kept in registers across the back edge (the factors 1 and the operand 0
+ * before the first iteration, so that the head's work needs no branch: ptxas
+ * serialises the products around a branch that writes an accumulator). */
+static void emit_late_pack_state(Emitter *em, const FaPipelinePlan *pp) {
+  const FaProductPlan *w = pp->deferred;
+  const IrOp *b = vplan(em, pp->defer_rescale->results[0])->unit_factors->def;
+  em->defer_scale = fresh_tmp(em, "defer_scale");
+  em->defer_pend = fresh_tmp(em, "defer_a");
+  em->defer_inflight = fresh_tmp(em, "inflight");
+  int nf = nregs(need_of(em, b, 0)), na = w->mt * w->kt * 8;
+  bool a_f32 = w->a_src == FA_OPND_REGISTERS_F32;
+  line(em, "%s %s[%d];  // the factors of the rescale, applied at the next iteration's head",
+       elem_ctype(em, b->operands[0]->type), em->defer_scale, nf);
+  line(em, "%s %s[%d];  // the deferred product's A operand, packed at the next iteration's head",
+       a_f32 ? "float" : ctype(w->in), em->defer_pend, na);
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nf);
+  line(em, "  %s[fa_e] = 1.0f;", em->defer_scale);
+  line(em, "#pragma unroll");
+  line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", na);
+  line(em, "  %s[fa_e] = 0;", em->defer_pend);
+  line(em, "bool %s = false;  // a deferred product issued, waited for at the next head", em->defer_inflight);
+}
+
+/* The head: the product issued in the iteration before complete (its ring
+ * buffer, two uses back, released), and the last iteration's operand packed
+ * into the fragments the next issue reads. */
+static void emit_late_pack_head(Emitter *em, const FaPipelinePlan *pp) {
+  emit_deferred_wait_from(em, pp, em->defer_inflight, 2);
+  line(em, "%s = false;", em->defer_inflight);
+  line(em, "%s(%s, %s);  // A of the product the next issue adds on", em->defer_pack_fn, em->defer_pend,
+       em->defer_frags);
 }
 
 static int product_index(const Emitter *em, const FaProductPlan *pp) {
@@ -1579,8 +1675,15 @@ static void emit_dot_into(Emitter *em, const FaProductPlan *pp, const IrValue *r
       fail(em, op->loc, "internal compiler error: a deferred product outside its loop");
       return;
     }
-    line(em, "%s(%s, %s);  // A = %s.to(%s), read by its issue in the next iteration", em->defer_pack_fn,
-         array_in(em, pp->a_regs, dp->a), em->defer_frags, names_of(em, pp->a_regs)->name, fa_dtype_name(pp->in));
+    if (em->defer_pend) {
+      line(em, "#pragma unroll");
+      line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", pp->mt * pp->kt * 8);
+      line(em, "  %s[fa_e] = %s[fa_e];  // A = %s, packed at the next iteration's head", em->defer_pend,
+           array_in(em, pp->a_regs, dp->a), names_of(em, pp->a_regs)->name);
+    } else {
+      line(em, "%s(%s, %s);  // A = %s.to(%s), read by its issue in the next iteration", em->defer_pack_fn,
+           array_in(em, pp->a_regs, dp->a), em->defer_frags, names_of(em, pp->a_regs)->name, fa_dtype_name(pp->in));
+    }
     line(em, "%s = true;", em->defer_flag);
     return;
   }
@@ -1596,6 +1699,8 @@ static void emit_dot_into(Emitter *em, const FaProductPlan *pp, const IrValue *r
          em->defer_flag);
     em->indent++;
     emit_deferred_issue(em, em->defer);
+    if (em->defer_inflight)
+      line(em, "%s = true;", em->defer_inflight);
     em->indent--;
     line(em, "} else {  // an empty group: the waits count the same groups either way");
     /* the fence the issue path has: without it ptxas injects one where the
@@ -1643,22 +1748,8 @@ static void emit_reshape_like(Emitter *em, const IrOp *op) {
          layout_name(em, r->layout));
     return;
   }
-  /* broadcast: register bit i of the result is register bit map[i] of the
-   * operand, or none for the stretched dimensions */
-  const FaLayout *l = r->layout;
-  unsigned stretched = 0;
-  for (int d = 0; d < r->type.rank; d++)
-    if (x->type.shape[d] != r->type.shape[d]) {
-      int first, count;
-      fa_layout_dim_bits(l, d, &first, &count);
-      for (int j = 0; j < count; j++)
-        stretched |= 1u << (first + j);
-    }
-  int map[FA_LAYOUT_MAX_BITS], n = 0;
-  for (int i = 0; i < l->nreg; i++)
-    map[i] = (stretched & (1u << l->reg[i])) ? -1 : n++;
-  declare_block(em, r, layout_name(em, l));
-  line(em, "fa::regmap<%s>(%s, %s);  // broadcast", bits_list(em, map, l->nreg), names_of(em, r)->name, src);
+  declare_block(em, r, layout_name(em, r->layout));
+  line(em, "fa::regmap<%s>(%s, %s);  // broadcast", broadcast_bits(em, op), names_of(em, r)->name, src);
 }
 
 static void emit_assert(Emitter *em, const IrOp *op) {
@@ -2022,6 +2113,9 @@ static void emit_for(Emitter *em, const IrOp *op) {
     emit_deferred_helpers(em, dp);
     line(em, "unsigned %s[%d][%d][4];  // the deferred product's A fragments", em->defer_frags, dp->mt, dp->kt);
     line(em, "bool %s = false;  // a deferred product waits for its issue", em->defer_flag);
+    em->defer_scale = em->defer_pend = em->defer_inflight = NULL;
+    if (pp->defer_rescale)
+      emit_late_pack_state(em, pp);
   }
   line(em, "for (%s %s = %s; %s < %s; %s += %s) {", ctype(iv->type.dtype), ivn, lb, ivn, ub, ivn, step);
   em->indent++;
@@ -2084,11 +2178,15 @@ static void emit_for(Emitter *em, const IrOp *op) {
   if (em->defer && em->defer == pp) {
     if (releases_tiles_in_loop(em, op))
       emit_tile_release(em);   /* the producer loads the next program's under the last deferred product */
+    if (pp->defer_rescale)
+      emit_late_pack_head(em, pp);
     line(em, "if (%s) {  // the last iteration's deferred product", em->defer_flag);
     em->indent++;
     for (int j = 0; pp->split && j < pp->nloads; j++)
       if (pp->split[j].next_head)
         emit_load_wait(em, pp, j, aprintf(em, "%s - 1", counter), "the last iteration's");
+    if (pp->defer_rescale)
+      emit_kept_rescale(em, pp->defer_rescale);
     emit_deferred_issue(em, pp);
     emit_deferred_wait(em, pp, false);
     em->indent--;
@@ -2443,6 +2541,10 @@ static void emit_op(Emitter *em, const IrOp *op) {
   emit_releases_before(em, op);
   if (em->defer && !em->producer_mode && op == em->defer->defer_wait_before)
     emit_deferred_wait(em, em->defer, true);
+  if (em->defer && !em->producer_mode && em->defer->defer_rescale && op == em->defer->defer_head) {
+    emit_late_pack_head(em, em->defer);
+    emit_kept_rescale(em, em->defer->defer_rescale);
+  }
   /* values computed at their uses need no code here */
   if (op->nresults == 1 && is_block(op->results[0]) && is_virtual(em, op->results[0]))
     return;
@@ -2493,6 +2595,10 @@ static void emit_op(Emitter *em, const IrOp *op) {
     if (vplan(em, r)->fused_add_of) {
       source_comment(em, vplan(em, r)->fused_add_of->dot->loc);
       emit_dot_into(em, vplan(em, r)->fused_add_of, r, true);
+      break;
+    }
+    if (vplan(em, r)->unit_factors && em->defer && em->defer->defer_rescale == op) {
+      emit_rescale_kept_for_issue(em, op);
       break;
     }
     if (vplan(em, r)->unit_factors) {
