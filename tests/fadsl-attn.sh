@@ -52,6 +52,14 @@ expect 0 "(fused)" --interpret --shape 1,2,2,40,16 --backward --heads --check --
 expect 2 "--heads is a form of the fused backward pass" --interpret --shape 1,4,2,16,16 --backward --heads \
   --deterministic
 expect 2 "--heads is for plain attention" --interpret --shape 1,4,2,16,16 --backward --heads --window 4,0
+# by default a program per query head where a group has 4 query heads or
+# more (plain attention), one per kv head below that, with a variant, or
+# with --no-heads
+expect 0 "(fused, a program per query head)" --interpret --shape 1,4,1,40,16 --backward --fused --seed 8
+expect 0 "checked everything" --interpret --shape 1,8,2,33,16 --causal --backward --fused --check --seed 8
+expect 0 "(fused)" --interpret --shape 1,6,2,40,16 --backward --fused --seed 8
+expect 0 "(fused)" --interpret --shape 1,4,1,40,16 --backward --fused --no-heads --seed 8
+expect 0 "(fused)" --interpret --shape 1,4,1,40,16 --backward --fused --window 8,0 --seed 8
 
 # files: inputs saved by one run are read back by another, with the same results
 "$attn" --interpret --shape 1,4,2,45,64 --causal --backward --seed 4 --save-inputs "$dir/in_" \

@@ -68,7 +68,9 @@ typedef struct Options {
   bool deterministic, fused, fuse_delta;              /* the backward pass: which one (--deterministic,
                                                          --fused and --fuse-delta as given; after
                                                          parse_options deterministic is the choice) */
-  bool heads;                                         /* --heads: the fused pass, a program a query head */
+  int heads;                                          /* the fused pass with a program a query head: 1
+                                                         --heads, 0 --no-heads, -1 where a group has
+                                                         HEADS_MIN_GROUP query heads or more (run_heads) */
   DType dtype;
   const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
   const char *alibi, *sinks, *dsinks, *cu_seqlens;   /* variants' files */
@@ -120,7 +122,9 @@ static void usage(FILE *f) {
         "                       attention; for measurements)\n"
         "  --heads              the fused pass with one program per query head where H > KVH\n"
         "                       (attn_bwd_heads: dK and dV added into float32 accumulators, then\n"
-        "                       attn_bwd_dkdv_convert; the C API's dkv_accum), for grouped queries\n"
+        "                       attn_bwd_dkdv_convert; the C API's dkv_accum), for grouped queries;\n"
+        "                       the default where H >= 4 KVH (plain attention), faster there on an H100\n"
+        "  --no-heads           the fused pass with one program per kv head, walking its query heads\n"
         "  --seed N             seed of the random inputs (printed when not given)\n"
         "  --save-inputs PREFIX write the inputs as PREFIXq.npy, PREFIXk.npy, PREFIXv.npy (and PREFIXdo.npy),\n"
         "                       float32 holding the rounded values\n"
@@ -232,6 +236,7 @@ static const char *parse_kernel_config(const char *text, Options *o) {
 
 static int parse_options(int argc, char **argv, Options *o) {
   memset(o, 0, sizeof *o);
+  o->heads = -1;
   o->dtype = DT_F16;
   o->bench_iters = 20;
   o->bench_ms = 200;
@@ -301,7 +306,9 @@ static int parse_options(int argc, char **argv, Options *o) {
     } else if (!strcmp(a, "--fuse-delta")) {
       o->fuse_delta = true;
     } else if (!strcmp(a, "--heads")) {
-      o->heads = true;
+      o->heads = 1;
+    } else if (!strcmp(a, "--no-heads")) {
+      o->heads = 0;
     } else if (!strcmp(a, "--bench")) {
       o->bench = true;
     } else if (!strcmp(a, "--forward-only")) {
@@ -458,10 +465,11 @@ static int parse_options(int argc, char **argv, Options *o) {
                                       : "--fuse-delta is a form of the fused backward pass, not of --deterministic");
   if (o->fuse_delta && (o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens))
     return usage_error("%s", "--fuse-delta is for plain attention (no variant)");
-  if (o->heads && (o->deterministic || o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens))
+  if (o->heads == 1 &&
+      (o->deterministic || o->has_window || o->softcap > 0 || o->alibi || o->sinks || o->cu_seqlens))
     return usage_error("%s", o->deterministic ? "--heads is a form of the fused backward pass, not of --deterministic"
                                               : "--heads is for plain attention (no variant)");
-  if (o->heads)
+  if (o->heads == 1)
     o->fused = true;
   if (o->interpret && !o->block_q)
     o->block_q = o->block_k = 32;
@@ -601,6 +609,21 @@ typedef struct Variant {
   float *alibi, *sinks;         /* [H] */
   int32_t *cu;                  /* [nseq + 1] */
 } Variant;
+
+/* Query heads a group needs for the fused pass to run a program per query
+ * head by default: on an H100 (bench/results/2026-12-05-h100, runs 53 and
+ * 54) it was 1.02 to 1.53x the pass with a program per kv head with 4 and 8
+ * query heads a group (D=64 and 128, causal), the same at 8 without the
+ * mask, and 0.94 to 0.96x with 2. */
+#define HEADS_MIN_GROUP 4
+
+/* Whether the fused pass runs a program per query head (--heads,
+ * --no-heads, or by the group's size): plain attention only. */
+static bool run_heads(const Options *o, const FaAttnShape *s, const Variant *var) {
+  if (o->heads >= 0)
+    return o->heads == 1;
+  return !var->on && s->KVH > 0 && s->H >= HEADS_MIN_GROUP * s->KVH;
+}
 
 /* A 1-D .npy of `n` elements (n < 0: any), converted to `to` (DT_F32 or
  * DT_I32); float16/float32 for floats, int32 (or int64 that fits) for ints. */
@@ -750,7 +773,7 @@ static bool run_interpreter(const Options *o, const FaAttnShape *s, DType dt, co
   bool ok = fa_attn_open(&r, &fc, program, o->block_q, o->block_k, threads);
   r.deterministic = o->deterministic;
   r.fuse_delta = o->fuse_delta;
-  r.heads = o->heads;
+  r.heads = run_heads(o, s, var);
   double t0 = now_s();
   ok = ok && fa_attn_forward_variant(&r, s, &var->v, dt, q->data, k->data, v->data, out->o, out->lse2);
   double t1 = now_s();
@@ -1079,7 +1102,7 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
                              "the dQ accumulator"))
     goto done;
   g.opts.dq_accum = g.dq_accum;
-  if (backward && o->heads && !dev_alloc(&g, fadsl_attention_dkv_accum_bytes(s->B, s->KVH, s->Nkv, s->D),
+  if (backward && run_heads(o, s, var) && !dev_alloc(&g, fadsl_attention_dkv_accum_bytes(s->B, s->KVH, s->Nkv, s->D),
                                          &g.dkv_accum, "the dK and dV accumulators"))
     goto done;
   g.opts.dkv_accum = g.dkv_accum;
@@ -1264,7 +1287,7 @@ static bool write_json(const Options *o, const FaAttnShape *s, DType dt, bool ba
     json_string(f, rep->bwd_mode[0] ? rep->bwd_mode : o->deterministic ? "deterministic" : "fused");
     if (o->fuse_delta)
       fprintf(f, ", \"fuse_delta\": true");
-    if (o->heads)
+    if (run_heads(o, s, var))
       fprintf(f, ", \"heads\": true");
     /* the other pass, under its own name: bwd_deterministic_ms or bwd_fused_ms */
     if (rep->other_bwd_ms > 0) {

@@ -241,15 +241,26 @@ class AttentionOptions(ctypes.Structure):
                 ("dkv_accum", _U64)]
 
 
-def attention_options(causal, deterministic, dq_accum=0):
+def attention_options(causal, deterministic, dq_accum=0, dkv_accum=0):
     """Options of a plain (no variant) backward pass: fused with the
-    accumulator dq_accum (a device or host address), unless deterministic."""
+    accumulator dq_accum (a device or host address), unless deterministic;
+    with dkv_accum (a device address) and grouped queries, a program per
+    query head."""
     o = AttentionOptions()
     attn.fadsl_attention_options_init_size(ctypes.byref(o), ctypes.sizeof(o))
     o.causal = int(bool(causal))
     o.deterministic = int(bool(deterministic))
     o.dq_accum = int(dq_accum)
+    o.dkv_accum = int(dkv_accum)
     return o
+
+
+# Query heads a group needs for the fused pass to run a program per query
+# head (fadsl_attention_options.dkv_accum): on an H100 it was 1.02 to 1.53x
+# the pass with a program per kv head with 4 and 8 query heads a group, and
+# 0.94 to 0.96x with 2 (bench/results/2026-12-05-h100, runs 53 and 54); as
+# fadsl-attn's default.
+HEADS_MIN_GROUP = 4
 
 
 _sig(attn, "fadsl_attention_options_init_size", None, ctypes.POINTER(AttentionOptions), ctypes.c_size_t)

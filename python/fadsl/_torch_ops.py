@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from . import _attention
-from ._lib import FadslInvalidArgument, attention_options, attn, context
+from ._lib import HEADS_MIN_GROUP, FadslInvalidArgument, attention_options, attn, context
 
 LN2 = math.log(2.0)
 
@@ -134,7 +134,13 @@ def _backward_pass(do, q, k, v, o, lse2, dlse2, causal, scale, deterministic):
         if dlse2 is None:
             # the fused pass's float32 dQ accumulator, from torch's allocator
             acc = None if deterministic else torch.empty((B, H, Nq, D), dtype=torch.float32, device=q.device)
-            opts = attention_options(causal, deterministic, 0 if acc is None else acc.data_ptr())
+            # and, with groups of HEADS_MIN_GROUP query heads or more, dK's and
+            # dV's float32 accumulators: a program per query head
+            dkv = None
+            if acc is not None and H >= HEADS_MIN_GROUP * KVH:
+                dkv = torch.empty((2, B, KVH, Nkv, D), dtype=torch.float32, device=q.device)
+            opts = attention_options(causal, deterministic, 0 if acc is None else acc.data_ptr(),
+                                     0 if dkv is None else dkv.data_ptr())
             st = attn.fadsl_attention_backward_ex(h, ctypes.byref(opts), q.data_ptr(), k.data_ptr(), v.data_ptr(),
                                                   o.data_ptr(), lse2.data_ptr(), do.data_ptr(), dq.data_ptr(),
                                                   dk.data_ptr(), dv.data_ptr(), delta.data_ptr(), *ex_args, s)

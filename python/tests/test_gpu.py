@@ -53,6 +53,7 @@ CASES = [  # B, H, KVH, Nq, Nkv, D, causal
     (1, 4, 1, 200, 333, 32, False),
     (1, 2, 2, 513, 513, 256, True),
     (1, 12, 12, 4096, 4096, 64, True),
+    (1, 8, 1, 300, 300, 128, True),  # 8 query heads a group: the fused pass a program per query head
 ]
 
 
