@@ -2409,15 +2409,17 @@ static void plan_deferral(Planner *pl) {
  * (rescale_moves_to_head), where the ring allows it: its ring buffer is then
  * released two iterations after its load's, so the buffers of the other
  * loads, released with it in a ring that is not split, would be refilled
- * only after the head that waits for them with 2 stages.  Split rings, or 3
- * stages or more.  The waits from the old wait's place to the end of the
+ * only after the head that waits for them with 2 stages, and in a split
+ * ring with 1 stage its own next tile would (the head waits for that tile
+ * before it releases the buffer: tests/check_split_ring's late protocol).
+ * Split rings with 2 stages or more, or 3 stages or more.  The waits from the old wait's place to the end of the
  * iteration get the deferred product in flight behind them too. */
 static void plan_late_pack(Planner *pl) {
   for (int i = 0; i < pl->pipelines.len; i++) {
     FaPipelinePlan *pp = pl->pipelines.items[i];
     if (!pp->deferred || !pp->defer_rescale)
       continue;
-    if (!pp->split && pp->stages < 3) {
+    if (pp->stages < (pp->split ? 2 : 3)) {
       pp->defer_rescale = NULL;
       continue;
     }

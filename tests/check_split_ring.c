@@ -13,6 +13,13 @@
  *     S reads K; the deferred product reads V of u - 1; K is released when S
  *     is complete, V of u - 1 after the deferred product's wait; after the
  *     loop, V of the last use is waited for, read and released.
+ * The late protocol (FaPipelinePlan.defer_rescale: the deferred product
+ * waited for at the head of the iteration after its issue): the head waits
+ * for K of u and V of u - 1 as above, then releases V of u - 2, whose product
+ * (issued in the iteration before) is complete there; after the loop V of
+ * the last use but one is released, then the last is waited for, read and
+ * released.  It deadlocks with 1 stage (V of u waits for the release of V of
+ * u - 1, which comes after that wait), so the plan takes it from 2.
  * Copies land in any order at any later time (the buffer holds garbage
  * meanwhile), and the actors are stepped in a random order.  Every read must
  * find the tile of its own iteration, from when the product is issued until
@@ -167,8 +174,76 @@ static bool warp_step(Ring *r, Warp *w) {
   return true;
 }
 
+/* The late protocol's events (see the top). */
+static bool warp_step_late(Ring *r, Warp *w) {
+  while (!w->done && w->program < r->nprograms && r->len[w->program] == 0)
+    w->program++;
+  if (w->done || w->program == r->nprograms) {
+    w->done = true;
+    return false;
+  }
+  int p = w->program, n = r->len[p];
+  unsigned u = w->use;
+  if (w->it < n) {
+    switch (w->event) {
+    case 0:                      /* head: this iteration's K has landed */
+      if (!passes(&r->full[K][slot_of(r, u)], parity_of(r, u)))
+        return false;
+      break;
+    case 1:                      /* head: the iteration before's V has landed */
+      if (w->it > 0 && !passes(&r->full[V][slot_of(r, u - 1)], parity_of(r, u - 1)))
+        return false;
+      break;
+    case 2:                      /* head: the product issued in the iteration before complete */
+      if (w->it > 1) {
+        expect_tile(r, V, u - 2, p, w->it - 2, "the deferred product until complete");
+        arrive(&r->empty[V][slot_of(r, u - 2)]);
+      }
+      break;
+    case 3: expect_tile(r, K, u, p, w->it, "S's issue"); break;
+    case 4:
+      if (w->it > 0)
+        expect_tile(r, V, u - 1, p, w->it - 1, "the deferred product's issue");
+      break;
+    case 5:                      /* S complete (wait_group 1): K released */
+      expect_tile(r, K, u, p, w->it, "S until complete");
+      arrive(&r->empty[K][slot_of(r, u)]);
+      break;
+    }
+    if (++w->event == 6) {
+      w->event = 0;
+      w->it++;
+      w->use++;
+    }
+    return true;
+  }
+  switch (w->event) {
+  case 0:                        /* after the loop: the product in flight complete */
+    if (n > 1) {
+      expect_tile(r, V, u - 2, p, n - 2, "the deferred product until complete");
+      arrive(&r->empty[V][slot_of(r, u - 2)]);
+    }
+    break;
+  case 1:
+    if (!passes(&r->full[V][slot_of(r, u - 1)], parity_of(r, u - 1)))
+      return false;
+    expect_tile(r, V, u - 1, p, n - 1, "the last deferred product's issue");
+    break;
+  case 2:
+    expect_tile(r, V, u - 1, p, n - 1, "the last deferred product until complete");
+    arrive(&r->empty[V][slot_of(r, u - 1)]);
+    break;
+  }
+  if (++w->event == 3) {
+    w->event = 0;
+    w->it = 0;
+    w->program++;
+  }
+  return true;
+}
+
 /* Runs the block's programs; false on a deadlock. */
-static bool run(int stages, int warps, int nprograms, const int *len) {
+static bool run(int stages, int warps, int nprograms, const int *len, bool late) {
   Ring r;
   memset(&r, 0, sizeof r);
   r.stages = stages;
@@ -192,7 +267,7 @@ static bool run(int stages, int warps, int nprograms, const int *len) {
     if (all_done)
       return true;
     unsigned who = rnd((unsigned)warps + 2);
-    bool moved = who == 0 ? producer_step(&r, &prod) : who == 1 ? copy_step(&r) : warp_step(&r, &w[who - 2]);
+    bool moved = who == 0 ? producer_step(&r, &prod) : who == 1 ? copy_step(&r) : (late ? warp_step_late(&r, &w[who - 2]) : warp_step(&r, &w[who - 2]));
     if (moved) {
       idle = 0;
     } else if (++idle > 100000) {
@@ -208,9 +283,25 @@ START_TEST(every_read_finds_its_tile) {
       int warps = k % 2 ? 8 : 4, nprograms = 1 + (int)rnd(PROGRAMS_MAX), len[PROGRAMS_MAX];
       for (int i = 0; i < nprograms; i++)
         len[i] = (int)rnd(12);   /* 0 (a program with no key block), 1, ... 11 */
-      ck_assert_msg(run(stages, warps, nprograms, len), "%d stages, %d warps, %d programs: deadlock", stages, warps,
-                    nprograms);
+      ck_assert_msg(run(stages, warps, nprograms, len, false), "%d stages, %d warps, %d programs: deadlock", stages,
+                    warps, nprograms);
     }
+}
+END_TEST
+
+START_TEST(late_protocol_from_two_stages) {
+  rng = 0x9e3779b97f4a7c15ull;
+  for (int stages = 2; stages <= STAGES_MAX; stages++)
+    for (int k = 0; k < 60; k++) {
+      int warps = k % 2 ? 8 : 4, nprograms = 1 + (int)rnd(PROGRAMS_MAX), len[PROGRAMS_MAX];
+      for (int i = 0; i < nprograms; i++)
+        len[i] = (int)rnd(12);
+      ck_assert_msg(run(stages, warps, nprograms, len, true), "late, %d stages, %d warps, %d programs: deadlock",
+                    stages, warps, nprograms);
+    }
+  /* and with 1 stage it waits forever: the reason the plan needs 2 */
+  int one[1] = {3};
+  ck_assert(!run(1, 4, 1, one, true));
 }
 END_TEST
 
@@ -219,6 +310,7 @@ int main(void) {
   TCase *tc = tcase_create("protocol");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, every_read_finds_its_tile);
+  tcase_add_test(tc, late_protocol_from_two_stages);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
