@@ -448,7 +448,7 @@ static void assert_wait_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, 
   }
   for (int w = 0; w < p->nwaits; w++)
     ck_assert(p->waits[w]->pending >= 0 && p->waits[w]->nproducts > 0);
-  int in_code = 0, rotated = 0;
+  int in_code = 0, rotated = 0, late = 0;
   for (const char *s = ck->source; (s = strstr(s, "fa::wgmma_wait<")); s++)
     in_code++;
   for (int i = 0; i < p->npipelines; i++) {
@@ -456,22 +456,33 @@ static void assert_wait_invariants(const FaCudaPlan *p, const FaCudaKernel *ck, 
     rotated += pp->rotated != NULL || pp->deferred != NULL;
     if (pp->deferred) {
       /* the deferred product: the loop's last, accumulating into a carried value, its B tile
-         in the loop's ring; issued after the first product, waited for before a later op */
+         in the loop's ring; issued after the first product, waited for before a later op, or
+         (with its rescale moved there) at the next iteration's head, before the first product */
       ck_assert(pp->deferred->deferred && pp->deferred->fused_add && !pp->rotated);
       ck_assert(pp->deferred->b_tile->pipeline == pp);
       ck_assert(pp->defer_after && pp->defer_after != pp->deferred && !pp->defer_after->deferred);
-      ck_assert(pp->defer_wait_before && pp->defer_wait_before->parent == pp->loop->regions[0]);
-      bool after = false, wait_after = false;
+      const IrOp *mark = pp->defer_rescale ? pp->defer_rescale : pp->defer_wait_before;
+      ck_assert(mark && mark->parent == pp->loop->regions[0]);
+      ck_assert(pp->defer_rescale ? pp->defer_wait_before == NULL && pp->stages >= (pp->split ? 2 : 3)
+                                  : pp->defer_wait_before != NULL);
+      ck_assert(pp->defer_head && pp->defer_head->parent == pp->loop->regions[0]);
+      bool after = false, mark_after = false, head_first = false;
       for (const IrOp *op = pp->loop->regions[0]->first; op; op = op->next) {
+        head_first |= op == pp->defer_head && !after;
         after |= op == pp->defer_after->dot;
-        wait_after |= after && op == pp->defer_wait_before;
+        mark_after |= after && op == mark;
       }
-      ck_assert_msg(wait_after, "%s: the deferred product waited for before the first product", what);
+      ck_assert_msg(mark_after, "%s: the deferred product waited for before the first product", what);
+      ck_assert_msg(head_first, "%s: the head after the first product", what);
       ck_assert_msg(!pp->no_deferral, "%s: deferred and refused", what);
+      late += pp->defer_rescale != NULL;
     }
   }
-  ck_assert_msg(in_code == p->nwaits + at_once + 2 * rotated, "%s: %d waits in the code, %d + %d + 2 * %d in the plan",
-                what, in_code, p->nwaits, at_once, rotated);
+  /* a deferred product's waits: in the loop and after it; waited for at the
+     head, one more after the loop (the one in flight, then the last) */
+  ck_assert_msg(in_code == p->nwaits + at_once + 2 * rotated + late,
+                "%s: %d waits in the code, %d + %d + 2 * %d + %d in the plan", what, in_code, p->nwaits, at_once,
+                rotated, late);
   int refused = 0;
   for (int i = 0; i < p->npipelines; i++) {
     const FaPipelinePlan *pp = p->pipelines[i];
