@@ -233,6 +233,26 @@ static void decoding(fadsl_attention *a) {
   fadsl_attention_kvcache kv;
   fadsl_attention_kvcache_init(&kv);
   expect(kv.size == sizeof kv && kv.num_splits == 0 && kv.scale == 0, "fadsl_attention_kvcache_init", NULL);
+  /* set up to the size asked for and not a byte past it */
+  unsigned char raw[sizeof kv + 16];
+  size_t got;
+  memset(raw, 0xa5, sizeof raw);
+  fadsl_attention_kvcache_init_size((fadsl_attention_kvcache *)(void *)raw, 20);
+  memcpy(&got, raw, sizeof got);
+  bool untouched = true;
+  for (size_t i = 20; i < sizeof raw; i++)
+    untouched = untouched && raw[i] == 0xa5;
+  expect(got == 20 && untouched && raw[sizeof got] == 0, "fadsl_attention_kvcache_init_size: 20 bytes", NULL);
+  memset(raw, 0xa5, sizeof raw);
+  (fadsl_attention_kvcache_init)((fadsl_attention_kvcache *)(void *)raw);
+  memcpy(&got, raw, sizeof got);
+  expect(got == offsetof(fadsl_attention_kvcache, scale) + sizeof(float) && raw[got] == 0xa5,
+         "fadsl_attention_kvcache_init (the function): the fields up to scale", NULL);
+  memset(raw, 0xa5, sizeof raw);
+  fadsl_attention_kvcache_init_size((fadsl_attention_kvcache *)(void *)raw, sizeof raw);
+  memcpy(&got, raw, sizeof got);
+  expect(got == sizeof kv && raw[sizeof kv] == 0xa5, "fadsl_attention_kvcache_init_size: larger than the library's",
+         NULL);
   kv.B = 4, kv.Sq = 1, kv.H = 32, kv.KVH = 8, kv.D = 128;
   kv.num_blocks = 4096, kv.page_size = 64, kv.max_blocks = 512, kv.max_seqlen = 32768;
   int splits = 0;

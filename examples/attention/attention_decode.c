@@ -27,11 +27,20 @@ static fadsl_status fail_rt(FaAttnHandle *h, fadsl_status st, const char *what) 
 
 static const char *const dk_names[DK_N] = {"attn_decode_split", "attn_decode_combine"};
 
-void fadsl_attention_kvcache_init(fadsl_attention_kvcache *kv) {
+void fadsl_attention_kvcache_init_size(fadsl_attention_kvcache *kv, size_t size) {
   if (!kv)
     return;
-  memset(kv, 0, sizeof *kv);
-  kv->size = sizeof *kv;
+  fadsl_attention_kvcache d;
+  memset(&d, 0, sizeof d);
+  d.size = size < sizeof d ? size : sizeof d;
+  memcpy(kv, &d, d.size);   /* nothing past the caller's struct */
+}
+
+/* The struct as the first header with this function had it: up to scale. */
+enum { KVCACHE_SIZE_FIRST = offsetof(fadsl_attention_kvcache, scale) + sizeof(float) };
+
+void(fadsl_attention_kvcache_init)(fadsl_attention_kvcache *kv) {
+  fadsl_attention_kvcache_init_size(kv, KVCACHE_SIZE_FIRST);
 }
 
 static bool read_kv(const fadsl_attention_kvcache *in, fadsl_attention_kvcache *kv) {

@@ -270,7 +270,16 @@ typedef struct fadsl_attention_kvcache {
   float scale;                  /* 0: 1/sqrt(D) */
 } fadsl_attention_kvcache;
 
-FADSL_API void fadsl_attention_kvcache_init(fadsl_attention_kvcache *kv);
+/* Defaults (zeros; num_splits and scale chosen by the library).  As
+ * fadsl_attention_options_init: fadsl_attention_kvcache_init(kv) sets up a
+ * struct of this header's size, fadsl_attention_kvcache_init_size one of
+ * `size` bytes (a binding that mirrors the struct passes its own), writing
+ * nothing past it; the function of the old name, which programs built
+ * against earlier headers call, sets up the fields up to `scale`, so that a
+ * field added later does not make it write past their struct. */
+FADSL_API void fadsl_attention_kvcache_init_size(fadsl_attention_kvcache *kv, size_t size);
+FADSL_API void(fadsl_attention_kvcache_init)(fadsl_attention_kvcache *kv);
+#define fadsl_attention_kvcache_init(kv) fadsl_attention_kvcache_init_size((kv), sizeof *(kv))
 
 /* The number of splits a decoding call with these sizes uses and the bytes
  * of float32 workspace it needs (allocate them once; any 16-byte aligned
