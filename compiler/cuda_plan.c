@@ -2265,7 +2265,6 @@ static bool rescale_moves_to_head(Planner *pl, const IrRegion *body, const IrOp 
      nothing between the rescale and the product reads the accumulator */
   if (last_op->kind != IR_BINARY || (last_op->operands[0] != r && last_op->operands[1] != r))
     return false;
-  bool between = false;
   for (int n = 0; n < p->nops; n++) {
     const IrOp *use = p->order[n];
     if (use == last_op)
@@ -2274,6 +2273,7 @@ static bool rescale_moves_to_head(Planner *pl, const IrRegion *body, const IrOp 
       if (use->operands[k] == r)
         return false;
   }
+  bool between = false;
   for (const IrOp *op = body->first; op && op != last_op; op = op->next) {
     if (between && fa_plan_op_live(p, op) && op_reads(pl, op, arg))
       return false;
@@ -2369,16 +2369,20 @@ static const char *why_not_deferred(Planner *pl, FaPipelinePlan *pp) {
 /* Waits between the first product and the deferred one's wait have one
  * more group in flight behind them (the deferred product, committed right
  * after the first); the deferred product's own wait at the back edge goes. */
+static void one_more_pending_before(Planner *pl, const IrRegion *body, const IrOp *op) {
+  for (int i = 0; i < pl->waits.len; i++) {
+    FaWgmmaWait *w = pl->waits.items[i];
+    if (w->before == op && w->region == body)
+      w->pending++;
+  }
+}
+
 static void retime_waits_for_deferral(Planner *pl, const FaPipelinePlan *pp) {
   const IrRegion *body = pp->loop->regions[0];
   bool between = false;
   for (const IrOp *op = body->first; op; op = op->next) {
     if (between)
-      for (int i = 0; i < pl->waits.len; i++) {
-        FaWgmmaWait *w = pl->waits.items[i];
-        if (w->before == op && w->region == body)
-          w->pending++;
-      }
+      one_more_pending_before(pl, body, op);
     if (committed_by_any(pl, op) == pp->defer_after)
       between = true;
     if (op == pp->defer_wait_before)
@@ -2412,8 +2416,9 @@ static void plan_deferral(Planner *pl) {
  * only after the head that waits for them with 2 stages, and in a split
  * ring with 1 stage its own next tile would (the head waits for that tile
  * before it releases the buffer: tests/check_split_ring's late protocol).
- * Split rings with 2 stages or more, or 3 stages or more.  The waits from the old wait's place to the end of the
- * iteration get the deferred product in flight behind them too. */
+ * Split rings with 2 stages or more, or 3 stages or more.  The waits from
+ * the old wait's place to the end of the iteration get the deferred product
+ * in flight behind them too. */
 static void plan_late_pack(Planner *pl) {
   for (int i = 0; i < pl->pipelines.len; i++) {
     FaPipelinePlan *pp = pl->pipelines.items[i];
@@ -2426,11 +2431,8 @@ static void plan_late_pack(Planner *pl) {
     const IrRegion *body = pp->loop->regions[0];
     bool after = false;
     for (const IrOp *op = body->first; op; op = op->next) {
-      for (int w = 0; after && w < pl->waits.len; w++) {
-        FaWgmmaWait *wt = pl->waits.items[w];
-        if (wt->before == op && wt->region == body)
-          wt->pending++;
-      }
+      if (after)
+        one_more_pending_before(pl, body, op);
       after |= op == pp->defer_wait_before;
     }
     pp->defer_wait_before = NULL;

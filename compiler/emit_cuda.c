@@ -1412,10 +1412,11 @@ static void emit_deferred_helpers(Emitter *em, const FaProductPlan *w) {
   em->defer_issue_fn = write_wgmma_helper(em, w, issue, true);
 }
 
-/* The rescale of the carried accumulator that moved to the deferred
- * product's issue (FaPipelinePlan.defer_rescale): the factors kept from the
- * iteration before, broadcast as the rescale's own operand was, and the
- * multiplication skipped where every factor is 1, as emit_unit_rescale. */
+/* The rescale of the carried accumulator that moved to the next
+ * iteration's head (FaPipelinePlan.defer_rescale; after the loop, before the
+ * last issue): the factors kept from the iteration before, broadcast as the
+ * rescale's own operand was, and the multiplication skipped where every
+ * factor is 1, as emit_unit_rescale. */
 static void emit_kept_rescale(Emitter *em, const IrOp *op) {
   const IrValue *r = op->results[0], *factors = vplan(em, r)->unit_factors;
   const char *scale = fresh_tmp(em, "scale");
@@ -1432,13 +1433,13 @@ static void emit_kept_rescale(Emitter *em, const IrOp *op) {
 }
 
 /* At the rescale's own place: its result is the accumulator itself, and
- * the factors are kept for the issue. */
-static void emit_rescale_kept_for_issue(Emitter *em, const IrOp *op) {
+ * the factors are kept for the next head. */
+static void emit_rescale_kept_for_head(Emitter *em, const IrOp *op) {
   const IrValue *r = op->results[0];
   const IrOp *b = vplan(em, r)->unit_factors->def;
   const FaLayout *need = need_of(em, b, 0);
   const char *factors = array_in(em, b->operands[0], need);
-  line(em, "%s (&%s)[%d] = %s;  // rescaled at the deferred product's issue in the next iteration",
+  line(em, "%s (&%s)[%d] = %s;  // rescaled at the next iteration's head",
        elem_ctype(em, r->type), names_of(em, r)->name, nregs(r->layout), em->defer_acc);
   line(em, "#pragma unroll");
   line(em, "for (int fa_e = 0; fa_e < %d; ++fa_e)", nregs(need));
@@ -2598,7 +2599,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
       break;
     }
     if (vplan(em, r)->unit_factors && em->defer && em->defer->defer_rescale == op) {
-      emit_rescale_kept_for_issue(em, op);
+      emit_rescale_kept_for_head(em, op);
       break;
     }
     if (vplan(em, r)->unit_factors) {
