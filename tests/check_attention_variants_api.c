@@ -53,6 +53,11 @@ static fadsl_status bwd(fadsl_attention *a, const fadsl_attention_options *o, in
 }
 
 static void options(fadsl_attention *a) {
+  /* a program per query head where a group has 4 query heads or more */
+  expect(fadsl_attention_heads_preferred(8, 2) && fadsl_attention_heads_preferred(64, 8) &&
+             !fadsl_attention_heads_preferred(6, 2) && !fadsl_attention_heads_preferred(4, 4) &&
+             !fadsl_attention_heads_preferred(8, 0) && !fadsl_attention_heads_preferred(6, 4),
+         "fadsl_attention_heads_preferred: groups of 4 or more", NULL);
   fadsl_attention_options o;
   fadsl_attention_options_init(&o);
   expect(o.size == sizeof o && o.window_left == -1 && o.window_right == -1 && !o.causal && o.softcap == 0 &&

@@ -69,8 +69,8 @@ typedef struct Options {
                                                          --fused and --fuse-delta as given; after
                                                          parse_options deterministic is the choice) */
   int heads;                                          /* the fused pass with a program a query head: 1
-                                                         --heads, 0 --no-heads, -1 where a group has
-                                                         HEADS_MIN_GROUP query heads or more (run_heads) */
+                                                         --heads, 0 --no-heads, -1 where the library
+                                                         prefers it (run_heads) */
   DType dtype;
   const char *q, *k, *v, *dO, *o, *lse, *dq, *dk, *dv, *program, *json, *save_inputs;
   const char *alibi, *sinks, *dsinks, *cu_seqlens;   /* variants' files */
@@ -613,19 +613,12 @@ typedef struct Variant {
   int32_t *cu;                  /* [nseq + 1] */
 } Variant;
 
-/* Query heads a group needs for the fused pass to run a program per query
- * head by default: on an H100 (bench/results/2026-12-05-h100, runs 53 and
- * 54) it was 1.02 to 1.53x the pass with a program per kv head with 4 and 8
- * query heads a group (D=64 and 128, causal), the same at 8 without the
- * mask, and 0.94 to 0.96x with 2. */
-#define HEADS_MIN_GROUP 4
-
 /* Whether the fused pass runs a program per query head (--heads,
- * --no-heads, or by the group's size): plain attention only. */
+ * --no-heads, or where the library prefers it): plain attention only. */
 static bool run_heads(const Options *o, const FaAttnShape *s, const Variant *var) {
   if (o->heads >= 0)
     return o->heads == 1;
-  return !var->on && s->KVH > 0 && s->H >= HEADS_MIN_GROUP * s->KVH;
+  return !var->on && fadsl_attention_heads_preferred(s->H, s->KVH);
 }
 
 /* A 1-D .npy of `n` elements (n < 0: any), converted to `to` (DT_F32 or

@@ -130,6 +130,17 @@ size_t fadsl_attention_dkv_accum_bytes(int B, int KVH, int Nkv, int D) {
   return (size_t)2 * 4 * (size_t)B * (size_t)KVH * (size_t)Nkv * (size_t)D;
 }
 
+/* Query heads a group needs for a program per query head: on an H100
+ * (bench/results/2026-12-05-h100, runs 53 and 54) it was 1.02 to 1.53x the
+ * pass with a program per kv head with 4 and 8 query heads a group (D=64
+ * and 128, causal), the same at 8 without the mask, and 0.94 to 0.96x
+ * with 2. */
+enum { HEADS_MIN_GROUP = 4 };
+
+int fadsl_attention_heads_preferred(int H, int KVH) {
+  return KVH > 0 && H > KVH && H % KVH == 0 && H / KVH >= HEADS_MIN_GROUP;
+}
+
 static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 fadsl_status fadsl_attention_set_config(fadsl_attention *a, int block_q, int block_k, int warps, int stages) {

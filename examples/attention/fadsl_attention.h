@@ -142,6 +142,12 @@ FADSL_API size_t fadsl_attention_dq_accum_bytes(int B, int H, int Nq, int D);
  * 2 * 4 * B * KVH * Nkv * D (0 for a bad size). */
 FADSL_API size_t fadsl_attention_dkv_accum_bytes(int B, int KVH, int Nkv, int D);
 
+/* 1 where giving dkv_accum (a program per query head) is measured to be the
+ * faster fused pass for H query heads over KVH kv heads: groups of 4 query
+ * heads or more (docs/runtime.md has the table); 0 otherwise.  fadsl-attn
+ * and the Python package ask it. */
+FADSL_API int fadsl_attention_heads_preferred(int H, int KVH);
+
 /* ---- variants: windows, softcapping, ALiBi, sinks, packed sequences -------
  * The calls below take the same tensors as fadsl_attention_forward /
  * _backward plus an options struct (docs/variants.md).  Scores are the scaled

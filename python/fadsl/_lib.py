@@ -255,16 +255,10 @@ def attention_options(causal, deterministic, dq_accum=0, dkv_accum=0):
     return o
 
 
-# Query heads a group needs for the fused pass to run a program per query
-# head (fadsl_attention_options.dkv_accum): on an H100 it was 1.02 to 1.53x
-# the pass with a program per kv head with 4 and 8 query heads a group, and
-# 0.94 to 0.96x with 2 (bench/results/2026-12-05-h100, runs 53 and 54); as
-# fadsl-attn's default.
-HEADS_MIN_GROUP = 4
-
 
 _sig(attn, "fadsl_attention_options_init_size", None, ctypes.POINTER(AttentionOptions), ctypes.c_size_t)
 _sig(attn, "fadsl_attention_dq_accum_bytes", ctypes.c_size_t, _I, _I, _I, _I)
+_sig(attn, "fadsl_attention_heads_preferred", _I, _I, _I)
 _sig(attn, "fadsl_attention_backward_ex", _I, _P, ctypes.POINTER(AttentionOptions), _U64, _U64, _U64, _U64, _U64,
      _U64, _U64, _U64, _U64, _U64, _I, _I, _I, _I, _I, _I, _F, _I, _P)
 _sig(attn, "fadsl_attention_backward_host_ex", _I, _P, ctypes.POINTER(AttentionOptions), _P, _P, _P, _P, _P, _P,

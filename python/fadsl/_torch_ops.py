@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from . import _attention
-from ._lib import HEADS_MIN_GROUP, FadslInvalidArgument, attention_options, attn, context
+from ._lib import FadslInvalidArgument, attention_options, attn, context
 
 LN2 = math.log(2.0)
 
@@ -134,10 +134,10 @@ def _backward_pass(do, q, k, v, o, lse2, dlse2, causal, scale, deterministic):
         if dlse2 is None:
             # the fused pass's float32 dQ accumulator, from torch's allocator
             acc = None if deterministic else torch.empty((B, H, Nq, D), dtype=torch.float32, device=q.device)
-            # and, with groups of HEADS_MIN_GROUP query heads or more, dK's and
-            # dV's float32 accumulators: a program per query head
+            # and, where the library prefers a program per query head (groups
+            # of 4 query heads or more), dK's and dV's float32 accumulators
             dkv = None
-            if acc is not None and H >= HEADS_MIN_GROUP * KVH:
+            if acc is not None and attn.fadsl_attention_heads_preferred(H, KVH):
                 dkv = torch.empty((2, B, KVH, Nkv, D), dtype=torch.float32, device=q.device)
             opts = attention_options(causal, deterministic, 0 if acc is None else acc.data_ptr(),
                                      0 if dkv is None else dkv.data_ptr())
