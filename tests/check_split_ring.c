@@ -110,14 +110,21 @@ static void expect_tile(const Ring *r, int load, unsigned u, int program, int it
                 got == GARBAGE ? "a copy landing" : "another iteration's tile");
 }
 
-/* One event of the warp's program; false where it waits. */
-static bool warp_step(Ring *r, Warp *w) {
+/* Skips programs with no key block; false (and done) after the last. */
+static bool warp_has_program(const Ring *r, Warp *w) {
   while (!w->done && w->program < r->nprograms && r->len[w->program] == 0)
     w->program++;
   if (w->done || w->program == r->nprograms) {
     w->done = true;
     return false;
   }
+  return true;
+}
+
+/* One event of the warp's program; false where it waits. */
+static bool warp_step(Ring *r, Warp *w) {
+  if (!warp_has_program(r, w))
+    return false;
   int p = w->program, n = r->len[p];
   unsigned u = w->use;
   if (w->it < n) {
@@ -176,12 +183,8 @@ static bool warp_step(Ring *r, Warp *w) {
 
 /* The late protocol's events (see the top). */
 static bool warp_step_late(Ring *r, Warp *w) {
-  while (!w->done && w->program < r->nprograms && r->len[w->program] == 0)
-    w->program++;
-  if (w->done || w->program == r->nprograms) {
-    w->done = true;
+  if (!warp_has_program(r, w))
     return false;
-  }
   int p = w->program, n = r->len[p];
   unsigned u = w->use;
   if (w->it < n) {
