@@ -3,12 +3,18 @@
  * when no tuning database has the shape), for head dimensions 64, 128 and
  * 256 on sm_80 and sm_90a: each kernel is emitted, compiled by NVRTC to a
  * cubin, and its resources are read from the cubin (as the runtime reads
- * them) with the spill counts of ptxas' report.  A default configuration
+ * them) with the spill counts of ptxas' report.  Each is compiled twice, as
+ * launches specialise it: with no facts about its integer arguments, and
+ * with every integer argument a multiple of 16 (the sequence lengths of
+ * most calls: vectors then come through the loops' rings, and the plan may
+ * bound registers for occupancy).  A default configuration
  * that spills (or has local memory with no report to say why) fails: spills
  * are the register pressure that the prunes of attention_core.fa
  * (dkdv_tiles_ok, bwd_tiles_ok, ...) keep out of the defaults; except up to
- * WS_SPILL_ALLOWANCE bytes where a producer warpgroup caps the compute
- * warps' registers (pipelines tma_ws and tma_ws_pp).  So does one
+ * SPILL_ALLOWANCE bytes where registers are capped on purpose: a producer
+ * warpgroup's setmaxnreg for the compute warps (pipelines tma_ws and
+ * tma_ws_pp), or the plan's bound for one more block an SM (ring vectors,
+ * plan_ring_occupancy).  So does one
  * whose warpgroup products ptxas serialises (its C7510-style report: a call
  * in the kernel, such as a device_assert's, makes every wgmma wait alone).
  *
@@ -24,19 +30,21 @@
 #include "../compiler/cuda.h" /* not the toolkit's <cuda.h> */
 #include "ast.h"
 #include "cubin.h"
+#include "cuda_plan.h"
 #include "problem_binds.h"
 #include "sema.h"
 
 #include "cuda_loader.h"
 #include "nvrtc_compile.h"
 
-/* bytes of spill stores (and loads) a warp-specialised default may have */
-#define WS_SPILL_ALLOWANCE 16
+/* bytes of spill stores (and loads) a default whose registers are capped may have */
+#define SPILL_ALLOWANCE 16
 
 typedef struct Job {
   const char *kernel;
   int d_head;
   const char *arch;
+  bool multiples;           /* every integer argument a multiple of 16 */
   bool ok;
   char line[600];
 } Job;
@@ -90,13 +98,21 @@ static void run_job(Run *r, Job *j) {
   int nb = k && parsed ? fa_kernel_bindings_for_compile(&fc, p, k, given, ng, target.sm, &binds, &cfg) : -1;
   FaCudaKernel ck;
   IrKernel *ir = NULL;
-  FaCudaSpec spec = {p, k, binds, nb, cfg, target, NULL, 0};
+  FaCudaPlan plan;
+  FaArgFact facts[32];
+  int nfacts = 0;
+  for (int i = 0; k && j->multiples && i < k->nparams && nfacts < 32; i++)
+    if (k->params[i].kind == PARAM_SCALAR && (k->params[i].dtype == DT_I32 || k->params[i].dtype == DT_I64))
+      facts[nfacts++] = (FaArgFact){k->params[i].name, FA_SPECIALISE_MULTIPLE};
+  FaCudaSpec spec = {p, k, binds, nb, cfg, target, facts, nfacts};
   char conf[300] = "?";
   if (nb >= 0)
     describe(binds, nb, cfg, conf, sizeof conf);
-  if (nb < 0 || !parsed || fa_cuda_compile(&fc, &spec, &ir, &ck, NULL) != FA_CUDA_DONE) {
-    snprintf(j->line, sizeof j->line, "FAIL %-20s D=%-3d %-6s: could not emit CUDA: %.300s", j->kernel, j->d_head,
-             j->arch, fc.diag.text.data ? fc.diag.text.data : "");
+  if (nb < 0 || !parsed || fa_cuda_compile(&fc, &spec, &ir, &ck, &plan) != FA_CUDA_DONE) {
+    if (nb >= 0 && parsed)
+      fa_cuda_plan_free(&plan);
+    snprintf(j->line, sizeof j->line, "FAIL %-20s D=%-3d %-6s%s: could not emit CUDA: %.300s", j->kernel, j->d_head,
+             j->arch, j->multiples ? " %16" : "", fc.diag.text.data ? fc.diag.text.data : "");
     fa_compiler_free(&fc);
     return;
   }
@@ -128,22 +144,28 @@ static void run_job(Run *r, Job *j) {
        kernel, a device_assert's say, or registers it could not keep apart) */
     bool spills = res.spill_stores > 0 || res.spill_loads > 0 || (res.spill_stores < 0 && res.stack_frame > 0);
     /* a producer warpgroup caps the compute warps at 240 registers
-       (setmaxnreg: 8 compute warps and 4 producer warps share 64K); a few
+       (setmaxnreg: 8 compute warps and 4 producer warps share 64K), and
+       ring vectors cap them so that one more block shares an SM; a few
        bytes of spill there, thread constants reloaded once an iteration, is
-       what the measured-faster default (attn_bwd's tma_ws) costs */
+       what the measured-faster defaults (attn_bwd's tma_ws; tma_async at
+       d_head 64, three blocks an SM) cost */
     bool ws = cfg.pipeline == FA_PIPELINE_TMA_WS || cfg.pipeline == FA_PIPELINE_TMA_WS_PP;
-    bool allowed = ws && res.spill_stores >= 0 && res.spill_stores <= WS_SPILL_ALLOWANCE &&
-                   res.spill_loads <= WS_SPILL_ALLOWANCE;
+    bool capped = ws || plan.ring_registers > 0;
+    bool allowed = capped && res.spill_stores >= 0 && res.spill_stores <= SPILL_ALLOWANCE &&
+                   res.spill_loads <= SPILL_ALLOWANCE;
     bool serialised = out.log && strstr(out.log, "wgmma.mma_async instructions are serialized");
     j->ok = (!spills || allowed) && !serialised;
-    snprintf(j->line, sizeof j->line, "%s %-20s D=%-3d %-6s %3d registers, spills %d+%d bytes, stack %d  [%s %s] %.1f s%s%s",
-             j->ok ? "ok  " : "FAIL", j->kernel, j->d_head, j->arch, res.registers, res.spill_stores, res.spill_loads,
+    snprintf(j->line, sizeof j->line, "%s %-20s D=%-3d %-6s %-3s %3d registers, spills %d+%d bytes, stack %d  [%s %s] %.1f s%s%s",
+             j->ok ? "ok  " : "FAIL", j->kernel, j->d_head, j->arch, j->multiples ? "%16" : "", res.registers, res.spill_stores, res.spill_loads,
              res.stack_frame, conf, fa_pipeline_name(cfg.pipeline), now() - t0,
              serialised ? "  ptxas serialised the wgmma products" : "",
-             spills && allowed ? "  (within the producer warpgroup's spill allowance)" : "");
+             spills && allowed ? (ws ? "  (within the producer warpgroup's spill allowance)"
+                                     : "  (within the allowance for registers bounded for occupancy)")
+                               : "");
   }
   fa_sb_free(&err);
   fa_nvrtc_output_free(&out);
+  fa_cuda_plan_free(&plan);
   fa_compiler_free(&fc);
 }
 
@@ -192,7 +214,7 @@ int main(int argc, char **argv) {
   }
   static const int dheads[] = {64, 128, 256};
   static const char *const archs[] = {"sm_80", "sm_90a"};
-  Job *jobs = calloc((size_t)p->nkernels * 6 + 1, sizeof *jobs);
+  Job *jobs = calloc((size_t)p->nkernels * 12 + 1, sizeof *jobs);
   int njobs = 0;
   for (int ki = 0; ki < p->nkernels && jobs; ki++) {
     const char *name = p->kernels[ki]->name;
@@ -203,13 +225,15 @@ int main(int argc, char **argv) {
       continue;
     for (int d = 0; d < 3; d++)
       for (int a = 0; a < 2; a++)
-        jobs[njobs++] = (Job){name, dheads[d], archs[a], false, ""};
+        for (int m = 0; m < 2; m++)
+          jobs[njobs++] = (Job){name, dheads[d], archs[a], m == 1, false, ""};
   }
   if (!jobs || njobs == 0) {
     fprintf(stderr, "no kernels to compile\n");
     return 1;
   }
-  printf("%d compiles: the default configuration of each kernel of %s, D 64/128/256, sm_80 and sm_90a, f16\n", njobs,
+  printf("%d compiles: the default configuration of each kernel of %s, D 64/128/256, sm_80 and sm_90a, f16, "
+         "integer arguments with no known divisor and multiples of 16\n", njobs,
          path);
   fflush(stdout);
   Run r = {path, api, jobs, njobs, 0, PTHREAD_MUTEX_INITIALIZER};
