@@ -99,18 +99,19 @@ static void run_job(Run *r, Job *j) {
   FaCudaKernel ck;
   IrKernel *ir = NULL;
   FaCudaPlan plan;
+  memset(&plan, 0, sizeof plan);   /* freed on every path */
+  /* the facts a launch takes from integer arguments that are multiples of 16 */
   FaArgFact facts[32];
   int nfacts = 0;
   for (int i = 0; k && j->multiples && i < k->nparams && nfacts < 32; i++)
     if (k->params[i].kind == PARAM_SCALAR && (k->params[i].dtype == DT_I32 || k->params[i].dtype == DT_I64))
-      facts[nfacts++] = (FaArgFact){k->params[i].name, FA_SPECIALISE_MULTIPLE};
+      nfacts += fa_arg_fact_of_int(k->params[i].name, FA_SPECIALISE_MULTIPLE, &facts[nfacts]);
   FaCudaSpec spec = {p, k, binds, nb, cfg, target, facts, nfacts};
   char conf[300] = "?";
   if (nb >= 0)
     describe(binds, nb, cfg, conf, sizeof conf);
   if (nb < 0 || !parsed || fa_cuda_compile(&fc, &spec, &ir, &ck, &plan) != FA_CUDA_DONE) {
-    if (nb >= 0 && parsed)
-      fa_cuda_plan_free(&plan);
+    fa_cuda_plan_free(&plan);
     snprintf(j->line, sizeof j->line, "FAIL %-20s D=%-3d %-6s%s: could not emit CUDA: %.300s", j->kernel, j->d_head,
              j->arch, j->multiples ? " %16" : "", fc.diag.text.data ? fc.diag.text.data : "");
     fa_compiler_free(&fc);
@@ -149,7 +150,7 @@ static void run_job(Run *r, Job *j) {
        bytes of spill there, thread constants reloaded once an iteration, is
        what the measured-faster defaults (attn_bwd's tma_ws; tma_async at
        d_head 64, three blocks an SM) cost */
-    bool ws = cfg.pipeline == FA_PIPELINE_TMA_WS || cfg.pipeline == FA_PIPELINE_TMA_WS_PP;
+    bool ws = plan.warp_specialised;
     bool capped = ws || plan.ring_registers > 0;
     bool allowed = capped && res.spill_stores >= 0 && res.spill_stores <= SPILL_ALLOWANCE &&
                    res.spill_loads <= SPILL_ALLOWANCE;

@@ -255,7 +255,6 @@ def attention_options(causal, deterministic, dq_accum=0, dkv_accum=0):
     return o
 
 
-
 _sig(attn, "fadsl_attention_options_init_size", None, ctypes.POINTER(AttentionOptions), ctypes.c_size_t)
 _sig(attn, "fadsl_attention_dq_accum_bytes", ctypes.c_size_t, _I, _I, _I, _I)
 _sig(attn, "fadsl_attention_heads_preferred", _I, _I, _I)
