@@ -129,7 +129,8 @@ static json_t *result_for(json_t *root, const char *kernel) {
  * 128 at every tile on 8 warps),
  * attn_bwd_dq tma_async at 64x64 on 4 warps and 128x128 on 8
  * and tma_ws_pp at 128x128 on 8, where Q, dO and each stage's K and V fit
- * 227 KB. */
+ * 227 KB; attn_bwd_dkdv and attn_bwd_dq tma_ws at 64x64 on 4 warps with 2
+ * stages. */
 static bool attention_prune(const char *kernel, const char *pipeline, const char *schedule, long bq, long bk,
                             long warps, long stages, long d_head) {
   /* attn_fwd: persistent thread blocks only beside a producer warp (fwd_schedule_ok) */
@@ -140,6 +141,8 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
   if (!divides || !(warps == 4 || bq * bk >= big)) return false;
   if (!strcmp(pipeline, "tma") || !strcmp(kernel, "attn_fwd")) return true;
   bool tile_64x64_w4 = bq == 64 && bk == 64 && warps == 4;
+  if ((!strcmp(kernel, "attn_bwd_dkdv") || !strcmp(kernel, "attn_bwd_dq")) && !strcmp(pipeline, "tma_ws"))
+    return tile_64x64_w4 && stages == 2;
   if (!strcmp(kernel, "attn_bwd_dkdv")) return !strcmp(pipeline, "tma_async") && bk == 64 && warps == 4;
   if (!strcmp(kernel, "attn_bwd") && !strcmp(pipeline, "tma_ws"))
     return stages == 2 && (d_head > 128 ? warps == 8 : bq == 64 && ((bk == 128 && warps == 8) || tile_64x64_w4));
@@ -367,7 +370,11 @@ END_TEST
  * block per program or persistent).  attn_fwd's prefer takes those on
  * sm_90a (--arch, and a dry run's default), so its default is the first of
  * them, though the space lists its points with bulk copies alone first; on
- * sm_80 the default is 64x32 with bulk copies alone.  (`first`: the default.) */
+ * sm_80 the default is 64x32 with bulk copies alone.  The key-block kernels
+ * (attn_bwd_dkdv, attn_bwd) admit 32x64 and 64x64 on 8 warps on Hopper only
+ * (bwd_wide_tiles_ok), and their prefers and attn_bwd_dq's take a producer
+ * warpgroup there: dK/dV 64x64, the fused kernel 32x64, dQ 64x32 on 4 warps;
+ * on sm_80 each keeps the prune's first point.  (`first`: the default.) */
 START_TEST(dry_run_d256_spaces) {
   static const struct {
     const char *kernel, *sizes;
@@ -380,12 +387,18 @@ START_TEST(dry_run_d256_spaces) {
        "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=32 BLOCK_K=32 stages=4 warps=4"},
       {"attn_fwd", "", 24, 6, "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
        "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=32 BLOCK_K=32 stages=4 warps=4"},
-      {"attn_bwd_dkdv", "", 4, 0, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
-       "pipeline=tma_async BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
-      {"attn_bwd_dq", "", 10, 0, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
-       "pipeline=tma_ws_pp BLOCK_Q=32 BLOCK_K=32 stages=2 warps=4"},
-      {"attn_bwd", "--size deterministic=False ", 5, 0, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
+      {"attn_bwd_dkdv", "--arch sm_80 ", 5, 0, "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
        "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
+      {"attn_bwd_dkdv", "", 15, 0, "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=64 stages=2 warps=8",
+       "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=64 stages=2 warps=8"},
+      {"attn_bwd_dq", "--arch sm_80 ", 12, 0, "pipeline=tma BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
+       "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=32 stages=2 warps=4"},
+      {"attn_bwd_dq", "", 12, 0, "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
+       "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=32 stages=2 warps=4"},
+      {"attn_bwd", "--arch sm_80 --size deterministic=False ", 5, 0,
+       "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8", "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
+      {"attn_bwd", "--size deterministic=False ", 15, 0, "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=64 stages=2 warps=8",
+       "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=64 stages=2 warps=8"},
   };
   static const char *const fwd_ws[] = {
       "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
@@ -484,8 +497,8 @@ END_TEST
 
 /* attn_bwd's default (the fused pass, bwd_hopper_default): on Hopper a
  * producer warpgroup at 64x128 on 8 warps up to d_head 128, products waited
- * for late at 64x64 on 4 up to 64; sm_80 and d_head 256 keep the prune's
- * first point. */
+ * for late at 64x64 on 4 up to 64, and at d_head 256 the producer
+ * warpgroup at 32x64 on 8 warps; sm_80 keeps the prune's first point. */
 START_TEST(dry_run_fused_hopper_default) {
   static const struct {
     const char *args, *want;
@@ -494,7 +507,8 @@ START_TEST(dry_run_fused_hopper_default) {
       {"--size D=96 --size N=1000 --size causal=True", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
       {"--arch sm_90a --size D=64 --size N=4096", "pipeline=tma_async BLOCK_Q=64 BLOCK_K=64 stages=2 warps=4"},
       {"--arch sm_80 --size D=128 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=64 stages=2 warps=4"},
-      {"--arch sm_90a --size D=256 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
+      {"--arch sm_90a --size D=256 --size N=4096", "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=64 stages=2 warps=8"},
+      {"--arch sm_80 --size D=256 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char args[300];

@@ -87,6 +87,7 @@ helper attention_core.fwd_tiles_ok
 helper attention_core.dkdv_acc_regs
 helper attention_core.dkdv_tiles_ok
 helper attention_core.bwd_tiles_ok
+helper attention_core.bwd_wide_tiles_ok
 helper attention_core.dq_tiles_ok
 helper attention_core.fwd_schedule_ok
 helper attention_core.fwd_ws_tiles_ok
