@@ -7,14 +7,15 @@
  * launches specialise it: with no facts about its integer arguments, and
  * with every integer argument a multiple of 16 (the sequence lengths of
  * most calls: vectors then come through the loops' rings, and the plan may
- * bound registers for occupancy).  A default configuration
- * that spills (or has local memory with no report to say why) fails: spills
- * are the register pressure that the prunes of attention_core.fa
- * (dkdv_tiles_ok, bwd_tiles_ok, ...) keep out of the defaults; except up to
- * SPILL_ALLOWANCE bytes where registers are capped on purpose: a producer
- * warpgroup's setmaxnreg for the compute warps (pipelines tma_ws and
- * tma_ws_pp), or the plan's bound for one more block an SM (ring vectors,
- * plan_ring_occupancy).  So does one
+ * bound registers for occupancy); kernels with a causal mask also with it
+ * (its branches keep more values live).  A default configuration that
+ * spills (or has local memory with no report to say why) fails: spills are
+ * the register pressure that the prunes of attention_core.fa (dkdv_tiles_ok,
+ * bwd_tiles_ok, ...) keep out of the defaults; except up to SPILL_ALLOWANCE
+ * bytes where registers are capped on purpose (a producer warpgroup's
+ * setmaxnreg for the compute warps, pipelines tma_ws and tma_ws_pp, or the
+ * plan's bound for one more block an SM: ring vectors, plan_ring_occupancy),
+ * and the few known_spills, each with its bound and reason.  So does one
  * whose warpgroup products ptxas serialises (its C7510-style report: a call
  * in the kernel, such as a device_assert's, makes every wgmma wait alone).
  *
@@ -45,9 +46,45 @@ typedef struct Job {
   int d_head;
   const char *arch;
   bool multiples;           /* every integer argument a multiple of 16 */
+  bool causal;              /* is_causal=True (kernels that have it) */
   bool ok;
   char line[600];
 } Job;
+
+/* Defaults known to spill more, each with its bound and why it stays: a
+ * spill beyond the bound, or one that appears elsewhere, still fails. */
+typedef struct KnownSpill {
+  const char *kernel;
+  int d_head;
+  const char *arch;
+  bool multiples, causal;
+  int max_bytes;           /* spill stores and loads, each */
+  const char *why;
+} KnownSpill;
+
+static const KnownSpill known_spills[] = {
+    /* the fused kernel's 168-register bound for three blocks an SM: with
+       the causal mask's branches ptxas spills ~120 bytes (some 20 local
+       accesses an iteration); without the bound (218 registers, two blocks)
+       it was slower on an H200 (run 55, N=16384 causal: 352 TFLOP/s against
+       393) */
+    {"attn_bwd", 64, "sm_90a", true, true, 160, "the occupancy bound, measured faster than two blocks an SM"},
+    /* 32x64 on 4 warps at 255 registers, the limit, on every form; causal
+       with lengths of no known divisor tips it over.  No A100 to time the
+       alternatives on */
+    {"attn_bwd", 128, "sm_80", false, true, 288, "255 registers at the limit; not timed on an A100"},
+};
+
+static const KnownSpill *known_spill(const Job *j, int stores, int loads) {
+  for (size_t i = 0; i < sizeof known_spills / sizeof *known_spills; i++) {
+    const KnownSpill *k = &known_spills[i];
+    if (!strcmp(k->kernel, j->kernel) && k->d_head == j->d_head && !strcmp(k->arch, j->arch) &&
+        k->multiples == j->multiples && k->causal == j->causal && stores >= 0 && stores <= k->max_bytes &&
+        loads <= k->max_bytes)
+      return k;
+  }
+  return NULL;
+}
 
 typedef struct Run {
   const char *path;
@@ -88,7 +125,7 @@ static void run_job(Run *r, Job *j) {
   FaKernelInfo *k = p ? fa_program_kernel(p, j->kernel) : NULL;
   FaBinding given[3] = {{"d_head", {CK_INT, j->d_head, 0, DT_VOID, NULL}},
                         {"T", {CK_DTYPE, 0, 0, DT_F16, NULL}},
-                        {"is_causal", {CK_BOOL, 0, 0, DT_VOID, NULL}}};
+                        {"is_causal", {CK_BOOL, j->causal, 0, DT_VOID, NULL}}};
   int ng = k && fa_kernel_constexpr(k, "is_causal") ? 3 : 2;
   FaLaunchConfig cfg = {.warps = 0, .stages = 0};
   FaBinding *binds = NULL;
@@ -112,8 +149,9 @@ static void run_job(Run *r, Job *j) {
     describe(binds, nb, cfg, conf, sizeof conf);
   if (nb < 0 || !parsed || fa_cuda_compile(&fc, &spec, &ir, &ck, &plan) != FA_CUDA_DONE) {
     fa_cuda_plan_free(&plan);
-    snprintf(j->line, sizeof j->line, "FAIL %-20s D=%-3d %-6s%s: could not emit CUDA: %.300s", j->kernel, j->d_head,
-             j->arch, j->multiples ? " %16" : "", fc.diag.text.data ? fc.diag.text.data : "");
+    snprintf(j->line, sizeof j->line, "FAIL %-20s D=%-3d %-6s%s%s: could not emit CUDA: %.300s", j->kernel,
+             j->d_head, j->arch, j->multiples ? " %16" : "", j->causal ? " causal" : "",
+             fc.diag.text.data ? fc.diag.text.data : "");
     fa_compiler_free(&fc);
     return;
   }
@@ -154,15 +192,21 @@ static void run_job(Run *r, Job *j) {
     bool capped = ws || plan.ring_registers > 0;
     bool allowed = capped && res.spill_stores >= 0 && res.spill_stores <= SPILL_ALLOWANCE &&
                    res.spill_loads <= SPILL_ALLOWANCE;
+    const KnownSpill *known = spills && !allowed ? known_spill(j, res.spill_stores, res.spill_loads) : NULL;
     bool serialised = out.log && strstr(out.log, "wgmma.mma_async instructions are serialized");
-    j->ok = (!spills || allowed) && !serialised;
-    snprintf(j->line, sizeof j->line, "%s %-20s D=%-3d %-6s %-3s %3d registers, spills %d+%d bytes, stack %d  [%s %s] %.1f s%s%s",
-             j->ok ? "ok  " : "FAIL", j->kernel, j->d_head, j->arch, j->multiples ? "%16" : "", res.registers, res.spill_stores, res.spill_loads,
+    j->ok = (!spills || allowed || known) && !serialised;
+    char note[200] = "";
+    if (known)
+      snprintf(note, sizeof note, "  (known, up to %d bytes: %s)", known->max_bytes, known->why);
+    else if (spills && allowed)
+      snprintf(note, sizeof note, "  (within the %s)",
+               ws ? "producer warpgroup's spill allowance" : "allowance for registers bounded for occupancy");
+    snprintf(j->line, sizeof j->line,
+             "%s %-20s D=%-3d %-6s %-3s %3d registers, spills %d+%d bytes, stack %d  [%s %s] %.1f s%s%s",
+             j->ok ? "ok  " : "FAIL", j->kernel, j->d_head, j->arch, j->multiples ? "%16" : "", res.registers,
+             res.spill_stores, res.spill_loads,
              res.stack_frame, conf, fa_pipeline_name(cfg.pipeline), now() - t0,
-             serialised ? "  ptxas serialised the wgmma products" : "",
-             spills && allowed ? (ws ? "  (within the producer warpgroup's spill allowance)"
-                                     : "  (within the allowance for registers bounded for occupancy)")
-                               : "");
+             serialised ? "  ptxas serialised the wgmma products" : "", note);
   }
   fa_sb_free(&err);
   fa_nvrtc_output_free(&out);
@@ -215,7 +259,7 @@ int main(int argc, char **argv) {
   }
   static const int dheads[] = {64, 128, 256};
   static const char *const archs[] = {"sm_80", "sm_90a"};
-  Job *jobs = calloc((size_t)p->nkernels * 12 + 1, sizeof *jobs);
+  Job *jobs = calloc((size_t)p->nkernels * 24 + 1, sizeof *jobs);
   int njobs = 0;
   for (int ki = 0; ki < p->nkernels && jobs; ki++) {
     const char *name = p->kernels[ki]->name;
@@ -224,18 +268,20 @@ int main(int argc, char **argv) {
       chosen = chosen || !strcmp(argv[a], name);
     if (!chosen)
       continue;
-    for (int d = 0; d < 3; d++)
-      for (int a = 0; a < 2; a++)
-        for (int m = 0; m < 2; m++)
-          jobs[njobs++] = (Job){name, dheads[d], archs[a], m == 1, false, ""};
+    int ncausal = fa_kernel_constexpr(p->kernels[ki], "is_causal") ? 2 : 1;
+    for (int c = 0; c < ncausal; c++)
+      for (int d = 0; d < 3; d++)
+        for (int a = 0; a < 2; a++)
+          for (int m = 0; m < 2; m++)
+            jobs[njobs++] = (Job){name, dheads[d], archs[a], m == 1, c == 1, false, ""};
   }
   if (!jobs || njobs == 0) {
     fprintf(stderr, "no kernels to compile\n");
     return 1;
   }
   printf("%d compiles: the default configuration of each kernel of %s, D 64/128/256, sm_80 and sm_90a, f16, "
-         "integer arguments with no known divisor and multiples of 16\n", njobs,
-         path);
+         "integer arguments with no known divisor and multiples of 16, without the causal mask and (kernels "
+         "that have one) with it\n", njobs, path);
   fflush(stdout);
   Run r = {path, api, jobs, njobs, 0, PTHREAD_MUTEX_INITIALIZER};
   pthread_t th[16];
@@ -247,8 +293,8 @@ int main(int argc, char **argv) {
   int failed = 0;
   for (int i = 0; i < njobs; i++)
     failed += !jobs[i].ok;
-  printf("%d of %d default configurations compiled without spills or serialised products in %.0f s\n", njobs - failed,
-         njobs, now() - t0);
+  printf("%d of %d default configurations compiled without spills (beyond the allowance and the known ones) or "
+         "serialised products in %.0f s\n", njobs - failed, njobs, now() - t0);
   free(jobs);
   fa_compiler_free(&fc);
   fa_loader_free(&loader);
