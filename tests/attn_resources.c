@@ -64,10 +64,11 @@ typedef struct KnownSpill {
 
 static const KnownSpill known_spills[] = {
     /* the fused kernel's 168-register bound for three blocks an SM: with
-       the causal mask's branches ptxas spills ~120 bytes (some 20 local
-       accesses an iteration); without the bound (218 registers, two blocks)
-       it was slower on an H200 (run 55, N=16384 causal: 352 TFLOP/s against
-       393) */
+       the causal mask's branches and the loop over 4 query heads a group
+       (this test's n_groups) ptxas spills ~120 bytes, some 20 local accesses
+       an iteration; with one query head a group, none.  Without the bound
+       (two blocks an SM) it was slower on an H200 (run 55, one head a group,
+       N=16384 causal: 352 TFLOP/s against 393) */
     {"attn_bwd", 64, "sm_90a", true, true, 160, "the occupancy bound, measured faster than two blocks an SM"},
     /* 32x64 on 4 warps at 255 registers, the limit, on every form; causal
        with lengths of no known divisor tips it over.  No A100 to time the
