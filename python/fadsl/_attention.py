@@ -86,19 +86,36 @@ def _host_input(x):
     return np.ascontiguousarray(x)
 
 
+# Above this head dimension the deterministic backward pass is the faster
+# one, and deterministic=None runs it on CUDA tensors too: at D=256 on an H100
+# (2026-12-06, N=16384, bench/results/2026-12-06-h100) 381 TFLOP/s against the
+# fused pass's 318 full, 373 against 321 causal; with the older 32x32 tiles
+# on an H200 (run 55) 0.47 of cuDNN against 0.42.
+DETERMINISTIC_FASTER_ABOVE_D = 128
+
+
+def default_deterministic(on_cuda, d_head, torch_deterministic):
+    """deterministic=None's choice: on CUDA tensors the faster pass, fused
+    up to DETERMINISTIC_FASTER_ABOVE_D and deterministic above, or the
+    deterministic one wherever torch.use_deterministic_algorithms(True) is in
+    force (torch_deterministic); elsewhere (the CPU interpreter, which has no
+    dQ accumulator to add into) the deterministic one.  Up to D=128 on an
+    H200 the fused pass is the faster (1.06 to 1.17x the deterministic pass at
+    D=128, N=4096 and 16384, 1.09x on the trading day; 0.96x with 64 query
+    heads over 8 and 0.98x at D=64 N=16384 causal,
+    bench/results/2026-12-04-h200)."""
+    if not on_cuda:
+        return True
+    return bool(torch_deterministic) or d_head > DETERMINISTIC_FASTER_ABOVE_D
+
+
 def resolve_deterministic(deterministic, q):
-    """The backward pass's mode: the flag given, else (None) on CUDA tensors
-    the fused pass unless torch.use_deterministic_algorithms(True) is in
-    force, and elsewhere (the CPU interpreter, which has no dQ accumulator to
-    add into) the deterministic one.  On an H200 the fused pass is the faster
-    one (1.06 to 1.17x the deterministic pass at D=128, N=4096 and 16384, 1.09x
-    on the trading day; 0.96x with 64 query heads over 8 and 0.98x at D=64
-    N=16384 causal, bench/results/2026-12-04-h200)."""
+    """The backward pass's mode: the flag given, else default_deterministic's."""
     if deterministic is not None:
         return bool(deterministic)
     if _arrays.is_torch(q) and q.is_cuda:
         import torch
-        return torch.are_deterministic_algorithms_enabled()
+        return default_deterministic(True, q.shape[-1], torch.are_deterministic_algorithms_enabled())
     return True
 
 
@@ -120,9 +137,10 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False, determinis
     gradients to the bit on every run (dQ by its own kernel, no atomics);
     False the fused pass (the scores computed once, dQ summed with atomic
     additions, so its last bits vary from run to run; on an H200 up to 1.17x
-    faster at D=128, see docs/performance.md); None (the default) the fused
-    pass on CUDA tensors unless torch.use_deterministic_algorithms(True) is in
-    force, the deterministic one on the CPU.
+    faster at D=128, see docs/performance.md); None (the default) on CUDA
+    tensors the faster of the two, the fused pass up to D=128 and the
+    deterministic one at D=256, unless torch.use_deterministic_algorithms(True)
+    is in force (then the deterministic one), the deterministic one on the CPU.
     """
     if _arrays.is_torch(q):
         return torch_ops().attention(q, k, v, causal, scale, return_lse, resolve_deterministic(deterministic, q))

@@ -140,3 +140,19 @@ def test_mixed_kinds_and_bad_scale():
         fadsl.attention(q, k.tolist(), v)
     with pytest.raises(fadsl.FadslInvalidArgument, match="scale -1: want a positive finite number"):
         fadsl.attention(q, k, v, scale=-1.0)
+
+
+def test_default_backward_pass_per_head_dim():
+    """deterministic=None's choice (default_deterministic, no torch needed):
+    on CUDA the fused pass up to D=128, the deterministic one at D=256 (the
+    faster there) and wherever torch's deterministic switch is on; on the CPU
+    always the deterministic one."""
+    from fadsl._attention import DETERMINISTIC_FASTER_ABOVE_D, default_deterministic
+    assert DETERMINISTIC_FASTER_ABOVE_D == 128
+    for d in (16, 32, 64, 128):
+        assert default_deterministic(True, d, False) is False
+        assert default_deterministic(True, d, True) is True
+        assert default_deterministic(False, d, False) is True
+    assert default_deterministic(True, 256, False) is True
+    assert default_deterministic(True, 256, True) is True
+    assert default_deterministic(False, 256, False) is True

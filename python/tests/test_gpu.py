@@ -112,9 +112,9 @@ def test_deterministic_backward_is_bitwise_reproducible(case):
 
 
 def test_default_backward_follows_torchs_switch():
-    """On CUDA tensors deterministic=None is the fused pass, unless
-    torch.use_deterministic_algorithms(True) is in force: then the
-    deterministic one, whose gradients repeat to the bit."""
+    """On CUDA tensors deterministic=None is the fused pass up to D=128,
+    unless torch.use_deterministic_algorithms(True) is in force: then the
+    deterministic one, whose gradients repeat to the bit (at D=256 always)."""
     from fadsl._attention import resolve_deterministic
     torch.manual_seed(8)
     q, k, v = (torch.randn(1, 4, 700, 64, device="cuda", dtype=torch.float16) for _ in range(3))
@@ -129,6 +129,10 @@ def test_default_backward_follows_torchs_switch():
         torch.use_deterministic_algorithms(False)
         assert resolve_deterministic(None, q) is False
         assert resolve_deterministic(True, q) is True
+        # at D=256 the deterministic pass is the faster, and None takes it
+        q256 = torch.empty(1, 1, 16, 256, device="cuda", dtype=torch.float16)
+        assert resolve_deterministic(None, q256) is True
+        assert resolve_deterministic(False, q256) is False
         fused = grads()
         torch.use_deterministic_algorithms(True, warn_only=True)
         assert resolve_deterministic(None, q) is True
