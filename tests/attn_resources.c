@@ -260,7 +260,9 @@ int main(int argc, char **argv) {
   }
   static const int dheads[] = {64, 128, 256};
   static const char *const archs[] = {"sm_80", "sm_90a"};
-  Job *jobs = calloc((size_t)p->nkernels * 24 + 1, sizeof *jobs);
+  enum { NDHEADS = sizeof dheads / sizeof *dheads, NARCHS = sizeof archs / sizeof *archs };
+  /* per kernel: without and with the causal mask, each head dim and target, both kinds of facts */
+  Job *jobs = calloc((size_t)p->nkernels * 2 * NDHEADS * NARCHS * 2 + 1, sizeof *jobs);
   int njobs = 0;
   for (int ki = 0; ki < p->nkernels && jobs; ki++) {
     const char *name = p->kernels[ki]->name;
@@ -271,8 +273,8 @@ int main(int argc, char **argv) {
       continue;
     int ncausal = fa_kernel_constexpr(p->kernels[ki], "is_causal") ? 2 : 1;
     for (int c = 0; c < ncausal; c++)
-      for (int d = 0; d < 3; d++)
-        for (int a = 0; a < 2; a++)
+      for (int d = 0; d < NDHEADS; d++)
+        for (int a = 0; a < NARCHS; a++)
           for (int m = 0; m < 2; m++)
             jobs[njobs++] = (Job){name, dheads[d], archs[a], m == 1, c == 1, false, ""};
   }

@@ -113,10 +113,12 @@ def resolve_deterministic(deterministic, q):
     """The backward pass's mode: the flag given, else default_deterministic's."""
     if deterministic is not None:
         return bool(deterministic)
-    if _arrays.is_torch(q) and q.is_cuda:
+    on_cuda = _arrays.is_torch(q) and q.is_cuda
+    torch_deterministic = False
+    if on_cuda:
         import torch
-        return default_deterministic(True, q.shape[-1], torch.are_deterministic_algorithms_enabled())
-    return True
+        torch_deterministic = torch.are_deterministic_algorithms_enabled()
+    return default_deterministic(on_cuda, q.shape[-1], torch_deterministic)
 
 
 def attention(q, k, v, *, causal=False, scale=None, return_lse=False, deterministic=None):
