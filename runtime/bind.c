@@ -198,6 +198,12 @@ FADSL_API fadsl_status fadsl_args_set_config_axis(fadsl_args *a, const char *nam
   return FADSL_SUCCESS;
 }
 
+FADSL_API int fadsl_config_value(const char *name, const char *text) {
+  if (!text || !*text) return 0;
+  int v;
+  return fa_config_parse(fa_config_axis(name), text, &v) ? v : -1;
+}
+
 FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stages) {
   if (!a) return FADSL_ERROR_INVALID_ARGUMENT;
   FaLaunchConfig keep = a->config;

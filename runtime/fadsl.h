@@ -291,6 +291,11 @@ FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stage
 /* The same for one launch-configuration axis by name ("warps", "stages"):
  * 0 leaves it to the tuning database / default. */
 FADSL_API fadsl_status fadsl_args_set_config_axis(fadsl_args *a, const char *name, int value);
+/* The value fadsl_args_set_config_axis takes for `text` on the axis `name`:
+ * a named one's value ("pipeline": "tma_ws" is 4; "schedule": "persistent"
+ * is 2) or a number the axis allows ("warps": "8").  0 for NULL or "" (not
+ * given), -1 for an unknown axis or a value it does not allow. */
+FADSL_API int fadsl_config_value(const char *name, const char *text);
 
 /* Launches gx x gy x gz programs instead of the kernel's @kernel(grid=...)
  * (Triton's kernel[grid](...)), until fadsl_args_clear.  A grid with a zero

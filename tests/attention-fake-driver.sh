@@ -107,6 +107,16 @@ has "$dir/out" "attn_bwd_dq    n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_
   "--config attn_bwd_dq over --block-q and --block-k"
 has "$dir/out" "attn_bwd_dkdv  n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=32 BLOCK_K=64" \
   "--block-q and --block-k still fix the other kernels"
+# --config's pipeline and schedule: one kernel's, over FADSL_PIPELINE's for the others
+FADSL_PIPELINE=tma_async "$attn" --gpu --shape 2,4,2,100,64 --backward --fused \
+  --config attn_fwd:BLOCK_K=128,pipeline=tma_ws_pp,schedule=persistent --config attn_bwd:pipeline=tma_ws,BLOCK_Q=64,BLOCK_K=128,warps=8 \
+  > "$dir/out" 2>&1
+grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 .*pipeline tma_ws_pp, schedule persistent" &&
+  echo "ok: --config attn_fwd: its pipeline and schedule" || fail "--config attn_fwd: pipeline and schedule not taken"
+grep "^  attn_bwd " "$dir/out" | grep -q "pipeline tma_ws, schedule grid" && echo "ok: --config attn_bwd: its pipeline" ||
+  fail "--config attn_bwd: pipeline not taken"
+grep "^  attn_bwd_prep " "$dir/out" | grep -q "pipeline tma_async," &&
+  echo "ok: the other kernels keep FADSL_PIPELINE's" || fail "FADSL_PIPELINE not kept by the other kernels"
 
 # the Hopper defaults of the deterministic backward pass (the stand-in driver
 # is an sm_90a device; @autotune(prefer=...) in attention.fa): at d_head 64

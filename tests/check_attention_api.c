@@ -90,6 +90,22 @@ static void bad_calls(fadsl_attention *a) {
          "set_kernel_config(attn_bwd, 64, 128, 8, 0): BLOCK_Q < BLOCK_K for a kernel of its own", NULL);
   expect(fadsl_attention_set_kernel_config(a, FADSL_ATTENTION_BWD, 0, 0, 0, 0) == FADSL_SUCCESS,
          "set_kernel_config back to automatic", NULL);
+  st = fadsl_attention_set_kernel_launch(a, FADSL_ATTENTION_BWD_DQ_CONVERT, "tma", NULL);
+  expect_error(a, st, FADSL_ERROR_INVALID_ARGUMENT, "set_kernel_launch: kernel", "set_kernel_launch of dq_convert");
+  st = fadsl_attention_set_kernel_launch(a, FADSL_ATTENTION_BWD, "tma_wss", NULL);
+  expect_error(a, st, FADSL_ERROR_INVALID_ARGUMENT, "attn_bwd: pipeline 'tma_wss': want cp_async",
+               "set_kernel_launch with an unknown pipeline");
+  st = fadsl_attention_set_kernel_launch(a, FADSL_ATTENTION_FWD, NULL, "3");
+  expect_error(a, st, FADSL_ERROR_INVALID_ARGUMENT, "attn_fwd: schedule '3': want grid or persistent",
+               "set_kernel_launch with schedule 3");
+  expect(fadsl_attention_set_kernel_launch(a, FADSL_ATTENTION_FWD, "tma_ws_pp", "persistent") == FADSL_SUCCESS,
+         "set_kernel_launch(attn_fwd, tma_ws_pp, persistent)", NULL);
+  expect(fadsl_attention_set_kernel_launch(a, FADSL_ATTENTION_FWD, NULL, "") == FADSL_SUCCESS,
+         "set_kernel_launch back to automatic", NULL);
+  expect(fadsl_config_value("pipeline", "tma_ws") == 4 && fadsl_config_value("schedule", "persistent") == 2 &&
+             fadsl_config_value("warps", "8") == 8 && fadsl_config_value("warps", "3") == -1 &&
+             fadsl_config_value("pipelines", "tma") == -1 && fadsl_config_value("pipeline", NULL) == 0,
+         "fadsl_config_value: names, numbers, unknown axes and values", NULL);
   fadsl_kernel_info info;
   expect(fadsl_attention_kernel_info(a, FADSL_ATTENTION_FWD, &info) == FADSL_ERROR_NOT_FOUND,
          "no kernel info before a launch", NULL);

@@ -21,6 +21,8 @@ struct fadsl_attention {
   int block_q, block_k, warps, stages;                /* 0: automatic */
   int own[FADSL_ATTENTION_KERNELS][4];                /* fadsl_attention_set_kernel_config's BLOCK_Q,
                                                          BLOCK_K, warps, stages per kernel (0: not given) */
+  int own_pipeline[FADSL_ATTENTION_KERNELS];          /* fadsl_attention_set_kernel_launch's, as */
+  int own_schedule[FADSL_ATTENTION_KERNELS];          /* fadsl_config_value gives them (0: not given) */
   pthread_mutex_t lock;                               /* the args and info are shared state */
   char error[4096];
   struct FaAttnExtra *extra;                          /* attention_variants.c: variant and decoding programs */

@@ -89,6 +89,7 @@ typedef struct Options {
   uint64_t seed;
   int block_q, block_k, warps, stages, threads, device;
   int own[FADSL_ATTENTION_KERNELS][4];  /* --config: a kernel's BLOCK_Q, BLOCK_K, warps, stages (0: not given) */
+  char own_launch[FADSL_ATTENTION_KERNELS][2][32];  /* --config: its pipeline and schedule ("": not given) */
   bool has_own;
   int bench_iters;      /* at least this many timed runs ... */
   double bench_ms;      /* ... and at least this much time */
@@ -148,11 +149,13 @@ static void usage(FILE *f) {
         "  --block-q N, --block-k N  tile sizes (interpreter default 32 and 32; on the GPU they fix\n"
         "                       the config, which otherwise comes from the tuning database or the default)\n"
         "  --warps N, --stages N  (--gpu) fix warps and pipeline stages\n"
-        "  --config KERNEL:BLOCK_Q=N,BLOCK_K=N,warps=N,stages=N  (--gpu) one kernel's own tiles,\n"
-        "                       warps and stages (any of them), over --block-q and the others, e.g.\n"
-        "                       --config attn_bwd:BLOCK_Q=64,BLOCK_K=128,warps=8 (repeatable; kernels with\n"
-        "                       tiles: attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd; the pipeline is\n"
-        "                       FADSL_PIPELINE's, for every kernel)\n"
+        "  --config KERNEL:BLOCK_Q=N,BLOCK_K=N,warps=N,stages=N,pipeline=NAME,schedule=NAME\n"
+        "                       (--gpu) one kernel's own tiles, warps, stages, pipeline (cp_async, tma,\n"
+        "                       tma_async, tma_ws, tma_ws_pp) and schedule (grid, persistent), any of\n"
+        "                       them, over --block-q, FADSL_PIPELINE and the others, e.g.\n"
+        "                       --config attn_bwd:BLOCK_Q=64,BLOCK_K=128,warps=8,pipeline=tma_ws\n"
+        "                       (repeatable; kernels with tiles: attn_fwd, attn_bwd_dkdv, attn_bwd_dq,\n"
+        "                       attn_bwd, attn_bwd_heads)\n"
         "Decoding from a paged KV cache (decode.fa; the layout of flash_attn_with_kvcache):\n"
         "  --decode             q [B, Sq, H, D] against --k-cache/--v-cache [blocks, page, KVH, D] through\n"
         "                       --block-table (int32 [B, max_blocks]) with --cache-seqlens (int32 [B], the new\n"
@@ -197,10 +200,10 @@ static bool parse_pos_int(const char *s, int *out) {
   return true;
 }
 
-/* --config KERNEL:NAME=N,...: one kernel's own configuration.  NULL when it
- * parses, else what is wrong. */
+/* --config KERNEL:NAME=VALUE,...: one kernel's own configuration.  NULL when
+ * it parses, else what is wrong. */
 static const char *parse_kernel_config(const char *text, Options *o) {
-  static const char *const axes[4] = {"BLOCK_Q", "BLOCK_K", "warps", "stages"};
+  static const char *const axes[6] = {"BLOCK_Q", "BLOCK_K", "warps", "stages", "pipeline", "schedule"};
   const char *colon = strchr(text, ':');
   int which = -1;
   for (int k = 0; colon && k < FADSL_ATTENTION_KERNELS; k++) {
@@ -210,27 +213,35 @@ static const char *parse_kernel_config(const char *text, Options *o) {
   }
   if (which != FADSL_ATTENTION_FWD && which != FADSL_ATTENTION_BWD_DKDV && which != FADSL_ATTENTION_BWD_DQ &&
       which != FADSL_ATTENTION_BWD && which != FADSL_ATTENTION_BWD_HEADS)
-    return "--config wants KERNEL:NAME=N,... with KERNEL one of attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd, "
+    return "--config wants KERNEL:NAME=VALUE,... with KERNEL one of attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd, "
            "attn_bwd_heads";
   int got[4] = {0, 0, 0, 0};
+  char launch[2][32] = {"", ""};
   for (const char *item = colon + 1; *item;) {
     const char *end = strchr(item, ',');
     size_t len = end ? (size_t)(end - item) : strlen(item);
     const char *eq = memchr(item, '=', len);
     char value[32];
     int a = -1;
-    for (int i = 0; eq && i < 4; i++)
+    for (int i = 0; eq && i < 6; i++)
       if (strlen(axes[i]) == (size_t)(eq - item) && !strncmp(item, axes[i], (size_t)(eq - item)))
         a = i;
     if (a < 0 || len - (size_t)(eq - item) >= sizeof value)
-      return "--config takes BLOCK_Q=N, BLOCK_K=N, warps=N and stages=N, comma-separated (the pipeline is "
-             "FADSL_PIPELINE's)";
+      return "--config takes BLOCK_Q=N, BLOCK_K=N, warps=N, stages=N, pipeline=NAME and schedule=NAME, "
+             "comma-separated";
     snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - item) - 1), eq + 1);
-    if (!parse_pos_int(value, &got[a]))
-      return "--config: each value a positive number";
+    if (a >= 4) {
+      if (fadsl_config_value(axes[a], value) <= 0)
+        return a == 4 ? "--config: pipeline= one of cp_async, tma, tma_async, tma_ws, tma_ws_pp"
+                      : "--config: schedule= grid or persistent";
+      snprintf(launch[a - 4], sizeof launch[a - 4], "%s", value);
+    } else if (!parse_pos_int(value, &got[a])) {
+      return "--config: BLOCK_Q, BLOCK_K, warps and stages each a positive number";
+    }
     item += len + (end != NULL);
   }
   memcpy(o->own[which], got, sizeof got);
+  memcpy(o->own_launch[which], launch, sizeof launch);
   o->has_own = true;
   return NULL;
 }
@@ -1080,6 +1091,11 @@ static bool run_gpu(const Options *o, const FaAttnShape *s, DType dt, const Tens
     if ((c[0] || c[1] || c[2] || c[3]) &&
         !attn_ok(&g, fadsl_attention_set_kernel_config(g.attn, (fadsl_attention_kernel)k, c[0], c[1], c[2], c[3]),
                  "fixing a kernel's configuration (--config)"))
+      goto done;
+    const char(*l)[32] = (const char(*)[32])o->own_launch[k];
+    if ((l[0][0] || l[1][0]) &&
+        !attn_ok(&g, fadsl_attention_set_kernel_launch(g.attn, (fadsl_attention_kernel)k, l[0], l[1]),
+                 "fixing a kernel's pipeline or schedule (--config)"))
       goto done;
   }
 

@@ -231,15 +231,23 @@ fadsl_status fa_attn_api_check(fadsl_attention *a, const char *fn, FaAttnCall *c
 }
 
 /* ---- binding and launching ------------------------------------------------ */
+static bool has_tiles(fadsl_attention_kernel which) {
+  return which == FADSL_ATTENTION_FWD || which == FADSL_ATTENTION_BWD_DKDV || which == FADSL_ATTENTION_BWD_DQ ||
+         which == FADSL_ATTENTION_BWD || which == FADSL_ATTENTION_BWD_HEADS;
+}
+
+static fadsl_status no_tiles(fadsl_attention *a, const char *fn, fadsl_attention_kernel which) {
+  return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+                          "%s: kernel %d has no tiles (attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd and "
+                          "attn_bwd_heads have)", fn, (int)which);
+}
+
 fadsl_status fadsl_attention_set_kernel_config(fadsl_attention *a, fadsl_attention_kernel which, int block_q,
                                                int block_k, int warps, int stages) {
   if (!a)
     return FADSL_ERROR_INVALID_ARGUMENT;
-  if (which != FADSL_ATTENTION_FWD && which != FADSL_ATTENTION_BWD_DKDV && which != FADSL_ATTENTION_BWD_DQ &&
-      which != FADSL_ATTENTION_BWD && which != FADSL_ATTENTION_BWD_HEADS)
-    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
-                            "fadsl_attention_set_kernel_config: kernel %d has no tiles (attn_fwd, attn_bwd_dkdv, "
-                            "attn_bwd_dq, attn_bwd and attn_bwd_heads have)", (int)which);
+  if (!has_tiles(which))
+    return no_tiles(a, "fadsl_attention_set_kernel_config", which);
   if ((block_q && !is_pow2(block_q)) || (block_k && !is_pow2(block_k)) || warps < 0 || stages < 0 ||
       (warps && !is_pow2(warps)))
     return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
@@ -252,6 +260,29 @@ fadsl_status fadsl_attention_set_kernel_config(fadsl_attention *a, fadsl_attenti
   own[1] = block_k;
   own[2] = warps;
   own[3] = stages;
+  pthread_mutex_unlock(&a->lock);
+  return FADSL_SUCCESS;
+}
+
+fadsl_status fadsl_attention_set_kernel_launch(fadsl_attention *a, fadsl_attention_kernel which, const char *pipeline,
+                                               const char *schedule) {
+  static const char fn[] = "fadsl_attention_set_kernel_launch";
+  if (!a)
+    return FADSL_ERROR_INVALID_ARGUMENT;
+  if (!has_tiles(which))
+    return no_tiles(a, fn, which);
+  int p = fadsl_config_value("pipeline", pipeline), s = fadsl_config_value("schedule", schedule);
+  if (p < 0)
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+                            "%s: %s: pipeline '%s': want cp_async, tma, tma_async, tma_ws or tma_ws_pp (NULL: not given)",
+                            fn, kernel_names[which], pipeline);
+  if (s < 0)
+    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
+                            "%s: %s: schedule '%s': want grid or persistent (NULL: not given)", fn,
+                            kernel_names[which], schedule);
+  pthread_mutex_lock(&a->lock);
+  a->own_pipeline[which] = p;
+  a->own_schedule[which] = s;
   pthread_mutex_unlock(&a->lock);
   return FADSL_SUCCESS;
 }
@@ -303,6 +334,10 @@ static fadsl_status bind_common(fadsl_attention *a, fadsl_attention_kernel which
     BIND(st, fadsl_args_set_int(args, "BLOCK_K", bk));
   if (warps || stages)
     BIND(st, fadsl_args_set_config(args, warps, stages));
+  if (a->own_pipeline[which])
+    BIND(st, fadsl_args_set_config_axis(args, "pipeline", a->own_pipeline[which]));
+  if (a->own_schedule[which])
+    BIND(st, fadsl_args_set_config_axis(args, "schedule", a->own_schedule[which]));
   return st;
 }
 

@@ -329,6 +329,17 @@ FADSL_API fadsl_status fadsl_attention_set_config(fadsl_attention *attn, int blo
 FADSL_API fadsl_status fadsl_attention_set_kernel_config(fadsl_attention *attn, fadsl_attention_kernel which,
                                                          int block_q, int block_k, int warps, int stages);
 
+/* Fixes how one kernel pipelines its loads and maps its programs onto thread
+ * blocks for the next calls, by name: pipeline "cp_async", "tma", "tma_async",
+ * "tma_ws" or "tma_ws_pp" (sm_90a; other targets use cp.async), schedule
+ * "grid" or "persistent".  NULL or "" leaves that one to the tuning database,
+ * the default or FADSL_PIPELINE / FADSL_SCHEDULE (and clears an earlier
+ * choice).  Kernels with tiles only, as fadsl_attention_set_kernel_config;
+ * a pipeline the kernel cannot take (a producer warpgroup on too few warps,
+ * say) fails at its launch. */
+FADSL_API fadsl_status fadsl_attention_set_kernel_launch(fadsl_attention *attn, fadsl_attention_kernel which,
+                                                         const char *pipeline, const char *schedule);
+
 /* What the last launch of a kernel used: constexprs (BLOCK_Q, BLOCK_K, ...),
  * warps, stages, where they came from ("tuned", "default", "explicit", ...),
  * architecture, grid and kernel-cache hit.  The strings stay valid until the
