@@ -102,6 +102,17 @@ static bool take_tuned(const FaKernelInfo *k, const FaTuneChoice *choice, FaBind
   return took;
 }
 
+/* Whether the caller fixed an axis of the space or a launch setting. */
+static bool caller_fixed(const FaKernelInfo *k, const FaBinding *known, int nknown, const FaLaunchConfig *given) {
+  for (int t = 0; t < k->ntune; t++)
+    if (fa_autotune_axis_fixed(k, t, known, nknown, given)) return true;
+  int naxes;
+  const FaConfigAxis *axes = fa_config_axes(&naxes);
+  for (int x = 0; x < naxes; x++)
+    if (fa_config_get(given, &axes[x]) > 0) return true;
+  return false;
+}
+
 /* Resolves every tunable choice: explicit > tuning database > default. */
 static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPlan *plan) {
   const FaKernelInfo *k = a->kernel->info;
@@ -135,21 +146,28 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
   }
   bool from_db = choice.match != FA_TUNE_NOT_FOUND && take_tuned(k, &choice, known, &nknown, &given);
 
+  /* FADSL_PIPELINE, FADSL_SCHEDULE: the pipeline (how loads feeding products
+     are pipelined on sm_90a, cuda.h) and the schedule (persistent or not) of
+     every launch that does not set them itself, over the database's.  Fixed
+     before the default point is chosen, so that its other axes are the ones
+     prune and prefer give that pipeline (a point preferred for a producer
+     warp is not taken with bulk copies alone); the source stays "default"
+     where the caller fixed nothing. */
+  FaLaunchConfig with_env = given;
+  const FaConfigAxis *bad = NULL;
+  char var[48];
+  if (!fa_config_from_env(&a->config, &with_env, &bad, var, sizeof var))
+    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "%s=%s: not %s", var, getenv(var), bad->allowed);
+
   /* 3. the default point (autotune_point.h) for what is still open, for the
      architecture compiled for (FADSL_ARCH's when set, as the code is) */
   FaAutotunePoint pt;
-  fadsl_status st = fa_rt_default_point(ctx, a, known, nknown, &given, plan->sm, &plan->arena, &pt);
+  fadsl_status st = fa_rt_default_point(ctx, a, known, nknown, &with_env, plan->sm, &plan->arena, &pt);
   if (st != FADSL_SUCCESS) return st;
   plan->config = pt.config;
-  /* FADSL_PIPELINE, FADSL_SCHEDULE: the pipeline (how loads feeding products
-     are pipelined on sm_90a, cuda.h) and the schedule (persistent or not) of
-     every launch that does not set them itself, over the database's */
-  const FaConfigAxis *bad = NULL;
-  char var[48];
-  if (!fa_config_from_env(&a->config, &plan->config, &bad, var, sizeof var))
-    return fa_rt_fail(ctx, FADSL_ERROR_INVALID_ARGUMENT, "%s=%s: not %s", var, getenv(var), bad->allowed);
   fa_config_fill_defaults(&plan->config);
-  plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest") : pt.source;
+  plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest")
+                 : caller_fixed(k, known, nknown, &given) ? pt.source : "default";
 
   /* the constexpr bindings, in parameter order */
   plan->binds = fa_arena_alloc(&plan->arena, sizeof *plan->binds * (size_t)(k->nparams + 1));

@@ -59,7 +59,7 @@ has "$dir/out4" "fused, a program per query head: attn_bwd_prep + attn_bwd_dkdv_
 "$attn" --gpu --shape 1,6,2,77,32 --causal --backward --fused --deterministic > "$dir/out3" 2>&1
 [ $? -eq 2 ] && grep -q "give one" "$dir/out3" && echo "ok: --fused with --deterministic is refused" ||
   { fail "--fused --deterministic"; cat "$dir/out3"; }
-has "$dir/out" "n_groups=3 d_head=32 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=2 (default)" \
+has "$dir/out" "n_groups=3 d_head=32 is_causal=True T=f16 BLOCK_Q=128 BLOCK_K=128 warps=4 stages=2 (default)" \
   "attn_fwd: GQA 3:1, the default config"
 has "$dir/out" "o   ||out - ref|| / max(||ref||, ||ref_rss||) = nan  (14784 NaN/inf values in the output)" \
   "poisoned O is caught"
@@ -100,7 +100,7 @@ r=$($relerr "$dir/o.npy" "$dir/in_q.npy")
   > "$dir/out" 2>&1
 has "$dir/out" "attn_bwd       n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=64 BLOCK_K=128 FUSE_D=False warps=8 stages=2 (explicit+default)" \
   "--config attn_bwd: its own tiles and warps"
-has "$dir/out" "T=f16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=2 (default)" "--config attn_bwd: attn_fwd keeps its default"
+has "$dir/out" "T=f16 BLOCK_Q=128 BLOCK_K=128 warps=4 stages=2 (default)" "--config attn_bwd: attn_fwd keeps its default"
 "$attn" --gpu --shape 2,4,2,100,64 --backward --block-q 64 --block-k 32 --config attn_bwd_dq:BLOCK_Q=128,BLOCK_K=128,warps=8 \
   > "$dir/out" 2>&1
 has "$dir/out" "attn_bwd_dq    n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_Q=128 BLOCK_K=128 warps=8 stages=2 (explicit+default)" \
@@ -140,17 +140,23 @@ grep "^  attn_bwd_dq " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 sta
   echo "ok: dQ at d_head 128: 128x128 with a producer warp by default on sm_90a" ||
   { fail "dQ at d_head 128 default"; grep "^  attn_bwd_dq " "$dir/out"; }
 
-# attn_fwd's Hopper default at d_head 128 for long sequences (fwd_long_default
-# in attention_core.fa): from 8192 keys and queries on, the producer warp's
-# 128x128 with 3 stages in persistent blocks; below, bulk copies at 128x64
-"$attn" --gpu --shape 1,1,1,8192,128 > "$dir/out" 2>&1
-grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 stages=3 (default).*pipeline tma_ws_pp, schedule persistent" &&
-  echo "ok: attn_fwd at d_head 128, N=8192: the producer warp by default on sm_90a" ||
-  { fail "attn_fwd long default"; grep "^  attn_fwd " "$dir/out"; }
-"$attn" --gpu --shape 1,1,1,4096,128 > "$dir/out" 2>&1
+# attn_fwd's Hopper defaults (fwd_hopper_default in attention_core.fa), at
+# every length: at d_head 128 the producer warp's 128x128 with 2 stages in
+# persistent blocks; at d_head 64 bulk copies at 128x128 on 4 warps
+"$attn" --gpu --shape 1,1,1,1024,128 > "$dir/out" 2>&1
+grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 stages=2 (default).*pipeline tma_ws_pp, schedule persistent" &&
+  echo "ok: attn_fwd at d_head 128: the producer warp by default on sm_90a" ||
+  { fail "attn_fwd d_head 128 default"; grep "^  attn_fwd " "$dir/out"; }
+# FADSL_PIPELINE fixes the pipeline before the default point is chosen: bulk
+# copies alone take their own default tiles, not the producer warp's
+FADSL_PIPELINE=tma "$attn" --gpu --shape 1,1,1,1024,128 > "$dir/out" 2>&1
 grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=64 warps=8 stages=2 (default).*pipeline tma, schedule grid" &&
-  echo "ok: attn_fwd at d_head 128, N=4096: bulk copies by default" ||
-  { fail "attn_fwd N=4096 default"; grep "^  attn_fwd " "$dir/out"; }
+  echo "ok: FADSL_PIPELINE=tma at d_head 128: the default point of bulk copies alone" ||
+  { fail "FADSL_PIPELINE=tma default point"; grep "^  attn_fwd " "$dir/out"; }
+"$attn" --gpu --shape 1,1,1,4096,64 > "$dir/out" 2>&1
+grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=4 stages=2 (default).*pipeline tma, schedule grid" &&
+  echo "ok: attn_fwd at d_head 64: bulk copies at 128x128 on 4 warps by default" ||
+  { fail "attn_fwd d_head 64 default"; grep "^  attn_fwd " "$dir/out"; }
 
 # forward-only benchmark on files, JSON record
 "$attn" --gpu --q "$dir/in_q.npy" --k "$dir/in_k.npy" --v "$dir/in_v.npy" --bench --iters 3 --min-ms 1 \
@@ -181,7 +187,7 @@ fa=$srcdir/examples/attention/attention.fa
   --arg t_q="$dir/in_q.npy" --arg t_k="$dir/in_k.npy" --arg t_v="$dir/in_v.npy" --arg sm_scale=0.125 \
   --arg n_zh=4 --arg q_seq_len=100 --arg kv_seq_len=100 --arg t_o="$dir/in_q.npy" --out t_o="$dir/o2.npy" \
   --out t_lse="$dir/lse2.npy" > "$dir/out" 2>&1 || { fail "fadsl-run --gpu attn_fwd"; cat "$dir/out"; }
-has "$dir/out" "attn_fwd on sm_90a [n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK_Q=128 BLOCK_K=64] warps=8 stages=2 (default)" \
+has "$dir/out" "attn_fwd on sm_90a [n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK_Q=128 BLOCK_K=128] warps=4 stages=2 (default)" \
   "fadsl-run --gpu prints the launch"
 r=$($relerr "$dir/o2.npy" "$dir/in_q.npy")
 [ "$r" = "0.000e+00 0 51200" ] && echo "ok: an --arg buffer makes the round trip ($r)" || fail "o2.npy vs q: $r"

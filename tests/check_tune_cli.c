@@ -163,10 +163,15 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
  * 8, as the problem's are); attn_bwd_dq's above d_head 64 is tma_ws_pp at
  * 128x128 on 8 warps with 2 stages (dq_hopper_default); attn_bwd's (the
  * fused pass) tma_ws with 2 stages at 64x128 on 8 warps above d_head 64,
- * tma_async at 64x64 on 4 up to 64 (bwd_hopper_default).  attn_fwd prefers nothing at
- * these sizes: its default is the first survivor. */
-static bool attention_prefer(const char *kernel, const char *pipeline, long bq, long bk, long warps, long stages,
-                             long d_head) {
+ * tma_async at 64x64 on 4 up to 64 (bwd_hopper_default); attn_fwd's 128x128
+ * with 2 stages, tma on 4 warps one thread block per program up to d_head
+ * 64, tma_ws_pp on 8 in persistent blocks above (fwd_hopper_default). */
+static bool attention_prefer(const char *kernel, const char *pipeline, const char *schedule, long bq, long bk,
+                             long warps, long stages, long d_head) {
+  if (!strcmp(kernel, "attn_fwd"))
+    return bq == 128 && bk == 128 && stages == 2 &&
+           (d_head > 64 ? warps == 8 && !strcmp(pipeline, "tma_ws_pp") && !strcmp(schedule, "persistent")
+                        : warps == 4 && !strcmp(pipeline, "tma") && !strcmp(schedule, "grid"));
   if (!strcmp(kernel, "attn_bwd_dkdv"))
     return bq == 64 && bk == 64 && warps == 4 && stages == 2 && !strcmp(pipeline, d_head <= 64 ? "tma" : "tma_async");
   if (!strcmp(kernel, "attn_bwd_dq"))
@@ -226,7 +231,7 @@ static int expected_attention_space(const FaKernelInfo *k, long d_head, char lab
         schedule = fa_config_value_name(fa_config_axis("schedule"), (int)k->tune[t].values[idx[t]].i);
     if (!attention_prune(k->name, pipeline, schedule, bq, bk, w, stages, d_head)) continue;
     ck_assert_int_lt(n, max);
-    if (*dflt < 0 && attention_prefer(k->name, pipeline, bq, bk, w, stages, d_head)) *dflt = n;
+    if (*dflt < 0 && attention_prefer(k->name, pipeline, schedule, bq, bk, w, stages, d_head)) *dflt = n;
     labels[n][0] = '\0';
     for (int t = 0; t < k->ntune; t++) {
       char part[32];
@@ -474,21 +479,26 @@ START_TEST(dry_run_matmul_default) {
 }
 END_TEST
 
-/* attn_fwd's default at d_head 128 (fwd_long_default): on Hopper from 8192
- * keys and queries on the producer warp's 128x128 with 3 stages in
- * persistent blocks; shorter sequences, other head dims and sm_80 keep the
- * prune's first point (d_head 256 its own preferred point). */
+/* attn_fwd's default (fwd_hopper_default): on Hopper, at every length, 128x128
+ * on 4 warps with bulk copies up to d_head 64 and the producer warp's 128x128
+ * with 2 stages in persistent blocks at 128; sm_80 keeps the prune's first
+ * point (d_head 256 its own preferred point on Hopper). */
 START_TEST(dry_run_attention_long_default) {
-  static const char ws[] = "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=128 stages=3 warps=8";
+  static const char ws[] = "pipeline=tma_ws_pp schedule=persistent BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8";
+  static const char tma4[] = "pipeline=tma schedule=grid BLOCK_Q=128 BLOCK_K=128 stages=2 warps=4";
   static const char tma[] = "pipeline=tma schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8";
+  static const char ws256[] = "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8";
   static const struct {
     const char *args, *want;
   } cases[] = {
       {"--arch sm_90a --size D=128 --size N=16384", ws},
-      {"--size D=128 --size N=8192 --size causal=True", ws},
-      {"--arch sm_90a --size D=128 --size N=8176", tma},
+      {"--size D=128 --size N=1024 --size causal=True", ws},
+      {"--arch sm_90a --size D=128 --size N=8176", ws},
       {"--arch sm_80 --size D=128 --size N=16384", tma},
-      {"--arch sm_90a --size D=64 --size N=16384", tma},
+      {"--arch sm_80 --size D=64 --size N=1024", tma},
+      {"--arch sm_90a --size D=64 --size N=16384", tma4},
+      {"--arch sm_90a --size D=32 --size N=100 --size causal=True", tma4},
+      {"--arch sm_90a --size D=256 --size N=16384", ws256},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     check_dry_run_default(attention, "attn_fwd", cases[i].args, cases[i].want);

@@ -137,7 +137,7 @@ helper attention_core.attn_bwd_dkdv_zero_program
 helper attention_core.attn_bwd_dq_convert_program
 helper attention_core.dkdv_hopper_default
 helper attention_core.dq_hopper_default
-helper attention_core.fwd_long_default
+helper attention_core.fwd_hopper_default
 helper attention_core.bwd_hopper_default
 kernel attn_fwd
 kernel attn_bwd_d
