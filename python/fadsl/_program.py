@@ -269,7 +269,8 @@ class Kernel:
     # ---- the call ------------------------------------------------------------------
 
     def __call__(self, *args, grid=None, warps=None, stages=None, num_warps=None, num_stages=None, threads=1,
-                 **kwargs):
+                 pipeline=None, schedule=None, **kwargs):
+        launch_axes = _launch_axes(pipeline=pipeline, schedule=schedule)
         values = self._collect(args, kwargs)
         self._dtype_constexprs(values)
         arrays = [a for a in values.values() if _arrays.is_array(a)]
@@ -295,6 +296,8 @@ class Kernel:
                 ctx.check(core.fadsl_args_set_at(a, self._index[name], v))
             if warps or stages:
                 ctx.check(core.fadsl_args_set_config(a, int(warps or 0), int(stages or 0)))
+            for axis, value in launch_axes:
+                ctx.check(core.fadsl_args_set_config_axis(a, axis.encode(), value))
             if grid is not None:
                 ctx.check(core.fadsl_args_set_grid(a, *grid))
             if device < 0:
@@ -336,3 +339,22 @@ class Kernel:
         return LaunchInfo(self.name, _s(info.constexprs), info.warps, info.stages, _s(info.config_source),
                           tuple(info.grid), f"cuda:{device}", _s(info.arch), _s(info.cache),
                           _s(info.pipeline), _s(info.schedule))
+
+
+_LAUNCH_AXIS_VALUES = {"pipeline": "cp_async, tma, tma_async, tma_ws or tma_ws_pp", "schedule": "grid or persistent"}
+
+
+def _launch_axes(**given):
+    """The named launch settings a call gives (pipeline="tma_ws", schedule="persistent") as
+    (axis, number) pairs for fadsl_args_set_config_axis; an unknown name is refused here, before
+    anything is bound.  None leaves a setting to the tuning database, the default or the
+    environment (FADSL_PIPELINE, FADSL_SCHEDULE)."""
+    out = []
+    for axis, name in given.items():
+        if name is None:
+            continue
+        value = core.fadsl_config_value(axis.encode(), str(name).encode()) if isinstance(name, str) else -1
+        if value <= 0:
+            raise FadslInvalidArgument(f"{axis}={name!r}: want one of {_LAUNCH_AXIS_VALUES[axis]}")
+        out.append((axis, value))
+    return out

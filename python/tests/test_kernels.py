@@ -105,6 +105,19 @@ def test_keywords_config_and_grid(prog):
     assert (out[:128] == 1).all() and (out[128:] == 0).all()
 
 
+def test_pipeline_and_schedule_keywords(prog):
+    n = 300
+    x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
+    out = np.zeros(n, np.float32)
+    # fixed by name; the interpreter runs the program whatever the GPU would pipeline
+    info = prog.axpy(x, y, out, 2.0, n, pipeline="tma_ws", schedule="persistent")
+    assert (out == 2).all() and info.config_source in ("explicit", "explicit+default")
+    with pytest.raises(fadsl.FadslInvalidArgument, match=r"pipeline='tma_wss': want one of cp_async, tma"):
+        prog.axpy(x, y, out, 2.0, n, pipeline="tma_wss")
+    with pytest.raises(fadsl.FadslInvalidArgument, match=r"schedule=2: want one of grid or persistent"):
+        prog.axpy(x, y, out, 2.0, n, schedule=2)
+
+
 def test_given_grid_shapes(prog):
     n = 500
     x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
