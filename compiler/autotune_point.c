@@ -136,13 +136,23 @@ static void point_config(const FaKernelInfo *k, const FaLaunchConfig *given, FaA
   fa_config_fill_defaults(&pt->config);
 }
 
-static const char *point_source(const FaKernelInfo *k, const FaLaunchConfig *given, const FaAutotunePoint *pt) {
-  bool any_fixed = pt->nchosen < k->ntune;
+bool fa_autotune_any_fixed(const FaKernelInfo *k, const FaBinding *known, int nknown, const FaLaunchConfig *given) {
+  for (int t = 0; t < k->ntune; t++)
+    if (fa_autotune_axis_fixed(k, t, known, nknown, given))
+      return true;
   int naxes;
   const FaConfigAxis *axes = fa_config_axes(&naxes);
   for (int x = 0; given && x < naxes; x++)
-    any_fixed |= fa_config_get(given, &axes[x]) > 0;
-  return !any_fixed ? "default" : pt->nchosen ? "explicit+default" : "explicit";
+    if (fa_config_get(given, &axes[x]) > 0)
+      return true;
+  return false;
+}
+
+static const char *point_source(const FaKernelInfo *k, const FaBinding *known, int nknown,
+                                const FaLaunchConfig *given, const FaAutotunePoint *pt) {
+  if (!fa_autotune_any_fixed(k, known, nknown, given))
+    return "default";
+  return pt->nchosen ? "explicit+default" : "explicit";
 }
 
 bool fa_autotune_default_point(Arena *arena, const FaProgram *p, const FaKernelInfo *k, const FaBinding *known,
@@ -190,7 +200,7 @@ bool fa_autotune_default_point(Arena *arena, const FaProgram *p, const FaKernelI
     }
   }
   point_config(k, given, out);
-  out->source = point_source(k, given, out);
+  out->source = point_source(k, known, nknown, given, out);
   return true;
 }
 

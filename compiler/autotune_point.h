@@ -72,6 +72,12 @@ bool fa_autotune_point_reads(const FaKernelInfo *k, const char *name);
 bool fa_autotune_axis_fixed(const FaKernelInfo *k, int t, const FaBinding *known, int nknown,
                             const FaLaunchConfig *given);
 
+/* Whether the caller fixed anything: an axis of the space (a bound constexpr
+ * or a given launch setting) or a launch setting outside it.  A point chosen
+ * with nothing fixed is the "default"; the runtime asks it of the caller's
+ * own configuration, without what FADSL_PIPELINE / FADSL_SCHEDULE add. */
+bool fa_autotune_any_fixed(const FaKernelInfo *k, const FaBinding *known, int nknown, const FaLaunchConfig *given);
+
 /* Writes the constexpr axes the point chose (not the fixed ones, not the
  * configuration axes, which are in pt->config) to out, which has room for
  * k->ntune bindings; returns how many. */

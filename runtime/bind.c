@@ -204,6 +204,11 @@ FADSL_API int fadsl_config_value(const char *name, const char *text) {
   return fa_config_parse(fa_config_axis(name), text, &v) ? v : -1;
 }
 
+FADSL_API const char *fadsl_config_allowed(const char *name) {
+  const FaConfigAxis *ax = fa_config_axis(name);
+  return ax ? ax->allowed : NULL;
+}
+
 FADSL_API fadsl_status fadsl_args_set_config(fadsl_args *a, int warps, int stages) {
   if (!a) return FADSL_ERROR_INVALID_ARGUMENT;
   FaLaunchConfig keep = a->config;

@@ -296,6 +296,9 @@ FADSL_API fadsl_status fadsl_args_set_config_axis(fadsl_args *a, const char *nam
  * is 2) or a number the axis allows ("warps": "8").  0 for NULL or "" (not
  * given), -1 for an unknown axis or a value it does not allow. */
 FADSL_API int fadsl_config_value(const char *name, const char *text);
+/* What the axis `name` allows, for messages ("one of grid, persistent (1 to
+ * 2)"), or NULL for an unknown axis. */
+FADSL_API const char *fadsl_config_allowed(const char *name);
 
 /* Launches gx x gy x gz programs instead of the kernel's @kernel(grid=...)
  * (Triton's kernel[grid](...)), until fadsl_args_clear.  A grid with a zero

@@ -102,17 +102,6 @@ static bool take_tuned(const FaKernelInfo *k, const FaTuneChoice *choice, FaBind
   return took;
 }
 
-/* Whether the caller fixed an axis of the space or a launch setting. */
-static bool caller_fixed(const FaKernelInfo *k, const FaBinding *known, int nknown, const FaLaunchConfig *given) {
-  for (int t = 0; t < k->ntune; t++)
-    if (fa_autotune_axis_fixed(k, t, known, nknown, given)) return true;
-  int naxes;
-  const FaConfigAxis *axes = fa_config_axes(&naxes);
-  for (int x = 0; x < naxes; x++)
-    if (fa_config_get(given, &axes[x]) > 0) return true;
-  return false;
-}
-
 /* Resolves every tunable choice: explicit > tuning database > default. */
 static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPlan *plan) {
   const FaKernelInfo *k = a->kernel->info;
@@ -167,7 +156,7 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
   plan->config = pt.config;
   fa_config_fill_defaults(&plan->config);
   plan->source = from_db ? (choice.match == FA_TUNE_EXACT ? "tuned" : "nearest")
-                 : caller_fixed(k, known, nknown, &given) ? pt.source : "default";
+                 : fa_autotune_any_fixed(k, known, nknown, &given) ? pt.source : "default";
 
   /* the constexpr bindings, in parameter order */
   plan->binds = fa_arena_alloc(&plan->arena, sizeof *plan->binds * (size_t)(k->nparams + 1));

@@ -29,6 +29,10 @@ fail() {
 has() {
   if grep -qF -- "$2" "$1"; then echo "ok: $3"; else fail "$3: no '$2' in:"; sed 's/^/    /' "$1"; fi
 }
+# launched KERNEL PATTERN WHAT: the launch line of KERNEL in $dir/out matches PATTERN (grep)
+launched() {
+  if grep "^  $1 " "$dir/out" | grep -q -- "$2"; then echo "ok: $3"; else fail "$3: no '$2' in $1's launch:"; grep "^  $1 " "$dir/out"; fi
+}
 
 "$attn" --gpu --shape 1,6,2,77,32 --causal --backward --check --seed 1 > "$dir/out" 2>&1
 status=$?
@@ -87,8 +91,7 @@ done
 # (the forward kernel's pipeline, which the options do not set, comes from its default point:
 # bulk copies on sm_90a, named in the listing)
 has "$dir/out" "T=bf16 BLOCK_Q=128 BLOCK_K=64 warps=8 stages=3 (explicit+default)" "a forced config is explicit"
-grep "^  attn_fwd " "$dir/out" | grep -q "pipeline tma, schedule grid" && echo "ok: the pipeline and schedule listed" ||
-  fail "the forward kernel's pipeline and schedule not listed"
+launched attn_fwd "pipeline tma, schedule grid" "the pipeline and schedule listed"
 has "$dir/out" "attn_bwd       n_groups=2 d_head=64 is_causal=False T=bf16 BLOCK_Q=64 BLOCK_K=128" \
   "attn_bwd takes the tiles the other way round"
 r=$($relerr "$dir/o.npy" "$dir/in_q.npy")
@@ -111,12 +114,9 @@ has "$dir/out" "attn_bwd_dkdv  n_groups=2 d_head=64 is_causal=False T=f16 BLOCK_
 FADSL_PIPELINE=tma_async "$attn" --gpu --shape 2,4,2,100,64 --backward --fused \
   --config attn_fwd:BLOCK_K=128,pipeline=tma_ws_pp,schedule=persistent --config attn_bwd:pipeline=tma_ws,BLOCK_Q=64,BLOCK_K=128,warps=8 \
   > "$dir/out" 2>&1
-grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 .*pipeline tma_ws_pp, schedule persistent" &&
-  echo "ok: --config attn_fwd: its pipeline and schedule" || fail "--config attn_fwd: pipeline and schedule not taken"
-grep "^  attn_bwd " "$dir/out" | grep -q "pipeline tma_ws, schedule grid" && echo "ok: --config attn_bwd: its pipeline" ||
-  fail "--config attn_bwd: pipeline not taken"
-grep "^  attn_bwd_prep " "$dir/out" | grep -q "pipeline tma_async," &&
-  echo "ok: the other kernels keep FADSL_PIPELINE's" || fail "FADSL_PIPELINE not kept by the other kernels"
+launched attn_fwd "BLOCK_Q=128 BLOCK_K=128 warps=8 .*pipeline tma_ws_pp, schedule persistent" "--config attn_fwd: its pipeline and schedule"
+launched attn_bwd "pipeline tma_ws, schedule grid" "--config attn_bwd: its pipeline"
+launched attn_bwd_prep "pipeline tma_async," "the other kernels keep FADSL_PIPELINE's"
 
 # the Hopper defaults of the deterministic backward pass (the stand-in driver
 # is an sm_90a device; @autotune(prefer=...) in attention.fa): at d_head 64
@@ -133,30 +133,20 @@ has "$dir/out" "attn_bwd_dkdv  n_groups=1 d_head=64 is_causal=False T=f16 BLOCK_
 has "$dir/out" "attn_bwd_dkdv  n_groups=1 d_head=64 is_causal=False T=f16 BLOCK_Q=32 BLOCK_K=64 warps=4 stages=2 (default)" \
   "dK/dV at d_head 64, N=204 (not a multiple of 8): 32x64 by default"
 "$attn" --gpu --shape 1,2,2,256,128 --causal --backward > "$dir/out" 2>&1
-grep "^  attn_bwd_dkdv " "$dir/out" | grep -q "BLOCK_Q=64 BLOCK_K=64 warps=4 stages=2 (default).*pipeline tma_async," &&
-  echo "ok: dK/dV at d_head 128: 64x64 with tma_async by default on sm_90a" ||
-  { fail "dK/dV at d_head 128 default"; grep "^  attn_bwd_dkdv " "$dir/out"; }
-grep "^  attn_bwd_dq " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 stages=2 (default).*pipeline tma_ws_pp," &&
-  echo "ok: dQ at d_head 128: 128x128 with a producer warp by default on sm_90a" ||
-  { fail "dQ at d_head 128 default"; grep "^  attn_bwd_dq " "$dir/out"; }
+launched attn_bwd_dkdv "BLOCK_Q=64 BLOCK_K=64 warps=4 stages=2 (default).*pipeline tma_async," "dK/dV at d_head 128: 64x64 with tma_async by default on sm_90a"
+launched attn_bwd_dq "BLOCK_Q=128 BLOCK_K=128 warps=8 stages=2 (default).*pipeline tma_ws_pp," "dQ at d_head 128: 128x128 with a producer warp by default on sm_90a"
 
 # attn_fwd's Hopper defaults (fwd_hopper_default in attention_core.fa), at
 # every length: at d_head 128 the producer warp's 128x128 with 2 stages in
 # persistent blocks; at d_head 64 bulk copies at 128x128 on 4 warps
 "$attn" --gpu --shape 1,1,1,1024,128 > "$dir/out" 2>&1
-grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=8 stages=2 (default).*pipeline tma_ws_pp, schedule persistent" &&
-  echo "ok: attn_fwd at d_head 128: the producer warp by default on sm_90a" ||
-  { fail "attn_fwd d_head 128 default"; grep "^  attn_fwd " "$dir/out"; }
+launched attn_fwd "BLOCK_Q=128 BLOCK_K=128 warps=8 stages=2 (default).*pipeline tma_ws_pp, schedule persistent" "attn_fwd at d_head 128: the producer warp by default on sm_90a"
 # FADSL_PIPELINE fixes the pipeline before the default point is chosen: bulk
 # copies alone take their own default tiles, not the producer warp's
 FADSL_PIPELINE=tma "$attn" --gpu --shape 1,1,1,1024,128 > "$dir/out" 2>&1
-grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=64 warps=8 stages=2 (default).*pipeline tma, schedule grid" &&
-  echo "ok: FADSL_PIPELINE=tma at d_head 128: the default point of bulk copies alone" ||
-  { fail "FADSL_PIPELINE=tma default point"; grep "^  attn_fwd " "$dir/out"; }
+launched attn_fwd "BLOCK_Q=128 BLOCK_K=64 warps=8 stages=2 (default).*pipeline tma, schedule grid" "FADSL_PIPELINE=tma at d_head 128: the default point of bulk copies alone"
 "$attn" --gpu --shape 1,1,1,4096,64 > "$dir/out" 2>&1
-grep "^  attn_fwd " "$dir/out" | grep -q "BLOCK_Q=128 BLOCK_K=128 warps=4 stages=2 (default).*pipeline tma, schedule grid" &&
-  echo "ok: attn_fwd at d_head 64: bulk copies at 128x128 on 4 warps by default" ||
-  { fail "attn_fwd d_head 64 default"; grep "^  attn_fwd " "$dir/out"; }
+launched attn_fwd "BLOCK_Q=128 BLOCK_K=128 warps=4 stages=2 (default).*pipeline tma, schedule grid" "attn_fwd at d_head 64: bulk copies at 128x128 on 4 warps by default"
 
 # forward-only benchmark on files, JSON record
 "$attn" --gpu --q "$dir/in_q.npy" --k "$dir/in_k.npy" --v "$dir/in_v.npy" --bench --iters 3 --min-ms 1 \

@@ -112,9 +112,9 @@ expect 2 "--bench, --json, --warps, --stages and --config are for --gpu" --inter
 expect 2 "KERNEL one of attn_fwd, attn_bwd_dkdv, attn_bwd_dq, attn_bwd, attn_bwd_heads" --gpu --shape 1,2,2,16,16 \
   --config attn_bwd_d:BLOCK_Q=64
 expect 2 "KERNEL one of attn_fwd" --gpu --shape 1,2,2,16,16 --config BLOCK_Q=64
-expect 2 "pipeline= one of cp_async, tma, tma_async, tma_ws, tma_ws_pp" --gpu --shape 1,2,2,16,16 \
+expect 2 "pipeline=tma_wss: want one of cp_async, tma, tma_async, tma_ws, tma_ws_pp" --gpu --shape 1,2,2,16,16 \
   --config attn_bwd:pipeline=tma_wss
-expect 2 "schedule= grid or persistent" --gpu --shape 1,2,2,16,16 --config attn_fwd:BLOCK_Q=64,schedule=
+expect 2 "schedule=: want one of grid, persistent" --gpu --shape 1,2,2,16,16 --config attn_fwd:BLOCK_Q=64,schedule=
 expect 2 "takes BLOCK_Q=N, BLOCK_K=N, warps=N, stages=N, pipeline=NAME" --gpu --shape 1,2,2,16,16 \
   --config attn_fwd:blocks=64
 expect 2 "each a positive number" --gpu --shape 1,2,2,16,16 --config attn_bwd:BLOCK_Q=64,warps=

@@ -201,8 +201,8 @@ static bool parse_pos_int(const char *s, int *out) {
 }
 
 /* --config KERNEL:NAME=VALUE,...: one kernel's own configuration.  NULL when
- * it parses, else what is wrong. */
-static const char *parse_kernel_config(const char *text, Options *o) {
+ * it parses, else what is wrong (a constant, or written into msg). */
+static const char *parse_kernel_config(const char *text, Options *o, char *msg, size_t msg_size) {
   static const char *const axes[6] = {"BLOCK_Q", "BLOCK_K", "warps", "stages", "pipeline", "schedule"};
   const char *colon = strchr(text, ':');
   int which = -1;
@@ -231,9 +231,10 @@ static const char *parse_kernel_config(const char *text, Options *o) {
              "comma-separated";
     snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - item) - 1), eq + 1);
     if (a >= 4) {
-      if (fadsl_config_value(axes[a], value) <= 0)
-        return a == 4 ? "--config: pipeline= one of cp_async, tma, tma_async, tma_ws, tma_ws_pp"
-                      : "--config: schedule= grid or persistent";
+      if (fadsl_config_value(axes[a], value) <= 0) {
+        snprintf(msg, msg_size, "--config: %s=%s: want %s", axes[a], value, fadsl_config_allowed(axes[a]));
+        return msg;
+      }
       snprintf(launch[a - 4], sizeof launch[a - 4], "%s", value);
     } else if (!parse_pos_int(value, &got[a])) {
       return "--config: BLOCK_Q, BLOCK_K, warps and stages each a positive number";
@@ -292,7 +293,8 @@ static int parse_options(int argc, char **argv, Options *o) {
     if (matched)
       continue;
     if (!strcmp(a, "--config")) {
-      const char *why = val ? parse_kernel_config(val, o) : "--config needs KERNEL:NAME=N,...";
+      char msg[160];
+      const char *why = val ? parse_kernel_config(val, o, msg, sizeof msg) : "--config needs KERNEL:NAME=N,...";
       if (why)
         return usage_error("%s", why);
       i++;

@@ -271,18 +271,15 @@ fadsl_status fadsl_attention_set_kernel_launch(fadsl_attention *a, fadsl_attenti
     return FADSL_ERROR_INVALID_ARGUMENT;
   if (!has_tiles(which))
     return no_tiles(a, fn, which);
-  int p = fadsl_config_value("pipeline", pipeline), s = fadsl_config_value("schedule", schedule);
-  if (p < 0)
-    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
-                            "%s: %s: pipeline '%s': want cp_async, tma, tma_async, tma_ws or tma_ws_pp (NULL: not given)",
-                            fn, kernel_names[which], pipeline);
-  if (s < 0)
-    return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT,
-                            "%s: %s: schedule '%s': want grid or persistent (NULL: not given)", fn,
-                            kernel_names[which], schedule);
+  const char *axes[2] = {"pipeline", "schedule"}, *names[2] = {pipeline, schedule};
+  int v[2];
+  for (int i = 0; i < 2; i++)
+    if ((v[i] = fadsl_config_value(axes[i], names[i])) < 0)
+      return fa_attn_api_fail(a, FADSL_ERROR_INVALID_ARGUMENT, "%s: %s: %s '%s': want %s (NULL: not given)", fn,
+                              kernel_names[which], axes[i], names[i], fadsl_config_allowed(axes[i]));
   pthread_mutex_lock(&a->lock);
-  a->own_pipeline[which] = p;
-  a->own_schedule[which] = s;
+  a->own_pipeline[which] = v[0];
+  a->own_schedule[which] = v[1];
   pthread_mutex_unlock(&a->lock);
   return FADSL_SUCCESS;
 }

@@ -209,6 +209,7 @@ _sig(core, "fadsl_args_set", _I, _P, ctypes.c_char_p, Value)
 _sig(core, "fadsl_args_set_config", _I, _P, _I, _I)
 _sig(core, "fadsl_args_set_config_axis", _I, _P, ctypes.c_char_p, _I)
 _sig(core, "fadsl_config_value", _I, ctypes.c_char_p, ctypes.c_char_p)
+_sig(core, "fadsl_config_allowed", ctypes.c_char_p, ctypes.c_char_p)
 _sig(core, "fadsl_args_set_grid", _I, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 _sig(core, "fadsl_launch", _I, _P, _P, _P, ctypes.POINTER(KernelInfo))
 _sig(core, "fadsl_interpret", _I, _P, _P, ctypes.POINTER(HostRegion), _I,

@@ -341,8 +341,6 @@ class Kernel:
                           _s(info.pipeline), _s(info.schedule))
 
 
-_LAUNCH_AXIS_VALUES = {"pipeline": "cp_async, tma, tma_async, tma_ws or tma_ws_pp", "schedule": "grid or persistent"}
-
 
 def _launch_axes(**given):
     """The named launch settings a call gives (pipeline="tma_ws", schedule="persistent") as
@@ -355,6 +353,7 @@ def _launch_axes(**given):
             continue
         value = core.fadsl_config_value(axis.encode(), str(name).encode()) if isinstance(name, str) else -1
         if value <= 0:
-            raise FadslInvalidArgument(f"{axis}={name!r}: want one of {_LAUNCH_AXIS_VALUES[axis]}")
+            allowed = core.fadsl_config_allowed(axis.encode()).decode()
+            raise FadslInvalidArgument(f"{axis}={name!r}: want {allowed}")
         out.append((axis, value))
     return out

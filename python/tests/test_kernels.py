@@ -114,7 +114,7 @@ def test_pipeline_and_schedule_keywords(prog):
     assert (out == 2).all() and info.config_source in ("explicit", "explicit+default")
     with pytest.raises(fadsl.FadslInvalidArgument, match=r"pipeline='tma_wss': want one of cp_async, tma"):
         prog.axpy(x, y, out, 2.0, n, pipeline="tma_wss")
-    with pytest.raises(fadsl.FadslInvalidArgument, match=r"schedule=2: want one of grid or persistent"):
+    with pytest.raises(fadsl.FadslInvalidArgument, match=r"schedule=2: want one of grid, persistent"):
         prog.axpy(x, y, out, 2.0, n, schedule=2)
 
 
