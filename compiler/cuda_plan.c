@@ -566,6 +566,33 @@ static void request_tile(Planner *pl, const IrValue *x) {
   fa_ptrvec_push(&pl->tiles, t);
 }
 
+/* A product whose warpgroups split N (wgmma_groups_along_n) reads each
+ * one's columns of an N-major B through a descriptor of its own, which
+ * must start on a column block of the tile's swizzle.  Where a
+ * warpgroup's columns are narrower than the swizzle (d_head 64 split over
+ * two warpgroups: 64 bytes each of 128-byte rows) the tile takes the
+ * narrower swizzle instead (SwzTile cuts its rows into blocks that wide;
+ * its other readers' descriptors and copies follow the width), so that
+ * the product is wgmma, not mma.sync. */
+static void narrow_swizzle_for_split(Planner *pl, const IrOp *op, const IrValue *b, bool flip) {
+  const FaCudaPlan *p = pl->p;
+  const FaDotPlan *dp = op->aux;
+  FaTilePlan *t = val(pl, b)->tile;
+  if (op->kind != IR_DOT || !dp || dp->kind != FA_DOT_MMA || !has_wgmma(p) || !t ||
+      t->format != FA_TILE_SWIZZLED || p->warps % 4 || dp->wn < 2 || dp->wm * dp->wn != p->warps ||
+      !fa_mma_n_contiguous(dp->wm, dp->wn))
+    return;
+  bool k_inner = flip ? t->inner == 1 : t->inner == 0;
+  int n = (int)op->operands[1]->type.shape[1] / dp->wn, bytes = n * fa_dtype_size(op->operands[1]->type.dtype);
+  if (k_inner || n % 8 || bytes % t->swizzle == 0)
+    return;
+  int sw = t->swizzle;
+  while (sw > 32 && bytes % sw)
+    sw /= 2;
+  if (bytes % sw == 0)
+    t->swizzle = sw;
+}
+
 /* Records the layout each live op reads each operand in (interning it, in
  * program order: layout ids follow), the conversions that makes, and the
  * tiles products read. */
@@ -585,7 +612,10 @@ static void collect_operands(Planner *pl) {
       const IrValue *f = fused_cast_source(pl, op, i);
       if (fa_plan_reads_tile(op, i) && !f) {
         bool flip;
-        request_tile(pl, tile_source(pl, op->operands[i], &flip));
+        const IrValue *src = tile_source(pl, op->operands[i], &flip);
+        request_tile(pl, src);
+        if (i == 1)
+          narrow_swizzle_for_split(pl, op, src, flip);
         continue;
       }
       o->needs[i] = fa_layout_operand_need(pl->fc, &p->layouts, op, i);
