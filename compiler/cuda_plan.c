@@ -584,7 +584,12 @@ static void narrow_swizzle_for_split(Planner *pl, const IrOp *op, const IrValue 
     return;
   bool k_inner = flip ? t->inner == 1 : t->inner == 0;
   int n = (int)op->operands[1]->type.shape[1] / dp->wn, bytes = n * fa_dtype_size(op->operands[1]->type.dtype);
-  if (k_inner || n % 8 || bytes % t->swizzle == 0)
+  if (k_inner || n % 8 || n > 256 || op->operands[0]->type.shape[1] % 16 || bytes % t->swizzle == 0)
+    return;
+  /* nor where wgmma is out of reach anyway: A read from a tile that is not swizzled */
+  bool a_flip;
+  const FaTilePlan *at = val(pl, tile_source(pl, op->operands[0], &a_flip))->tile;
+  if (!dp->a_in_regs && !fused_cast_source(pl, op, 0) && (!at || at->format != FA_TILE_SWIZZLED))
     return;
   int sw = t->swizzle;
   while (sw > 32 && bytes % sw)
