@@ -1773,30 +1773,59 @@ static void allocate_tiles(Planner *pl) {
  * padded tiles, column blocks that start inside a swizzle row of an
  * N-major B) keeps mma.sync, with the same layouts. */
 
-/* The warpgroups along N a wgmma of this product would have, or 0 when the
- * warps' split does not suit wgmma. */
-static int wgmma_groups_along_n(const FaCudaPlan *p, const FaDotPlan *dp, const FaProductPlan *pp) {
+/* The warpgroups along N a wgmma of this product would have (1: they
+ * split M), or 0 with *why saying what stands in the way. */
+static int wgmma_groups_along_n(const FaCudaPlan *p, const FaDotPlan *dp, const FaProductPlan *pp,
+                                const char **why) {
   int warps = p->warps;
-  if (warps % 4 || dp->wm * dp->wn != warps)
+  if (warps % 4 || dp->wm * dp->wn != warps) {
+    *why = "its warps are not whole warpgroups";
     return 0;
+  }
   if (dp->wn == 1)
     return 1;
   int n = pp->N / dp->wn;
-  if (!fa_mma_n_contiguous(dp->wm, dp->wn) || n % 8) /* a warpgroup's columns are consecutive */
+  if (!fa_mma_n_contiguous(dp->wm, dp->wn)) {
+    *why = dp->wm < 4 ? "fewer than the 64 rows a warpgroup takes" : "its warps split both M and N";
     return 0;
+  }
+  if (n % 8) {
+    *why = "a warpgroup's columns are not a multiple of 8";
+    return 0;
+  }
   /* an N-major B's column blocks start on a swizzle row */
-  if (!pp->b_tile || pp->b_tile->format != FA_TILE_SWIZZLED || pp->b_tile->swizzle <= 0)
+  if (!pp->b_tile || pp->b_tile->format != FA_TILE_SWIZZLED || pp->b_tile->swizzle <= 0) {
+    *why = "B's tile is not swizzled";
     return 0;
-  if (!pp->b_k_inner && (n * fa_dtype_size(pp->in)) % pp->b_tile->swizzle)
+  }
+  if (!pp->b_k_inner && (n * fa_dtype_size(pp->in)) % pp->b_tile->swizzle) {
+    *why = "a warpgroup's columns of B start inside a swizzle row";
     return 0;
+  }
   return dp->wn;
 }
 
-static bool wgmma_fits(const FaCudaPlan *p, const FaProductPlan *pp, int groups) {
+/* Whether wgmma can take the product with `groups` warpgroups along N;
+ * else *why says what stands in the way. */
+static bool wgmma_fits(const FaCudaPlan *p, const FaProductPlan *pp, int groups, const char **why) {
   int N = pp->N, K = pp->K;
-  return has_wgmma(p) && groups > 0 && N % 8 == 0 && N / groups <= 256 && K % 16 == 0 && pp->b_tile &&
-         pp->b_tile->format == FA_TILE_SWIZZLED &&
-         (pp->a_src != FA_OPND_TILE || (pp->a_tile && pp->a_tile->format == FA_TILE_SWIZZLED));
+  if (!has_wgmma(p)) {
+    *why = "no wgmma on the target";
+    return false;
+  }
+  if (groups <= 0)
+    return false;
+  if (N % 8 || N / groups > 256)
+    *why = N % 8 ? "N is not a multiple of 8" : "more than 256 columns a warpgroup";
+  else if (K % 16)
+    *why = "K is not a multiple of 16";
+  else if (!pp->b_tile || pp->b_tile->format != FA_TILE_SWIZZLED)
+    *why = "B's tile is not swizzled";
+  else if (pp->a_src == FA_OPND_TILE && (!pp->a_tile || pp->a_tile->format != FA_TILE_SWIZZLED))
+    *why = "A's tile is not swizzled";
+  else
+    return true;
+  return false;
 }
 
 static DType accumulator_dtype(const FaDotPlan *dp, DType in) {
@@ -1862,8 +1891,11 @@ static void plan_product(Planner *pl, const IrOp *op) {
       pl->ok = false;
       return;
     }
-    int groups = wgmma_groups_along_n(pl->p, dp, pp);
-    pp->instr = wgmma_fits(pl->p, pp, groups) ? FA_INSTR_WGMMA : FA_INSTR_MMA_SYNC;
+    const char *why = NULL;
+    int groups = wgmma_groups_along_n(pl->p, dp, pp, &why);
+    pp->instr = wgmma_fits(pl->p, pp, groups, &why) ? FA_INSTR_WGMMA : FA_INSTR_MMA_SYNC;
+    if (pp->instr == FA_INSTR_MMA_SYNC && has_wgmma(pl->p))
+      pp->why_not_wgmma = why;
     pp->wg_n = pp->instr == FA_INSTR_WGMMA ? groups : 1;
     pp->wait = FA_WAIT_AT_ONCE;
     /* tiles read through the async proxy are fenced after every write */

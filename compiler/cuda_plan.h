@@ -485,6 +485,7 @@ typedef struct FaProductPlan {
   bool deferred;            /* the last product of a ring loop, issued in the next iteration (see
                                FaPipelinePlan.deferred) */
   const char *why_at_once;  /* FA_WAIT_AT_ONCE under a pipeline with late waits: why this one is not */
+  const char *why_not_wgmma;/* mma.sync on a target with wgmma: what stands in the way */
   const IrOp *fused_add;    /* r = addend + dot(...) computed as one product accumulating onto addend */
   int addend;               /* the add's operand that is not the product */
   const FaLayout *la, *lb;  /* FMA: the operands' register layouts */

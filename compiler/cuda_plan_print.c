@@ -665,6 +665,8 @@ static void print_product(const FaProductPlan *pp, StrBuf *out) {
     print_operand(out, "A", pp->a_src, pp->a_regs, pp->a_tile, pp->a_k_inner, ldm);
     print_operand(out, "B", pp->b_src, NULL, pp->b_tile, pp->b_k_inner, ldm);
   }
+  if (pp->instr == FA_INSTR_MMA_SYNC && pp->why_not_wgmma)
+    fa_sb_printf(out, ", not wgmma: %s", pp->why_not_wgmma);
   if (pp->instr == FA_INSTR_WGMMA && pp->wait == FA_WAIT_AT_ONCE) {
     fa_sb_puts(out, ", waited at once");
     if (pp->why_at_once)
