@@ -30,7 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../compiler/cuda.h"
+#include "../compiler/cuda_backend.h"
 #include "tune.h"
 
 typedef struct GenResult GenResult;

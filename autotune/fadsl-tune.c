@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../compiler/cuda.h"
+#include "../compiler/cuda_backend.h"
 #include "tune.h"
 
 /* ---- the command line -------------------------------------------------------------------- */

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../compiler/cuda.h"
+#include "../compiler/cuda_backend.h"
 #include "fadsl.h"
 #include "sema.h"
 #include "tune_db.h"
@@ -159,7 +159,7 @@ int fa_tune_launch_bindings(TuneRun *run, const TuneLaunch *l, const char *const
                             FaBinding **out);
 
 /* The facts about the launch's runtime arguments that libfadsl will
- * specialise on (see FA_SPECIALISE_MULTIPLE in cuda.h), so that the
+ * specialise on (see FA_SPECIALISE_MULTIPLE in cuda_backend.h), so that the
  * candidates generated here are the code the launches run (arena of
  * run->fc; -1 on running out of memory). */
 int fa_tune_launch_facts(TuneRun *run, const TuneLaunch *l, FaArgFact **out);

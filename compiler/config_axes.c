@@ -6,9 +6,9 @@
 
 #include "sema.h"
 
-/* FaPipelineKind (cuda.h) from 1: each adds one mechanism to the one before */
+/* FaPipelineKind (cuda_backend.h) from 1: each adds one mechanism to the one before */
 static const char *const pipeline_names[] = {"cp_async", "tma", "tma_async", "tma_ws", "tma_ws_pp"};
-/* FaScheduleKind (cuda.h) from 1 */
+/* FaScheduleKind (cuda_backend.h) from 1 */
 static const char *const schedule_names[] = {"grid", "persistent"};
 
 static const FaConfigAxis axes[] = {

@@ -1,4 +1,4 @@
-/* cuda_compile.c - the entry point of the CUDA backend (see cuda.h):
+/* cuda_compile.c - the entry point of the CUDA backend (see cuda_backend.h):
  * specialise a kernel of a checked program, plan it, print the plan. */
 #include "config.h"
 
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
+#include "cuda_backend.h"
 #include "cuda_plan.h"
 
 FaCudaStage fa_cuda_compile(FaCompiler *fc, const FaCudaSpec *spec, IrKernel **ir, FaCudaKernel *out,

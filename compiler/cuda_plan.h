@@ -40,7 +40,7 @@
  * How the Hopper pipeline extends it (new enum values and fields, no new
  * structure): a TMA load is an FaAccessPlan of method FA_ACCESS_TMA filling
  * a tile of fill FA_FILL_TMA, whose box and swizzle become a
- * CUDA_ARG_TENSOR_MAP argument (cuda.h); a producer warp is a second
+ * CUDA_ARG_TENSOR_MAP argument (cuda_backend.h); a producer warp is a second
  * FaWarpRole (FA_ROLE_PRODUCER, with max_registers for setmaxnreg) and the
  * consumer warpgroups FA_ROLE_COMPUTE roles with theirs; the ring of
  * `stages` buffers with full/empty mbarriers is an FaPipelinePlan whose sync
@@ -55,7 +55,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cuda.h"
+#include "cuda_backend.h"
 #include "layout.h"
 
 /* ---- layout conversions ------------------------------------------------------------------ */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
+#include "cuda_backend.h"
 
 /* Accepts "sm_80", "sm_86", "sm_90", "sm_90a", "compute_80" ... (also "80",
  * "90a").  The backend needs mma.sync m16n8k16 with bf16 and cp.async, so

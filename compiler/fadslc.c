@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "ast.h"
-#include "cuda.h"
+#include "cuda_backend.h"
 #include "fadslc_cuda.h"
 #include "modules.h"
 #include "problem_binds.h"

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
+#include "cuda_backend.h"
 #include "cuda_plan.h"
 #include "fadslc_cuda.h"
 #include "problem_binds.h"

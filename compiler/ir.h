@@ -219,8 +219,8 @@ typedef struct IrKernel {
   IrFunction *extents;
   int warps;                  /* threads per program = 32 * warps */
   int stages;                 /* software pipelining depth hint */
-  int pipeline;               /* how loads feeding products are pipelined (FaPipelineKind, cuda.h) */
-  int schedule;               /* how programs map onto thread blocks (FaScheduleKind, cuda.h) */
+  int pipeline;               /* how loads feeding products are pipelined (FaPipelineKind, cuda_backend.h) */
+  int schedule;               /* how programs map onto thread blocks (FaScheduleKind, cuda_backend.h) */
 } IrKernel;
 
 /* ---- building ---------------------------------------------------------------

@@ -127,8 +127,8 @@ enum { FA_ARCH_NONE = 0 };
 typedef struct FaLaunchConfig {
   int warps;                /* threads per program / 32 */
   int stages;               /* software pipelining depth */
-  int pipeline;             /* FaPipelineKind (cuda.h): how loads feeding products are pipelined */
-  int schedule;             /* FaScheduleKind (cuda.h): one thread block per program, or persistent */
+  int pipeline;             /* FaPipelineKind (cuda_backend.h): how loads feeding products are pipelined */
+  int schedule;             /* FaScheduleKind (cuda_backend.h): one thread block per program, or persistent */
 } FaLaunchConfig;
 
 typedef struct FaConfigAxis {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../compiler/cuda.h"
+#include "../compiler/cuda_backend.h"
 #include "rt.h"
 #include "tune_db.h"
 

@@ -22,7 +22,7 @@ typedef struct FaRtPlan {
   int nbinds;
   FaLaunchConfig config;
   const char *source;           /* where the tunable choices came from */
-  FaArgFact *facts;             /* what the runtime arguments' values give (see cuda.h) */
+  FaArgFact *facts;             /* what the runtime arguments' values give (see cuda_backend.h) */
   int nfacts;
   char *assume;                 /* the facts as text, "M%16 N%16" (arena) */
   char arch[16];
@@ -136,7 +136,7 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
   bool from_db = choice.match != FA_TUNE_NOT_FOUND && take_tuned(k, &choice, known, &nknown, &given);
 
   /* FADSL_PIPELINE, FADSL_SCHEDULE: the pipeline (how loads feeding products
-     are pipelined on sm_90a, cuda.h) and the schedule (persistent or not) of
+     are pipelined on sm_90a, cuda_backend.h) and the schedule (persistent or not) of
      every launch that does not set them itself, over the database's.  Fixed
      before the default point is chosen, so that its other axes are the ones
      prune and prefer give that pipeline (a point preferred for a producer
@@ -184,7 +184,7 @@ static fadsl_status resolve_plan(fadsl_context *ctx, const fadsl_args *a, FaRtPl
 }
 
 /* The facts this call's runtime arguments give the specialisation (see
- * cuda.h): integers that are multiples of 16, pointers aligned to less than
+ * cuda_backend.h): integers that are multiples of 16, pointers aligned to less than
  * 16 bytes (a pointer not bound yet, in a compile-only call, is taken to be
  * aligned, as every allocation is; the launch decides on the real one). */
 static fadsl_status compute_facts(const fadsl_args *a, FaRtPlan *plan) {

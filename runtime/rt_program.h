@@ -3,7 +3,7 @@
 #ifndef FADSL_RT_PROGRAM_H
 #define FADSL_RT_PROGRAM_H
 
-#include "../compiler/cuda.h"
+#include "../compiler/cuda_backend.h"
 #include "ast.h"
 #include "autotune_point.h"
 #include "interp.h"

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../compiler/cuda.h" /* not the toolkit's <cuda.h> */
+#include "../compiler/cuda_backend.h"
 #include "ast.h"
 #include "cubin.h"
 #include "cuda_plan.h"

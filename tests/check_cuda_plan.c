@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
+#include "cuda_backend.h"
 #include "cuda_plan.h"
 #include "problem_binds.h"
 #include "sema.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
+#include "cuda_backend.h"
 #include "layout.h"
 
 /* ---- evaluating a layout on the host ---------------------------------------------- */

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../compiler/cuda.h" /* not the toolkit's <cuda.h> */
+#include "../compiler/cuda_backend.h"
 #include "ast.h"
 #include "problem_binds.h"
 #include "sema.h"

@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <time.h>
 
-#include "../compiler/cuda.h" /* not the toolkit's <cuda.h> */
+#include "../compiler/cuda_backend.h"
 #include "ast.h"
 #include "cuda_plan.h"
 #include "cuda_loader.h"

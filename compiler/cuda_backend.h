@@ -1,4 +1,4 @@
-/* cuda.h - the CUDA backend: layout assignment (layout.c) and the CUDA C++
+/* cuda_backend.h - the CUDA backend: layout assignment (layout.c) and the CUDA C++
  * emitter (emit_cuda.c) for a specialised IrKernel, and the device-side tile
  * library that the emitted code includes.
  *
