@@ -566,6 +566,39 @@ static void request_tile(Planner *pl, const IrValue *x) {
   fa_ptrvec_push(&pl->tiles, t);
 }
 
+/* What keeps a product's warps from wgmma (NULL: nothing): whole
+ * warpgroups, and with more than one along N a single one along M (its 64
+ * rows; fa_mma_n_contiguous). */
+static const char *wgmma_warps_unfit(const FaCudaPlan *p, const FaDotPlan *dp) {
+  if (p->warps % 4 || dp->wm * dp->wn != p->warps)
+    return "its warps are not whole warpgroups";
+  if (dp->wn > 1 && !fa_mma_n_contiguous(dp->wm, dp->wn))
+    return dp->wm < 4 ? "fewer than the 64 rows a warpgroup takes" : "its warps split both M and N";
+  return NULL;
+}
+
+/* Whether wgmma can take a product whose warpgroups have n columns each of
+ * K deep, reading A from a_tile where a_from_tile (else registers) and B
+ * from b_tile; else *why says what stands in the way. */
+static bool wgmma_fits(const FaCudaPlan *p, int n, int K, const FaTilePlan *a_tile, bool a_from_tile,
+                       const FaTilePlan *b_tile, const char **why) {
+  if (!has_wgmma(p))
+    *why = "no wgmma on the target";
+  else if (n % 8)
+    *why = "N is not a multiple of 8";
+  else if (n > 256)
+    *why = "more than 256 columns a warpgroup";
+  else if (K % 16)
+    *why = "K is not a multiple of 16";
+  else if (!b_tile || b_tile->format != FA_TILE_SWIZZLED)
+    *why = "B's tile is not swizzled";
+  else if (a_from_tile && (!a_tile || a_tile->format != FA_TILE_SWIZZLED))
+    *why = "A's tile is not swizzled";
+  else
+    return true;
+  return false;
+}
+
 /* A product whose warpgroups split N (wgmma_groups_along_n) reads each
  * one's columns of an N-major B through a descriptor of its own, which
  * must start on a column block of the tile's swizzle.  Where a
@@ -578,18 +611,18 @@ static void narrow_swizzle_for_split(Planner *pl, const IrOp *op, const IrValue 
   const FaCudaPlan *p = pl->p;
   const FaDotPlan *dp = op->aux;
   FaTilePlan *t = val(pl, b)->tile;
-  if (op->kind != IR_DOT || !dp || dp->kind != FA_DOT_MMA || !has_wgmma(p) || !t ||
-      t->format != FA_TILE_SWIZZLED || p->warps % 4 || dp->wn < 2 || dp->wm * dp->wn != p->warps ||
-      !fa_mma_n_contiguous(dp->wm, dp->wn))
+  if (op->kind != IR_DOT || !dp || dp->kind != FA_DOT_MMA || !t || t->format != FA_TILE_SWIZZLED || dp->wn < 2 ||
+      wgmma_warps_unfit(p, dp))
     return;
   bool k_inner = flip ? t->inner == 1 : t->inner == 0;
   int n = (int)op->operands[1]->type.shape[1] / dp->wn, bytes = n * fa_dtype_size(op->operands[1]->type.dtype);
-  if (k_inner || n % 8 || n > 256 || op->operands[0]->type.shape[1] % 16 || bytes % t->swizzle == 0)
+  if (k_inner || bytes % t->swizzle == 0)
     return;
-  /* nor where wgmma is out of reach anyway: A read from a tile that is not swizzled */
-  bool a_flip;
+  /* nor where wgmma is out of reach anyway (plan_product asks the same) */
+  bool a_flip, a_from_tile = !dp->a_in_regs && !fused_cast_source(pl, op, 0);
   const FaTilePlan *at = val(pl, tile_source(pl, op->operands[0], &a_flip))->tile;
-  if (!dp->a_in_regs && !fused_cast_source(pl, op, 0) && (!at || at->format != FA_TILE_SWIZZLED))
+  const char *why;
+  if (!wgmma_fits(p, n, (int)op->operands[0]->type.shape[1], at, a_from_tile, t, &why))
     return;
   int sw = t->swizzle;
   while (sw > 32 && bytes % sw)
@@ -1777,18 +1810,11 @@ static void allocate_tiles(Planner *pl) {
  * split M), or 0 with *why saying what stands in the way. */
 static int wgmma_groups_along_n(const FaCudaPlan *p, const FaDotPlan *dp, const FaProductPlan *pp,
                                 const char **why) {
-  int warps = p->warps;
-  if (warps % 4 || dp->wm * dp->wn != warps) {
-    *why = "its warps are not whole warpgroups";
+  if ((*why = wgmma_warps_unfit(p, dp)))
     return 0;
-  }
   if (dp->wn == 1)
     return 1;
   int n = pp->N / dp->wn;
-  if (!fa_mma_n_contiguous(dp->wm, dp->wn)) {
-    *why = dp->wm < 4 ? "fewer than the 64 rows a warpgroup takes" : "its warps split both M and N";
-    return 0;
-  }
   if (n % 8) {
     *why = "a warpgroup's columns are not a multiple of 8";
     return 0;
@@ -1803,29 +1829,6 @@ static int wgmma_groups_along_n(const FaCudaPlan *p, const FaDotPlan *dp, const 
     return 0;
   }
   return dp->wn;
-}
-
-/* Whether wgmma can take the product with `groups` warpgroups along N;
- * else *why says what stands in the way. */
-static bool wgmma_fits(const FaCudaPlan *p, const FaProductPlan *pp, int groups, const char **why) {
-  int N = pp->N, K = pp->K;
-  if (!has_wgmma(p)) {
-    *why = "no wgmma on the target";
-    return false;
-  }
-  if (groups <= 0)
-    return false;
-  if (N % 8 || N / groups > 256)
-    *why = N % 8 ? "N is not a multiple of 8" : "more than 256 columns a warpgroup";
-  else if (K % 16)
-    *why = "K is not a multiple of 16";
-  else if (!pp->b_tile || pp->b_tile->format != FA_TILE_SWIZZLED)
-    *why = "B's tile is not swizzled";
-  else if (pp->a_src == FA_OPND_TILE && (!pp->a_tile || pp->a_tile->format != FA_TILE_SWIZZLED))
-    *why = "A's tile is not swizzled";
-  else
-    return true;
-  return false;
 }
 
 static DType accumulator_dtype(const FaDotPlan *dp, DType in) {
@@ -1893,7 +1896,9 @@ static void plan_product(Planner *pl, const IrOp *op) {
     }
     const char *why = NULL;
     int groups = wgmma_groups_along_n(pl->p, dp, pp, &why);
-    pp->instr = wgmma_fits(pl->p, pp, groups, &why) ? FA_INSTR_WGMMA : FA_INSTR_MMA_SYNC;
+    bool fits = groups > 0 && wgmma_fits(pl->p, pp->N / groups, pp->K, pp->a_src == FA_OPND_TILE ? pp->a_tile : NULL,
+                                         pp->a_src == FA_OPND_TILE, pp->b_tile, &why);
+    pp->instr = fits ? FA_INSTR_WGMMA : FA_INSTR_MMA_SYNC;
     if (pp->instr == FA_INSTR_MMA_SYNC && has_wgmma(pl->p))
       pp->why_not_wgmma = why;
     pp->wg_n = pp->instr == FA_INSTR_WGMMA ? groups : 1;
