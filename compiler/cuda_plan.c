@@ -570,7 +570,7 @@ static void request_tile(Planner *pl, const IrValue *x) {
  * warpgroups, and with more than one along N a single one along M (its 64
  * rows; fa_mma_n_contiguous). */
 static const char *wgmma_warps_unfit(const FaCudaPlan *p, const FaDotPlan *dp) {
-  if (p->warps % 4 || dp->wm * dp->wn * (dp->wk > 1 ? dp->wk : 1) != p->warps)
+  if (p->warps % 4 || dp->wm * dp->wn != p->warps)
     return "its warps are not whole warpgroups";
   if (dp->wn > 1 && !fa_mma_n_contiguous(dp->wm, dp->wn))
     return dp->wm < 4 ? "fewer than the 64 rows a warpgroup takes" : "its warps split both M and N";
@@ -1169,13 +1169,7 @@ static void plan_tma_store(Planner *pl, const IrOp *op) {
   }
   *t = plan;
   t->barrier = -1;
-  t->staged = t->freed = -1;
   *tile = stage;
-  /* the partial sums of a product that splits K meet here, two uses in flight (FaTmaPlan.partials) */
-  const IrOp *def = op->operands[1]->def;
-  const FaDotPlan *dp = def && def->kind == IR_DOT ? def->aux : NULL;
-  if (op->kind == IR_ATOMIC_ADD_BLOCK && dp && dp->kind == FA_DOT_MMA && dp->wk > 1)
-    tile->nbufs = 2;
   tile->load = ap;
   set_tma_access(ap, op, FA_ACCESS_TMA_STORE, op->aux, tile, t);
   fa_ptrvec_push(&pl->tiles, tile);
@@ -1745,12 +1739,6 @@ static void allocate_tiles(Planner *pl) {
       st->id = n;
       tiles[n++] = st;
       staging_lifetime(p, st, op);
-      /* partial sums' buffers are freed by their own protocol, not by the
-         drains of other tiles: they share memory with none */
-      if (st->nbufs > 1) {
-        st->live_start = 0;
-        st->live_end = p->nops;
-      }
     }
   }
   /* a ring that two loops share: the second loop's tiles are the first's */
@@ -1907,20 +1895,13 @@ static void plan_product(Planner *pl, const IrOp *op) {
       return;
     }
     const char *why = NULL;
-    int groups = wgmma_groups_along_n(pl->p, dp, pp, &why), wk = dp->wk > 1 ? dp->wk : 1;
-    bool fits = groups > 0 && wgmma_fits(pl->p, pp->N / groups, pp->K / wk, pp->a_src == FA_OPND_TILE ? pp->a_tile : NULL,
+    int groups = wgmma_groups_along_n(pl->p, dp, pp, &why);
+    bool fits = groups > 0 && wgmma_fits(pl->p, pp->N / groups, pp->K, pp->a_src == FA_OPND_TILE ? pp->a_tile : NULL,
                                          pp->a_src == FA_OPND_TILE, pp->b_tile, &why);
-    /* a warpgroup's half of K is read from A's tile (the layout pass keeps A out of registers) */
-    if (fits && wk > 1 && pp->a_src != FA_OPND_TILE) {
-      fits = false;
-      why = "A is not read from a tile, and the warpgroups split K";
-    }
     pp->instr = fits ? FA_INSTR_WGMMA : FA_INSTR_MMA_SYNC;
     if (pp->instr == FA_INSTR_MMA_SYNC && has_wgmma(pl->p))
       pp->why_not_wgmma = why;
     pp->wg_n = pp->instr == FA_INSTR_WGMMA ? groups : 1;
-    /* (on mma.sync the warpgroups each compute the whole product: copies) */
-    pp->wg_k = pp->instr == FA_INSTR_WGMMA ? wk : 1;
     pp->wait = FA_WAIT_AT_ONCE;
     /* tiles read through the async proxy are fenced after every write */
     if (pp->instr == FA_INSTR_WGMMA)
@@ -3670,8 +3651,8 @@ static const FaTilePlan *drain_carrier(Planner *pl, const FaAccessPlan *ap) {
     if (o->nregions)
       return NULL;
     const FaTilePlan *t = staged_tile_of(pl, o);
-    if (t) /* (a warpgroup's own barrier tells the other nothing) */
-      return tiles_overlap(t, ap->tile) || t->wg_local ? NULL : t;
+    if (t)
+      return tiles_overlap(t, ap->tile) ? NULL : t;
     const FaAccessPlan *other = fa_plan_access(pl->p, o);
     if (other && (other->tile || other->method == FA_ACCESS_TMA_STORE))
       return NULL;
@@ -3679,92 +3660,11 @@ static const FaTilePlan *drain_carrier(Planner *pl, const FaAccessPlan *ap) {
   return NULL;
 }
 
-/* ---- 9e. products that split K across warpgroups ----------------------------------------------
- * (FaDotPlan.wk, FaProductPlan.wg_k.)  A tile written from registers whose
- * only readers are such products, and whose value's layout gives each
- * warpgroup the half of K that it reads (the warpgroup's warp bit selects
- * K's top bit), is written and read by each warpgroup on its own: the
- * barriers around its writes are the warpgroup's.  So where the memory is
- * the tile's alone (no other tile shares it but staging tiles after it,
- * which meet every compute warp before they are written).  The atomic_add
- * of such a product's result adds the two partial sums in its staging
- * tile (FaTmaPlan.partials). */
-
-static bool tile_warpgroup_local(const FaCudaPlan *p, const FaTilePlan *t) {
-  const FaLayout *l = t->value ? t->value->layout : NULL;
-  if (t->fill != FA_FILL_REGISTERS || t->nbufs != 1 || t->drains || t->alias || p->warps != 8 || !l || l->nwarp != 3)
-    return false;
-  for (int i = 0; i < p->ntiles; i++) {
-    const FaTilePlan *o = p->tiles[i];
-    if (o != t && tiles_overlap(o, t) && !(o->fill == FA_FILL_STAGED && o->live_start > t->live_end))
-      return false;
-  }
-  int readers = 0;
-  for (int i = 0; i < p->nproducts; i++) {
-    const FaProductPlan *pp = p->products[i];
-    for (int j = 0; j < 2; j++) {
-      const FaTilePlan *u = j == 0 ? (pp->a_src == FA_OPND_TILE ? pp->a_tile : NULL) : pp->b_tile;
-      if (u != t)
-        continue;
-      if (pp->instr != FA_INSTR_WGMMA || pp->wg_k != 2)
-        return false;
-      /* the dimension of the tile's value that is the product's K */
-      bool flip = j == 0 ? pp->a_flip : pp->b_flip;
-      int kdim = (j == 0) != flip ? 1 : 0, first, count;
-      fa_layout_dim_bits(l, kdim, &first, &count);
-      if (count < 1 || l->warp[2] != first + count - 1)
-        return false;
-      readers++;
-    }
-  }
-  return readers > 0;
-}
-
-static void plan_k_split(Planner *pl) {
-  FaCudaPlan *p = pl->p;
-  bool warpgroups = false;
-  for (int i = 0; i < p->ntiles; i++) {
-    FaTilePlan *t = p->tiles[i];
-    t->wg_local = tile_warpgroup_local(p, t);
-    warpgroups |= t->wg_local;
-  }
-  for (int i = 0; i < p->naccesses && pl->ok; i++) {
-    FaAccessPlan *ap = p->accesses[i];
-    if (ap->method != FA_ACCESS_TMA_STORE || !ap->tma->reduce || ap->tile->nbufs < 2 ||
-        !fa_plan_k_split_of(p, ap->op->operands[1]))
-      continue;
-    ap->tma->partials = true;
-    ap->tma->staged = add_mbarrier(p, FA_MBAR_STAGED, 2, 4);
-    ap->tma->freed = add_mbarrier(p, FA_MBAR_STAGE_FREE, 2, 1);
-    ap->tma->uses = p->nstage_uses++;
-    if (ap->tma->staged < 0 || ap->tma->freed < 0) {
-      fa_error(&pl->fc->diag, ap->op->loc, "internal compiler error: too many barriers in one kernel");
-      pl->ok = false;
-    }
-    warpgroups = true;
-  }
-  for (int g = 0; warpgroups && g < 2 && p->nbarriers < FA_MAX_BARRIERS; g++) {
-    FaBarrierPlan *b = &p->barriers[p->nbarriers++];
-    memset(b, 0, sizeof *b);
-    b->kind = FA_BARRIER_NAMED;
-    b->id = FA_WG_BARRIER + g;
-    b->threads = 128;
-    b->uses = FA_BARRIER_FOR_WARPGROUP;
-    b->warpgroup = g;
-  }
-}
-
-const FaProductPlan *fa_plan_k_split_of(const FaCudaPlan *plan, const IrValue *v) {
-  const FaProductPlan *pp = v && v->def && v->def->kind == IR_DOT ? fa_plan_product(plan, v->def) : NULL;
-  return pp && pp->wg_k > 1 && !pp->fused_add ? pp : NULL;
-}
-
 static void plan_barriers(Planner *pl) {
   FaCudaPlan *p = pl->p;
-  plan_k_split(pl);
   for (int i = 0; i < p->naccesses; i++) {
     FaAccessPlan *ap = p->accesses[i];
-    if (ap->method == FA_ACCESS_TMA_STORE && !ap->tma->partials)
+    if (ap->method == FA_ACCESS_TMA_STORE)
       ap->tma->drain_with = drain_carrier(pl, ap);
   }
 }
@@ -3945,10 +3845,7 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   out->pipeline = k->pipeline > FA_PIPELINE_DEFAULT && k->pipeline < FA_PIPELINE_COUNT ? (FaPipelineKind)k->pipeline
                                                                                         : FA_PIPELINE_CP_ASYNC;
   int errors_before = fc->diag.errors;
-  /* products split K across warpgroups where their sums meet in a bulk
-     reduce-add's staging tile (FaDotPlan.wk) */
-  bool k_split = has_wgmma(out) && out->pipeline >= FA_PIPELINE_TMA;
-  if (!fa_assign_layouts_k_split(fc, k, k_split, &out->layouts)) {
+  if (!fa_assign_layouts(fc, k, &out->layouts)) {
     fa_cuda_plan_free(out);
     return false;
   }

@@ -109,10 +109,6 @@ typedef struct FaTilePlan {
                                may still be reading: before the tile is written, the issuing thread
                                waits until every bulk store has read its staging tile (a staging
                                tile always does, before it is written) */
-  bool wg_local;            /* FA_FILL_REGISTERS: each warpgroup writes the rows that it alone reads
-                               (its half of K in products that split K, FaProductPlan.wg_k), so the
-                               barriers around the writes are its own (FA_WG_BARRIER + g), and the
-                               warpgroups need not meet there */
 } FaTilePlan;
 
 /* ---- loads and stores --------------------------------------------------------------------- */
@@ -276,19 +272,6 @@ typedef struct FaTmaPlan {
                                staging tile is written are those of this register-filled tile's
                                stage, earlier in the same region with nothing in between that
                                writes shared memory or commits bulk stores (NULL: its own) */
-  /* An atomic_add of a product that splits K across two warpgroups
-     (FaProductPlan.wg_k): the partial sums meet in the staging tile, which
-     has two buffers (use n of the store takes buffer n % 2) and memory of
-     its own.  Warpgroup 1 waits until the buffer is free (`freed`: thread 0
-     arrives once the copy engine has read the reduce-add issued from it
-     two uses before, and once at the start for use 0), stages its sum and
-     arrives on `staged`; warpgroup 0 waits for that, adds its own sum to
-     what is staged, fences, meets at its own barrier, and thread 0 issues
-     the reduce-add.  The warpgroups never wait for each other's products:
-     warpgroup 1 may run up to two uses ahead. */
-  bool partials;
-  int staged, freed;        /* partials: the mbarriers (indices into FaCudaPlan.barriers), 2 slots each */
-  int uses;                 /* partials: its use counter (fa_stageN) */
 } FaTmaPlan;
 
 typedef struct FaAccessPlan {
@@ -489,9 +472,6 @@ typedef struct FaProductPlan {
                                warps along M and N */
   int wg_n;                 /* wgmma: warpgroups along N, each issuing m64n(N / wg_n) on its own
                                columns of the same 64 rows (1: the warpgroups split M) */
-  int wg_k;                 /* wgmma: warpgroups along K (FaDotPlan.wk), each issuing m64nN over its own
-                               K / wg_k of the same rows and columns: its accumulator holds a partial
-                               sum, which the atomic_add of the result adds up (FaTmaPlan.partials) */
   FaOperandSource a_src, b_src;
   const IrValue *a_regs;    /* registers read for A (the cast's f32 source for FA_OPND_REGISTERS_F32) */
   FaTilePlan *a_tile, *b_tile;
@@ -607,9 +587,6 @@ typedef enum FaMbarrierUse {
   FA_MBAR_NEXT_FULL,        /* dynamic persistent, with a producer warp: the next program's id is in
                                its slot (the producer arrives) */
   FA_MBAR_NEXT_EMPTY,       /* ... each compute warp has read it */
-  FA_MBAR_STAGED,           /* partial sums (FaTmaPlan.partials): warpgroup 1's are in a staging buffer
-                               (each of its warps arrives) */
-  FA_MBAR_STAGE_FREE,       /* ... the copy engine has read the buffer (thread 0 arrives) */
 } FaMbarrierUse;
 
 /* What a barrier is used for (bits of FaBarrierPlan.uses). */
@@ -622,12 +599,7 @@ enum {
   FA_BARRIER_FOR_TILE_END = 16, /* persistent: the end of a program, its shared memory free for the next */
   FA_BARRIER_FOR_STORES = 32,   /* bulk stores: their staging tiles written and free again */
   FA_BARRIER_FOR_NEXT = 64,     /* dynamic persistent: the next program's id read from its slot */
-  FA_BARRIER_FOR_WARPGROUP = 128, /* warpgroup `warpgroup` alone: its rows of a tile (FaTilePlan.wg_local),
-                                   its partial sums staged (FaTmaPlan.partials) */
 };
-
-/* The named barriers of warpgroups 0 and 1 on their own (FA_BARRIER_FOR_WARPGROUP). */
-enum { FA_WG_BARRIER = 4 };
 
 typedef struct FaBarrierPlan {
   FaBarrierKind kind;
@@ -762,7 +734,6 @@ struct FaCudaPlan {
   FaTensorMapPlan *tmaps[FA_MAX_TENSOR_MAPS]; /* the kernel's tensor-map arguments, after its parameters */
   int ntmaps;
   int nrings;               /* mbarrier rings (pipelines of FA_SYNC_MBARRIER): kernel-wide use counters */
-  int nstage_uses;          /* staging tiles of partial sums (FaTmaPlan.uses): kernel-wide use counters */
   /* warp specialisation (pipeline tma_ws and later): a producer warpgroup
      after the compute warps runs the producer's slice of the kernel (the
      scalar ops the bulk copies' loop bounds and coordinates depend on,
@@ -811,9 +782,6 @@ const FaLayout *fa_plan_operand_layout(const FaCudaPlan *plan, const IrOp *op, i
 bool fa_plan_op_live(const FaCudaPlan *plan, const IrOp *op);
 /* Warp specialisation: whether the producer runs op (its slice). */
 bool fa_plan_in_producer(const FaCudaPlan *plan, const IrOp *op);
-/* The product whose result v is where it splits K across warpgroups (its
- * registers hold partial sums: FaProductPlan.wg_k), or NULL. */
-const FaProductPlan *fa_plan_k_split_of(const FaCudaPlan *plan, const IrValue *v);
 /* Whether operand i of op is read from a tile rather than from registers. */
 bool fa_plan_reads_tile(const IrOp *op, int i);
 

@@ -138,8 +138,7 @@ static void print_schedule(const FaCudaPlan *p, StrBuf *out) {
 }
 
 static void print_mbarrier(const FaCudaPlan *p, const FaBarrierPlan *b, StrBuf *out) {
-  static const char *const what[] = {"full",       "empty",  "load", "tile", "next full", "next empty",
-                                     "staged", "stage free"};
+  static const char *const what[] = {"full", "empty", "load", "tile", "next full", "next empty"};
   fa_sb_printf(out, "barrier mbarrier %s: %d x %d arrival%s at smem %zu", what[b->mbar], b->slots, b->arrivals,
                b->arrivals == 1 ? "" : "s", b->offset);
   if (b->pipeline) {
@@ -154,10 +153,6 @@ static void print_mbarrier(const FaCudaPlan *p, const FaBarrierPlan *b, StrBuf *
     fa_sb_puts(out, " (the producer has put the next program's id in its slot)");
   } else if (b->mbar == FA_MBAR_NEXT_EMPTY) {
     fa_sb_puts(out, " (every compute warp has read it)");
-  } else if (b->mbar == FA_MBAR_STAGED) {
-    fa_sb_puts(out, " (each warp of warpgroup 1 has staged its partial sums)");
-  } else if (b->mbar == FA_MBAR_STAGE_FREE) {
-    fa_sb_puts(out, " (the copy engine has read the staging buffer: thread 0)");
   } else if (b->mbar == FA_MBAR_TILE) {
     fa_sb_puts(out, " (the compute threads are done with a program's loads outside loops: ");
     if (p->schedule.tile_release_after) {
@@ -265,8 +260,6 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
     }
     if (b->uses & FA_BARRIER_FOR_TURNS)
       fa_sb_printf(out, "%sconsumer warpgroup %d's turn to issue its products", sep, b->warpgroup);
-    if (b->uses & FA_BARRIER_FOR_WARPGROUP)
-      fa_sb_printf(out, "%swarpgroup %d alone (its rows of tiles, its partial sums staged)", sep, b->warpgroup);
     fa_sb_putc(out, '\n');
   }
   fa_sb_printf(out, "smem: %zu bytes = tiles %zu + ", p->smem.total, p->smem.tiles);
@@ -319,8 +312,6 @@ static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
   fa_sb_printf(out, ", live %d..%d", t->live_start, t->live_end);
   if (t->drains)
     fa_sb_puts(out, ", shares memory with a staging tile (written after the bulk stores have read it)");
-  if (t->wg_local)
-    fa_sb_puts(out, ", each warpgroup writing the rows it reads (its own barriers)");
   if (t->alias) {
     fa_sb_puts(out, ", the memory of tile ");
     put_value(out, t->alias->value);
@@ -530,10 +521,7 @@ static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) 
   }
   fa_sb_printf(out, "), %d cop%s of %zu bytes", t->panels, t->panels == 1 ? "y" : "ies", t->panel_bytes);
   const char *done = t->drain_writes ? "is complete" : "has read its tile";
-  if (ap->method == FA_ACCESS_TMA_STORE && t->partials)
-    fa_sb_printf(out, ", the two warpgroups' partial sums added in the staging tile's buffer (use %% 2): warpgroup 1 "
-                      "stages once the copy engine has read it, warpgroup 0 adds its own and thread 0 issues");
-  else if (ap->method == FA_ACCESS_TMA_STORE && t->drain_pending)
+  if (ap->method == FA_ACCESS_TMA_STORE && t->drain_pending)
     fa_sb_printf(out, ", staged once every bulk group but the newest %d %s", t->drain_pending, done);
   else if (ap->method == FA_ACCESS_TMA_STORE)
     fa_sb_printf(out, ", staged once every bulk group %s", done);
@@ -659,10 +647,6 @@ static void print_product(const FaProductPlan *pp, StrBuf *out) {
     if (pp->wg_n > 1)
       fa_sb_printf(out, "wgmma m64n%dk16, %d block of 64 rows, its columns split across %d warpgroups, %d k16 steps",
                    pp->N / pp->wg_n, pp->mt, pp->wg_n, pp->kt);
-    else if (pp->wg_k > 1)
-      fa_sb_printf(out, "wgmma m64n%dk16, %d block of 64 rows, K split across %d warpgroups (partial sums), %d k16 "
-                        "steps each",
-                   pp->N, pp->mt, pp->wg_k, pp->kt / pp->wg_k);
     else
       fa_sb_printf(out, "wgmma m64n%dk16, %d x %d blocks of 64 rows per warpgroup, %d k16 steps", pp->N, pp->mt,
                    pp->wm / 4, pp->kt);

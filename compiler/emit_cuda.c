@@ -449,10 +449,8 @@ static void emit_stage(Emitter *em, const IrValue *x) {
   if (t->drains)
     emit_drain(em, 0, false);
   /* products of the previous iteration, or of a tile that shared this
-     memory, may still read it (a warpgroup-local tile: only this
-     warpgroup's, FaTilePlan.wg_local) */
-  const char *barrier = t->wg_local ? "fa::sync_warpgroup(fa_warp);  // this warpgroup's rows only" : barrier_stmt(em);
-  line(em, "%s", barrier);
+     memory, may still read it */
+  line(em, "%s", barrier_stmt(em));
   line(em, "fa::stage<%s, %d, %d, %s>(fa_smem + %zu, %s, %s);  // shared-memory copy for tensor-core products",
        layout_name(em, x->layout), t->inner, t->store_vec, tile_format(em, t), t->offset, names_of(em, x)->name,
        thread_offset(em, x->layout));
@@ -461,7 +459,7 @@ static void emit_stage(Emitter *em, const IrValue *x) {
   const FaAccessPlan *carried = store_drained_with(em, t);
   if (carried) /* the barrier below tells every thread that the copy engine has read that staging tile */
     emit_drain(em, carried->tma->drain_pending, carried->tma->drain_writes);
-  line(em, "%s", barrier);
+  line(em, "%s", barrier_stmt(em));
 }
 
 /* dst (declared, in layout c->to) = src (in layout c->from). */
@@ -1057,66 +1055,12 @@ static void emit_load_block(Emitter *em, const IrOp *op) {
  * memory, the value goes into its staging tile, fenced for the async proxy;
  * after a barrier thread 0 issues one copy per panel and commits them as one
  * bulk group, which the next drain (or the block's end) waits for. */
-/* The reduce-add of partial sums from two warpgroups (FaTmaPlan.partials):
- * warpgroup 1 stages its sum in buffer n % 2 once thread 0 has seen the
- * copy engine read it, warpgroup 0 adds its own to it, and thread 0 issues
- * the reduce-add, then frees the other buffer as soon as the copy engine
- * has read it.  Thread i of warpgroup 0 and thread i of warpgroup 1 hold the
- * same elements (the layout's copies over the warpgroup bit). */
-static void emit_partials_store(Emitter *em, const IrOp *op, const FaAccessPlan *ap, const char *arr,
-                                const char *outer) {
-  const FaTilePlan *t = ap->tile;
-  const FaTmaPlan *tm = ap->tma;
-  const FaLayout *l = ap->layout;
-  size_t staged = em->plan->barriers[tm->staged].offset, freed = em->plan->barriers[tm->freed].offset;
-  line(em, "// added by the copy engine from a staging tile: the partial sums of the two warpgroups meet in its buffer "
-           "fa_stage%d %% 2, %d cop%s of %zu bytes (tensor map %d)",
-       tm->uses, tm->panels, tm->panels == 1 ? "y" : "ies", tm->panel_bytes, tm->map->id);
-  line(em, "{");
-  em->indent++;
-  line(em, "const unsigned fa_buf = (unsigned)fa_stage%d & 1u, fa_par = ((unsigned)fa_stage%d >> 1) & 1u;", tm->uses,
-       tm->uses);
-  line(em, "unsigned char *const fa_at = fa_smem + %zu + fa_buf * %zuu;", t->offset, t->buf_bytes);
-  line(em, "if (fa_warp >= 4) {  // warpgroup 1 stages its sum once the copy engine has read the buffer");
-  line(em, "  fa::mbar_wait(fa::smem_addr(fa_smem + %zu) + 8u * fa_buf, fa_par);", freed);
-  line(em, "  fa::stage<%s, %d, %d, %s>(fa_at, %s, fa::opaque(%s));", layout_name(em, l), t->inner, t->store_vec,
-       tile_format(em, t), arr, thread_offset(em, l));
-  line(em, "  __syncwarp();");
-  line(em, "  if (fa_lane == 0)");
-  line(em, "    fa::mbar_arrive(fa::smem_addr(fa_smem + %zu) + 8u * fa_buf);", staged);
-  line(em, "} else {  // warpgroup 0 adds its own, and thread 0 issues the reduce-add");
-  line(em, "  fa::mbar_wait(fa::smem_addr(fa_smem + %zu) + 8u * fa_buf, fa_par);", staged);
-  line(em, "  fa::stage_add<%s, %d, %d, %s>(fa_at, %s, fa::opaque(%s));", layout_name(em, l), t->inner, t->store_vec,
-       tile_format(em, t), arr, thread_offset(em, l));
-  line(em, "  fa::fence_async_smem();  // the copy engine reads it through the async proxy");
-  line(em, "  fa::sync_warpgroup(fa_warp);");
-  line(em, "  if (threadIdx.x == 0) {");
-  em->indent += 2;
-  line(em, "const auto &fa_bp = %s;", value_ref(em, op->operands[0]));
-  for (int pn = 0; pn < tm->panels; pn++)
-    line(em, "fa::tma_reduce_add<%d>(fa_tmap%d, fa::smem_addr(fa_at + %zu), {%s});", tm->map->rank, tm->map->id,
-         (size_t)pn * tm->panel_bytes, tma_coords(em, tm, pn, outer));
-  line(em, "fa::bulk_commit();");
-  line(em, "fa::bulk_wait_read<1>();  // the reduce-add before this one has read the other buffer");
-  line(em, "fa::mbar_arrive(fa::smem_addr(fa_smem + %zu) + 8u * (fa_buf ^ 1u));", freed);
-  em->indent -= 2;
-  line(em, "  }");
-  line(em, "}");
-  line(em, "++fa_stage%d;", tm->uses);
-  em->indent--;
-  line(em, "}");
-}
-
 static void emit_tma_store(Emitter *em, const IrOp *op, const FaAccessPlan *ap) {
   const FaTilePlan *t = ap->tile;
   const FaTmaPlan *tm = ap->tma;
   const FaLayout *l = ap->layout;
   const char *arr = array_in(em, op->operands[1], l);
   const char *outer = tm->outer >= 0 ? poly_expr(em, &tm->outer_coord) : NULL;
-  if (tm->partials) {
-    emit_partials_store(em, op, ap, arr, outer);
-    return;
-  }
   line(em, "// %s by the copy engine from a staging tile: %d cop%s of %zu bytes (tensor map %d)",
        tm->reduce ? "added" : "written", tm->panels, tm->panels == 1 ? "y" : "ies", tm->panel_bytes, tm->map->id);
   if (tm->drain_with) {
@@ -1175,13 +1119,6 @@ static void emit_atomic_add_block(Emitter *em, const IrOp *op) {
   const char *arr = array_in(em, op->operands[1], l);
   const char *instr = ap->red == FA_RED_VECTOR ? "fa::RED_VECTOR" : ap->red == FA_RED_CAS ? "fa::RED_CAS"
                                                                                            : "fa::RED_SCALAR";
-  if (fa_plan_k_split_of(em->plan, op->operands[1])) { /* partial sums: every warpgroup adds its own */
-    line(em, "fa::red_block<%s, %d, 0x%xu, %s>(%s, %s, %s, %s::owner(fa_lane, fa_warp & 3));  // each warpgroup's "
-             "partial sum",
-         layout_name(em, l), ap->vec, op->boundary, instr, value_ref(em, op->operands[0]), arr, thread_offset(em, l),
-         layout_name(em, l));
-    return;
-  }
   line(em, "fa::red_block<%s, %d, 0x%xu, %s>(%s, %s, %s, %s::owner(fa_lane, fa_warp));", layout_name(em, l), ap->vec,
        op->boundary, instr, value_ref(em, op->operands[0]), arr, thread_offset(em, l), layout_name(em, l));
 }
@@ -1340,21 +1277,10 @@ static const char *wgmma_b_col0(Emitter *em, const FaProductPlan *w) {
 }
 
 static const char *wgmma_a_row0(Emitter *em, const FaProductPlan *w, const char *mt) {
-  if (w->wg_n > 1 || w->wg_k > 1)
+  if (w->wg_n > 1)
     return aprintf(em, "(%s) * 64", mt);
   return aprintf(em, "((%s) * %d + 4 * g) * 16", mt, w->wm);
 }
-
-/* The k offset of step kt (an expression): with the warpgroups along K
- * (FaProductPlan.wg_k) warpgroup g's steps are its own share of K. */
-static const char *wgmma_k0(Emitter *em, const FaProductPlan *w, const char *kt) {
-  if (w->wg_k > 1)
-    return aprintf(em, "(g * %d + %s) * 16", w->kt / w->wg_k, kt);
-  return strcmp(kt, "0") ? aprintf(em, "%s * 16", kt) : "0";
-}
-
-/* The k16 steps each warpgroup issues. */
-static int wgmma_steps(const FaProductPlan *w) { return w->wg_k > 1 ? w->kt / w->wg_k : w->kt; }
 
 /* The descriptors of step kt: B's, and A's when A is a tile (its rows start
  * at the warpgroup's 64-row block of row block mt).  Each is the operand's
@@ -1366,13 +1292,12 @@ static void wgmma_descriptors(Emitter *em, const FaProductPlan *w) {
   StrBuf *h = &em->helpers;
   const char *off, *off0, *n0 = wgmma_b_col0(em, w);
   int lbo, sbo;
-  const char *k = wgmma_k0(em, w, "kt"), *k0 = wgmma_k0(em, w, "0");
-  wgmma_operand(em, w->b_tile, w->b_k_inner, n0, k, &off, &lbo, &sbo);
-  wgmma_operand(em, w->b_tile, w->b_k_inner, n0, k0, &off0, &lbo, &sbo);
+  wgmma_operand(em, w->b_tile, w->b_k_inner, n0, "kt * 16", &off, &lbo, &sbo);
+  wgmma_operand(em, w->b_tile, w->b_k_inner, n0, "0", &off0, &lbo, &sbo);
   fa_sb_printf(h, "      const unsigned long long db = fa::desc_add(db0, (%s) - (%s));\n", off, off0);
   if (w->a_src == FA_OPND_TILE) {
-    wgmma_operand(em, w->a_tile, w->a_k_inner, wgmma_a_row0(em, w, "mt"), k, &off, &lbo, &sbo);
-    wgmma_operand(em, w->a_tile, w->a_k_inner, wgmma_a_row0(em, w, "0"), k0, &off0, &lbo, &sbo);
+    wgmma_operand(em, w->a_tile, w->a_k_inner, wgmma_a_row0(em, w, "mt"), "kt * 16", &off, &lbo, &sbo);
+    wgmma_operand(em, w->a_tile, w->a_k_inner, wgmma_a_row0(em, w, "0"), "0", &off0, &lbo, &sbo);
     fa_sb_printf(h, "      const unsigned long long da = fa::desc_add(da0, (%s) - (%s));\n", off, off0);
   }
 }
@@ -1383,12 +1308,11 @@ static void wgmma_descriptor_bases(Emitter *em, const FaProductPlan *w) {
   StrBuf *h = &em->helpers;
   const char *off0;
   int lbo, sbo;
-  const char *k0 = wgmma_k0(em, w, "0");
-  wgmma_operand(em, w->b_tile, w->b_k_inner, wgmma_b_col0(em, w), k0, &off0, &lbo, &sbo);
+  wgmma_operand(em, w->b_tile, w->b_k_inner, wgmma_b_col0(em, w), "0", &off0, &lbo, &sbo);
   fa_sb_printf(h, "  const unsigned long long db0 = fa::wgmma_desc(b_tile + %s, %d, %d, %d);\n", off0, lbo, sbo,
                swizzle_mode(w->b_tile->swizzle));
   if (w->a_src == FA_OPND_TILE) {
-    wgmma_operand(em, w->a_tile, w->a_k_inner, wgmma_a_row0(em, w, "0"), k0, &off0, &lbo, &sbo);
+    wgmma_operand(em, w->a_tile, w->a_k_inner, wgmma_a_row0(em, w, "0"), "0", &off0, &lbo, &sbo);
     fa_sb_printf(h, "  const unsigned long long da0 = fa::wgmma_desc(a_tile + %s, %d, %d, %d);\n", off0, lbo, sbo,
                  swizzle_mode(w->a_tile->swizzle));
   }
@@ -1453,9 +1377,7 @@ static const char *write_wgmma_helper(Emitter *em, const FaProductPlan *w, const
   else if (w->a_src != FA_OPND_TILE)
     wgmma_a_fragments(em, w);
   fa_sb_puts(h, "    fa::wgmma_fence();\n");
-  if (w->wg_k > 1)
-    fa_sb_printf(h, "    // warpgroup g sums steps g * %d onwards of K: a partial sum\n", wgmma_steps(w));
-  fa_sb_printf(h, "#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", wgmma_steps(w));
+  fa_sb_printf(h, "#pragma unroll\n    for (int kt = 0; kt < %d; ++kt) {\n", w->kt);
   wgmma_descriptors(em, w);
   wgmma_instruction(em, w);
   fa_sb_puts(h, "    }\n  }\n");
@@ -1684,12 +1606,8 @@ static void emit_wgmma(Emitter *em, const FaProductPlan *pp, const char *c) {
   if (pp->wait == FA_WAIT_LATE)
     line(em, "// (committed; waited for %s)",
          pp->wait_at && pp->wait_at->before ? "before a later op" : "at the end of this block");
-  if (pp->wg_k > 1)
-    line(em, "// (wgmma: %d block%s of 64 rows, n%d, %d steps of k16 per warpgroup, its share of K: partial sums)",
-         pp->mt, pp->mt == 1 ? "" : "s", pp->N, wgmma_steps(pp));
-  else
-    line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", pp->mt, pp->wm / 4,
-         pp->N / pp->wg_n, pp->kt);
+  line(em, "// (wgmma: %d x %d blocks of 64 rows per warpgroup, n%d, %d steps of k16)", pp->mt, pp->wm / 4,
+       pp->N / pp->wg_n, pp->kt);
 }
 
 static void emit_mma_sync(Emitter *em, const FaProductPlan *pp, const char *c) {
@@ -3094,25 +3012,13 @@ static void emit_mbarrier_init(Emitter *em, StrBuf *out) {
     const FaBarrierPlan *b = &p->barriers[i];
     if (b->kind != FA_BARRIER_MBARRIER)
       continue;
-    static const char *const what[] = {"full", "empty",         "load",           "tile", "next program's id",
-                                       "its slot read", "partial sums staged", "staging buffer free"};
+    static const char *const what[] = {"full", "empty", "load", "tile", "next program's id", "its slot read"};
     fa_sb_printf(out, "    for (int fa_s = 0; fa_s < %d; ++fa_s)  // %s\n", b->slots, what[b->mbar]);
     fa_sb_printf(out, "      fa::mbar_init(fa::smem_addr(fa_smem + %zu) + 8u * fa_s, %du);\n", b->offset, b->arrivals);
   }
   for (int i = 0; i < p->ntmaps; i++)
     fa_sb_printf(out, "    fa::tma_prefetch_map(fa_tmap%d);\n", i);
   fa_sb_puts(out, "  }\n  fa::mbar_init_fence();\n  __syncthreads();\n");
-  /* staging tiles of partial sums: buffer 0 starts free, and a use counter each */
-  for (int i = 0; i < p->naccesses; i++) {
-    const FaAccessPlan *ap = p->accesses[i];
-    if (ap->method != FA_ACCESS_TMA_STORE || !ap->tma->partials)
-      continue;
-    fa_sb_printf(out, "  if (threadIdx.x == 0)\n    fa::mbar_arrive(fa::smem_addr(fa_smem + %zu));  // staging buffer 0 "
-                      "is free\n",
-                 p->barriers[ap->tma->freed].offset);
-    fa_sb_printf(out, "  [[maybe_unused]] int fa_stage%d = 0;  // uses of the staging tile of partial sums %d so far\n",
-                 ap->tma->uses, ap->tma->uses);
-  }
   for (int i = 0; !p->warp_specialised && i < p->nrings; i++) /* each role counts its own */
     fa_sb_printf(out, "  int fa_ring%d = 0;  // uses of mbarrier ring %d so far\n", i, i);
 }

@@ -818,30 +818,6 @@ static void blockptr_order(const IrValue *bp, int rank, int *order) {
       order[k++] = d;
 }
 
-/* Whether a product of [64, K] x [K, N] on two warpgroups (wm = 4, wn = 2:
- * its 64 rows are one warpgroup's, and they would split N) may split K
- * instead: each warpgroup then reads only its half of K, and the partial
- * sums meet where the result is added into memory, its only use (a
- * dQ_i = dS K whose dS rows are each warpgroup's own keys, say: no tile of
- * dS need be shared between the warpgroups).  Each warpgroup then holds all
- * N columns, N / 2 registers a thread instead of N / 4: up to N = 64 (32
- * registers).  At N = 128 (the fused backward pass at d_head 128) the 32
- * more made ptxas serialise the kernel's products. */
-enum { K_SPLIT_MAX_N = 64 };
-
-static bool k_split_fits(const Pass *p, const IrOp *op, int wm, int wn) {
-  const IrValue *r = op->results[0];
-  int K = op->operands[0]->type.shape[1], N = op->operands[1]->type.shape[1];
-  if (!p->plan->k_split || p->plan->warps != 8 || wm != 4 || wn != 2 || K % 32 || N % 8 || N > K_SPLIT_MAX_N)
-    return false;
-  const PtrVec *uses = &p->uses[r->id];
-  if (uses->len != 1)
-    return false;
-  const IrOp *use = uses->items[0];
-  return use->kind == IR_ATOMIC_ADD_BLOCK && use->noperands == 2 && use->operands[1] == r &&
-         use->operands[0] != r && r->type.dtype == DT_F32;
-}
-
 static void plan_dot(Pass *p, IrOp *op) {
   FaDotPlan *dp = fa_arena_alloc(&p->fc->arena, sizeof *dp);
   if (!dp) {
@@ -854,22 +830,15 @@ static void plan_dot(Pass *p, IrOp *op) {
   bool half = ta.dtype == DT_F16 || ta.dtype == DT_BF16;
   /* constants as operands (rare) go the simple way */
   bool stored = !fa_value_is_virtual(p->plan, op->operands[0]) && !fa_value_is_virtual(p->plan, op->operands[1]);
-  int wm, wn, wk = 1;
+  int wm, wn;
   if (half && stored && fa_mma_warps(M, N, K, p->plan->warps, &wm, &wn)) {
-    if (k_split_fits(p, op, wm, wn)) {
-      wn = 1;
-      wk = 2;
-    }
     FaLayout a, b, c;
     bool ok = fa_layout_mma(&c, M, N, p->plan->warps, wm, wn) &&
               fa_layout_dot_operand(&a, 0, M, N, K, p->plan->warps, wm, wn) &&
               fa_layout_dot_operand(&b, 1, M, N, K, p->plan->warps, wm, wn);
     if (ok) {
       char buf[64];
-      if (wk > 1)
-        snprintf(buf, sizeof buf, "mma accumulator, warps %dx%d, K over %d warpgroups", wm, wn, wk);
-      else
-        snprintf(buf, sizeof buf, "mma accumulator, warps %dx%d", wm, wn);
+      snprintf(buf, sizeof buf, "mma accumulator, warps %dx%d", wm, wn);
       c.desc = fa_arena_strdup(&p->fc->arena, buf);
       snprintf(buf, sizeof buf, "mma operand A, warps %dx%d", wm, wn);
       a.desc = fa_arena_strdup(&p->fc->arena, buf);
@@ -878,7 +847,6 @@ static void plan_dot(Pass *p, IrOp *op) {
       dp->kind = FA_DOT_MMA;
       dp->wm = wm;
       dp->wn = wn;
-      dp->wk = wk;
       dp->acc = fa_layout_intern(p->fc, p->plan, &c);
       dp->a = fa_layout_intern(p->fc, p->plan, &a);
       dp->b = fa_layout_intern(p->fc, p->plan, &b);
@@ -888,7 +856,6 @@ static void plan_dot(Pass *p, IrOp *op) {
     }
   }
   dp->kind = FA_DOT_FMA;
-  dp->wk = 1;
   dp->acc = fa_layout_default(p->fc, p->plan, tr);
   dp->a = NULL; /* taken as they are */
   dp->b = NULL;
@@ -1021,8 +988,7 @@ static bool run_pass(Pass *p, const IrKernel *k) {
       continue;
     const IrValue *a = op->operands[0];
     int perm[FA_LAYOUT_MAX_BITS];
-    if (fa_value_is_virtual(p->plan, a) || !a->layout || dp->wk > 1) {
-      /* (a warpgroup's half of K is read from the tile) */
+    if (fa_value_is_virtual(p->plan, a) || !a->layout) {
       dp->a_in_regs = false;
     } else if (fa_layout_register_permutation(a->layout, dp->a, perm)) {
       dp->a_in_regs = true;
@@ -1066,12 +1032,7 @@ static bool run_pass(Pass *p, const IrKernel *k) {
 }
 
 bool fa_assign_layouts(FaCompiler *fc, const IrKernel *k, FaLayoutPlan *plan) {
-  return fa_assign_layouts_k_split(fc, k, false, plan);
-}
-
-bool fa_assign_layouts_k_split(FaCompiler *fc, const IrKernel *k, bool k_split, FaLayoutPlan *plan) {
   memset(plan, 0, sizeof *plan);
-  plan->k_split = k_split;
   plan->warps = k->warps > 0 ? k->warps : 4;
   if (!is_pow2(plan->warps) || plan->warps > 32) {
     fa_error(&fc->diag, k->device->loc, "warps must be a power of two from 1 to 32 (got %d)", plan->warps);

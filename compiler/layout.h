@@ -133,10 +133,6 @@ typedef enum FaDotKind {
 typedef struct FaDotPlan {
   FaDotKind kind;
   int wm, wn;                 /* FA_DOT_MMA: warps along M and N */
-  int wk;                     /* FA_DOT_MMA: warpgroups along K (1: none).  With 2, each warpgroup
-                                 sums its half of K into an m64 accumulator of its own: the result's
-                                 layout has copies over the warpgroup bit that hold partial sums,
-                                 which only an atomic_add of the result (its one use) adds up */
   const FaLayout *a, *b;      /* the register fragments of the operands */
   const FaLayout *acc;        /* the layout of its result (and accumulator) */
   bool a_in_regs;             /* FA_DOT_MMA: A from registers (layout a), else shared memory */
@@ -145,7 +141,6 @@ typedef struct FaDotPlan {
 /* Per-kernel results of the pass. */
 typedef struct FaLayoutPlan {
   int warps;
-  bool k_split;               /* products may split K across two warpgroups (FaDotPlan.wk) */
   PtrVec layouts;             /* FaLayout*, interned: equal layouts are one pointer */
   /* by value id (IrFunction.next_value_id entries): */
   bool *is_virtual;           /* constants, splats, aranges (and broadcasts etc. of them):
@@ -166,12 +161,6 @@ const FaLayout *fa_layout_default(FaCompiler *fc, FaLayoutPlan *plan, IrType t);
  * IR_ATOMIC_ADD_BLOCK / IR_ATOMIC_ADD (op->aux, const FaLayout *).  Returns false after reporting
  * errors (for shapes no layout fits). */
 bool fa_assign_layouts(FaCompiler *fc, const IrKernel *k, FaLayoutPlan *plan);
-/* The same, letting a product whose only use is an atomic_add of its
- * result split K across two warpgroups where its rows are one warpgroup's
- * (FaDotPlan.wk): the target's products are warpgroup instructions and its
- * atomic_adds meet in a staging tile (the CUDA backend on sm_90a with bulk
- * copies). */
-bool fa_assign_layouts_k_split(FaCompiler *fc, const IrKernel *k, bool k_split, FaLayoutPlan *plan);
 
 /* The layout in which operand `i` of `op` must be given, for an op executing
  * in `op_layout` (its result's layout, or its op->aux layout); NULL when the

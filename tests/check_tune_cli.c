@@ -177,7 +177,9 @@ static bool attention_prefer(const char *kernel, const char *pipeline, const cha
   if (!strcmp(kernel, "attn_bwd_dq"))
     return d_head > 64 && bq == 128 && bk == 128 && warps == 8 && stages == 2 && !strcmp(pipeline, "tma_ws_pp");
   if (!strcmp(kernel, "attn_bwd"))
-    return bq == 64 && stages == 2 && bk == 128 && warps == 8 && !strcmp(pipeline, "tma_ws");
+    return bq == 64 && stages == 2 &&
+           (d_head > 64 ? bk == 128 && warps == 8 && !strcmp(pipeline, "tma_ws")
+                        : bk == 64 && warps == 4 && !strcmp(pipeline, "tma_async"));
   return false;
 }
 
@@ -513,8 +515,7 @@ START_TEST(dry_run_fused_hopper_default) {
   } cases[] = {
       {"--arch sm_90a --size D=128 --size N=4096", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
       {"--size D=96 --size N=1000 --size causal=True", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
-      {"--arch sm_90a --size D=64 --size N=4096", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
-      {"--arch sm_90a --size D=32 --size N=300 --size causal=True", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
+      {"--arch sm_90a --size D=64 --size N=4096", "pipeline=tma_async BLOCK_Q=64 BLOCK_K=64 stages=2 warps=4"},
       {"--arch sm_80 --size D=128 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=64 stages=2 warps=4"},
       {"--arch sm_90a --size D=256 --size N=4096", "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=64 stages=2 warps=8"},
       {"--arch sm_80 --size D=256 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},

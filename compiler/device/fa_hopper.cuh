@@ -255,16 +255,6 @@ template <int ID, int THREADS> FA_DEV void named_arrive() {
   asm volatile("bar.arrive %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
 }
 
-/* The named barrier of the warp's warpgroup on its own (warpgroups 0 and 1,
- * barriers 4 and 5: FA_WG_BARRIER in cuda_plan.h): the rows of a tile that
- * only it reads, its partial sums staged. */
-FA_DEV void sync_warpgroup(int warp) {
-  if (warp < 4)
-    named_sync<4, 128>();
-  else
-    named_sync<5, 128>();
-}
-
 /* Ping-pong of two consumer warpgroups (warps 0-3 and 4-7): warpgroup g
  * waits for its turn on barrier 2 + g and gives the turn to the other on
  * 3 - g; immediate barrier ids let ptxas count the barriers a block uses. */

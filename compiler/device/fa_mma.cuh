@@ -219,36 +219,6 @@ FA_DEV void stage(unsigned char *tile, const T (&src)[L::nregs], int toff) {
   }
 }
 
-/* Adds a block of f32 held in layout L to what another thread holding the
- * same elements staged in its tile of format F (the layout's copies over
- * the warpgroup bit: partial sums of a product that splits K), V elements
- * (registers in a row along D_IN) per access: read, add, write back. */
-template <class L, int D_IN, int V, class F>
-FA_DEV void stage_add(unsigned char *tile, const float (&src)[L::nregs], int toff) {
-  static_assert(V == 1 || V == 2 || V == 4, "vector width");
-  const unsigned base = smem_addr(tile);
-  const int thread_at = element_base<L, D_IN, F, 4>(toff);
-#pragma unroll
-  for (int g = 0; g < L::nregs / V; ++g) {
-    const unsigned addr = base + (unsigned)element_at<L, D_IN, V, F, 4>(thread_at, g);
-    float v[V];
-    if constexpr (V == 1)
-      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v[0]) : "r"(addr) : "memory");
-    else if constexpr (V == 2)
-      asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v[0]), "=f"(v[1]) : "r"(addr) : "memory");
-    else
-      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                   : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
-                   : "r"(addr)
-                   : "memory");
-    unsigned w[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i)
-      w[i] = __float_as_uint(v[i] + src[g * V + i]);
-    st_shared_words<V>(addr, w);
-  }
-}
-
 /* ldmatrix: four 8x8 matrices of 16-bit elements; lane l gives the address of
  * row l % 8 of matrix l / 8; register i receives the fragment of matrix i. */
 FA_DEV void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
