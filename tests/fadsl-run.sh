@@ -175,6 +175,13 @@ expect 0 "[BLOCK=8] warps=4 stages=3 (explicit+default), grid (5, 1, 1)" \
 expect_ints "$dir/t.npy" "8 8 8" "BLOCK=8 ran"
 # a configuration axis takes the values its table row allows
 expect 2 "fadsl-run: --warps must be a power of two from 1 to 32, not '3'" "$fa" tiles --interpret --warps 3 --arg n=40
+# the named axes take their names, as --help says, and their numbers
+expect 0 "[BLOCK=16] warps=2 stages=3 pipeline=tma_ws (explicit+default)" \
+  "$fa" tiles --interpret --pipeline tma_ws --arg n=40 --out out="$dir/t.npy"
+expect 0 "[BLOCK=16] warps=2 stages=3 schedule=persistent (explicit+default)" \
+  "$fa" tiles --interpret --schedule 2 --arg n=40 --out out="$dir/t.npy"
+expect 2 "fadsl-run: --pipeline must be one of cp_async, tma, tma_async, tma_ws, tma_ws_pp (1 to 5), not 'tma_wss'" \
+  "$fa" tiles --interpret --pipeline tma_wss --arg n=40
 
 # buffers made for --out start zero-filled; --poison fills float ones with NaN
 # bytes (integers stay zero): the same contents as on the GPU

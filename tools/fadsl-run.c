@@ -204,7 +204,7 @@ static int parse_options(int argc, char **argv, Options *o) {
       NEED_VALUE();
       const FaConfigAxis *ax = fa_config_axis(a + 2);
       int v;
-      if (!parse_int(val, &v) || !fa_config_allowed(ax, v)) {
+      if (!fa_config_parse(ax, val, &v)) {
         fprintf(stderr, "fadsl-run: %s must be %s, not '%s'\n(try fadsl-run --help)\n", a, ax->allowed, val);
         return EXIT_USAGE;
       }
