@@ -124,9 +124,10 @@ static json_t *result_for(json_t *root, const char *kernel) {
  * 128x128.  Every space lists the pipeline first; beside tma (every tile),
  * attn_fwd tries tma_ws_pp at every tile, attn_bwd_dkdv tma_async at the
  * 64-key blocks on 4 warps, attn_bwd tma_async at 64x64 on 4 warps and
- * 64x128 on 8 (above d_head 64 at 32x64 on 4 warps with 2 stages only) and
- * tma_ws with 2 stages at 64x64 on 4 warps and 64x128 on 8 (above d_head
- * 128 at every tile on 8 warps),
+ * 64x128 on 8 (above d_head 64 at 32x64 on 4 warps with 2 stages only; up
+ * to 64 also 128x128 on 8 with 2 stages) and tma_ws with 2 stages at 64x64
+ * on 4 warps and 64x128 on 8 (up to d_head 64 also 128x128 on 8; above
+ * d_head 128 at every tile on 8 warps),
  * attn_bwd_dq tma_async at 64x64 on 4 warps and 128x128 on 8
  * and tma_ws_pp at 128x128 on 8, where Q, dO and each stage's K and V fit
  * 227 KB; attn_bwd_dkdv and attn_bwd_dq tma_ws at 64x64 on 4 warps with 2
@@ -145,12 +146,15 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
     return tile_64x64_w4 && stages == 2;
   if (!strcmp(kernel, "attn_bwd_dkdv")) return !strcmp(pipeline, "tma_async") && bk == 64 && warps == 4;
   if (!strcmp(kernel, "attn_bwd") && !strcmp(pipeline, "tma_ws"))
-    return stages == 2 && (d_head > 128 ? warps == 8 : bq == 64 && ((bk == 128 && warps == 8) || tile_64x64_w4));
+    return stages == 2 && (d_head > 128 ? warps == 8
+                                        : (bq == 64 && ((bk == 128 && warps == 8) || tile_64x64_w4)) ||
+                                              (d_head <= 64 && bq == 128 && bk == 128 && warps == 8));
   if (!strcmp(kernel, "attn_bwd") && d_head > 64)
     return !strcmp(pipeline, "tma_async") && stages == 2 &&
            ((bq == 32 && bk == 64 && warps == 4) || (bq == 64 && bk == 128 && warps == 8));
   if (!strcmp(kernel, "attn_bwd"))
-    return !strcmp(pipeline, "tma_async") && (tile_64x64_w4 || (bq == 64 && bk == 128 && warps == 8));
+    return !strcmp(pipeline, "tma_async") && (tile_64x64_w4 || (bq == 64 && bk == 128 && warps == 8) ||
+                                              (bq == 128 && bk == 128 && warps == 8 && stages == 2));
   bool fits = (2 * bq + 2 * stages * bk) * d_head * 2 <= 227 * 1024;
   bool tile_128x128_w8 = bq == 128 && bk == 128 && warps == 8;
   return fits && (tile_128x128_w8 || (tile_64x64_w4 && !strcmp(pipeline, "tma_async")));

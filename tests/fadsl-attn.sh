@@ -39,6 +39,12 @@ expect() {
 expect 0 "checked everything" --interpret --shape 1,6,2,77,32 --causal --backward --check --seed 1
 expect 0 "dv  ||out - ref||" --interpret --shape 2,4,1,33,50,16 --backward --check --dtype bf16 --seed 2
 expect 0 "lse ||out - ref||" --interpret --shape 1,3,1,1,64 --check --seed 3
+# the fused pass with 128 queries a step (attn_bwd's wide loop: LSE read and
+# the query offsets made after the products are issued, dV's product after dS)
+expect 0 "checked everything" --interpret --shape 1,4,2,300,64 --causal --backward --fused --check \
+  --block-q 128 --block-k 128 --seed 9
+expect 0 "checked everything" --interpret --shape 2,2,2,129,257,64 --backward --fused --check \
+  --block-q 128 --block-k 128 --dtype bf16 --seed 9
 # the fused pass with one program per query head (attn_bwd_heads: dK and dV
 # added into float32 accumulators, then attn_bwd_dkdv_convert)
 expect 0 "checked everything" --interpret --shape 1,6,2,77,64 --causal --backward --fused --heads --check --seed 4
