@@ -167,7 +167,7 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
  * 8, as the problem's are); attn_bwd_dq's above d_head 64 is tma_ws_pp at
  * 128x128 on 8 warps with 2 stages (dq_hopper_default); attn_bwd's (the
  * fused pass) tma_ws with 2 stages at 64x128 on 8 warps above d_head 64,
- * tma_async at 64x64 on 4 up to 64 (bwd_hopper_default); attn_fwd's 128x128
+ * tma_async at 128x128 on 8 up to 64 (bwd_hopper_default); attn_fwd's 128x128
  * with 2 stages, tma on 4 warps one thread block per program up to d_head
  * 64, tma_ws_pp on 8 in persistent blocks above (fwd_hopper_default). */
 static bool attention_prefer(const char *kernel, const char *pipeline, const char *schedule, long bq, long bk,
@@ -181,9 +181,9 @@ static bool attention_prefer(const char *kernel, const char *pipeline, const cha
   if (!strcmp(kernel, "attn_bwd_dq"))
     return d_head > 64 && bq == 128 && bk == 128 && warps == 8 && stages == 2 && !strcmp(pipeline, "tma_ws_pp");
   if (!strcmp(kernel, "attn_bwd"))
-    return bq == 64 && stages == 2 &&
-           (d_head > 64 ? bk == 128 && warps == 8 && !strcmp(pipeline, "tma_ws")
-                        : bk == 64 && warps == 4 && !strcmp(pipeline, "tma_async"));
+    return bk == 128 && warps == 8 && stages == 2 &&
+           (d_head > 64 ? bq == 64 && !strcmp(pipeline, "tma_ws")
+                        : bq == 128 && !strcmp(pipeline, "tma_async"));
   return false;
 }
 
@@ -510,16 +510,18 @@ START_TEST(dry_run_attention_long_default) {
 END_TEST
 
 /* attn_bwd's default (the fused pass, bwd_hopper_default): on Hopper a
- * producer warpgroup at 64x128 on 8 warps up to d_head 128, products waited
- * for late at 64x64 on 4 up to 64, and at d_head 256 the producer
- * warpgroup at 32x64 on 8 warps; sm_80 keeps the prune's first point. */
+ * producer warpgroup at 64x128 on 8 warps from d_head 65 to 128, products
+ * waited for late at 128x128 on 8 up to 64, and at d_head 256 the producer warpgroup at
+ * 32x64 on 8 warps; sm_80 keeps the prune's first point. */
 START_TEST(dry_run_fused_hopper_default) {
   static const struct {
     const char *args, *want;
   } cases[] = {
       {"--arch sm_90a --size D=128 --size N=4096", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
       {"--size D=96 --size N=1000 --size causal=True", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
-      {"--arch sm_90a --size D=64 --size N=4096", "pipeline=tma_async BLOCK_Q=64 BLOCK_K=64 stages=2 warps=4"},
+      {"--arch sm_90a --size D=64 --size N=4096", "pipeline=tma_async BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8"},
+      {"--size D=64 --size N=23400 --size causal=True", "pipeline=tma_async BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8"},
+      {"--arch sm_90a --size D=32 --size N=100", "pipeline=tma_async BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8"},
       {"--arch sm_80 --size D=128 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=64 stages=2 warps=4"},
       {"--arch sm_90a --size D=256 --size N=4096", "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=64 stages=2 warps=8"},
       {"--arch sm_80 --size D=256 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
