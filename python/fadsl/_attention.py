@@ -93,23 +93,37 @@ def _host_input(x):
 # on an H200 (run 55) 0.47 of cuDNN against 0.42.
 DETERMINISTIC_FASTER_ABOVE_D = 128
 
+# Up to this many keys the deterministic pass is the faster one too at
+# D <= 64, and with the causal mask at every head dimension: on an H100 at
+# N=1024 (2026-12-06, bench/results/2026-12-06e-h100 run 72, and
+# 2026-12-06c-h100 run 61) D=64 344.5 and 348.2 TFLOP/s against the fused
+# pass's 333.8 and 329.0, causal 279.6 and 280.2 against 236.4 and 251.1,
+# D=128 causal 296.9 and 301.1 against 289.9 and 290.3; D=128 without the
+# mask the fused pass is ahead (400.3 and 402.3 against 376.7 and 380.6),
+# and at N=4096 it is ahead everywhere.
+DETERMINISTIC_FASTER_UP_TO_N = 1024
 
-def default_deterministic(on_cuda, d_head, torch_deterministic):
+
+def default_deterministic(on_cuda, d_head, torch_deterministic, kv_len=None, causal=False):
     """deterministic=None's choice: on CUDA tensors the faster pass, fused
-    up to DETERMINISTIC_FASTER_ABOVE_D and deterministic above, or the
-    deterministic one wherever torch.use_deterministic_algorithms(True) is in
-    force (torch_deterministic); elsewhere (the CPU interpreter, which has no
-    dQ accumulator to add into) the deterministic one.  Up to D=128 on an
-    H200 the fused pass is the faster (1.06 to 1.17x the deterministic pass at
-    D=128, N=4096 and 16384, 1.09x on the trading day; 0.96x with 64 query
-    heads over 8 and 0.98x at D=64 N=16384 causal,
-    bench/results/2026-12-04-h200)."""
+    up to DETERMINISTIC_FASTER_ABOVE_D and deterministic above, or at most
+    DETERMINISTIC_FASTER_UP_TO_N keys (kv_len) at D <= 64 or with the causal
+    mask; the deterministic one wherever
+    torch.use_deterministic_algorithms(True) is in force
+    (torch_deterministic); elsewhere (the CPU interpreter, which has no dQ
+    accumulator to add into) the deterministic one.  From 4096 keys up to
+    D=128 the fused pass is the faster (on an H100 on 2026-12-06, run 72,
+    1.09 to 1.26x the deterministic pass at D=64, 1.07 to 1.17x at D=128,
+    1.10 and 1.15x on the trading day)."""
     if not on_cuda:
         return True
-    return bool(torch_deterministic) or d_head > DETERMINISTIC_FASTER_ABOVE_D
+    if torch_deterministic or d_head > DETERMINISTIC_FASTER_ABOVE_D:
+        return True
+    short = kv_len is not None and kv_len <= DETERMINISTIC_FASTER_UP_TO_N
+    return short and (d_head <= 64 or bool(causal))
 
 
-def resolve_deterministic(deterministic, q):
+def resolve_deterministic(deterministic, q, k=None, causal=False):
     """The backward pass's mode: the flag given, else default_deterministic's."""
     if deterministic is not None:
         return bool(deterministic)
@@ -118,7 +132,8 @@ def resolve_deterministic(deterministic, q):
     if on_cuda:
         import torch
         torch_deterministic = torch.are_deterministic_algorithms_enabled()
-    return default_deterministic(on_cuda, q.shape[-1], torch_deterministic)
+    kv_len = k.shape[-2] if len(getattr(k, "shape", ())) >= 2 else None   # shapes() checks the rest
+    return default_deterministic(on_cuda, q.shape[-1], torch_deterministic, kv_len, causal)
 
 
 def attention(q, k, v, *, causal=False, scale=None, return_lse=False, deterministic=None):
@@ -141,11 +156,12 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False, determinis
     additions, so its last bits vary from run to run; on an H200 up to 1.17x
     faster at D=128, see docs/performance.md); None (the default) on CUDA
     tensors the faster of the two, the fused pass up to D=128 and the
-    deterministic one at D=256, unless torch.use_deterministic_algorithms(True)
+    deterministic one at D=256 and on sequences of at most 1024 keys at D <= 64
+    or causal, unless torch.use_deterministic_algorithms(True)
     is in force (then the deterministic one), the deterministic one on the CPU.
     """
     if _arrays.is_torch(q):
-        return torch_ops().attention(q, k, v, causal, scale, return_lse, resolve_deterministic(deterministic, q))
+        return torch_ops().attention(q, k, v, causal, scale, return_lse, resolve_deterministic(deterministic, q, k, causal))
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, np.ndarray):
             raise FadslInvalidArgument(
@@ -175,7 +191,7 @@ def attention_backward(do, q, k, v, o, lse, *, causal=False, scale=None, dlse=No
     the deterministic kernels run either way)."""
     if _arrays.is_torch(q):
         return torch_ops().attention_backward(do, q, k, v, o, lse, causal, scale, dlse,
-                                              resolve_deterministic(deterministic, q))
+                                              resolve_deterministic(deterministic, q, k, causal))
     B, H, KVH, Nq, Nkv, D, dtype = shapes(q, k, v, "fadsl.attention_backward")
     for name, x, shape in (("do", do, q.shape), ("o", o, q.shape), ("lse", lse, (B, H, Nq)),
                            ("dlse", dlse, (B, H, Nq))):
@@ -198,7 +214,7 @@ def attention_backward(do, q, k, v, o, lse, *, causal=False, scale=None, dlse=No
     common = (B, H, KVH, Nq, Nkv, D, int(causal), _scale(scale), DTYPES[dtype], interpreter_threads())
     if dlse is None:
         delta = np.empty((B, H, Nq), np.float32)
-        opts = attention_options(causal, resolve_deterministic(deterministic, q))
+        opts = attention_options(causal, resolve_deterministic(deterministic, q, k, causal))
         st = attn.fadsl_attention_backward_host_ex(h, ctypes.byref(opts), _ptr(q), _ptr(k), _ptr(v), _ptr(o),
                                                    _ptr(lse2), _ptr(do), _ptr(dq), _ptr(dk), _ptr(dv), _ptr(delta),
                                                    B, H, KVH, Nq, Nkv, D, _scale(scale), DTYPES[dtype],

@@ -151,8 +151,26 @@ def test_default_backward_pass_per_head_dim():
     assert DETERMINISTIC_FASTER_ABOVE_D == 128
     for d in (16, 32, 64, 128):
         assert default_deterministic(True, d, False) is False
+        assert default_deterministic(True, d, False, 4096, True) is False
         assert default_deterministic(True, d, True) is True
         assert default_deterministic(False, d, False) is True
     assert default_deterministic(True, 256, False) is True
     assert default_deterministic(True, 256, True) is True
     assert default_deterministic(False, 256, False) is True
+
+
+def test_default_backward_pass_short_sequences():
+    """On CUDA up to DETERMINISTIC_FASTER_UP_TO_N keys the deterministic pass
+    at D <= 64, and with the causal mask at D=128 (the faster there); the
+    fused one at D=128 without the mask and beyond that length."""
+    from fadsl._attention import DETERMINISTIC_FASTER_UP_TO_N, default_deterministic
+    n = DETERMINISTIC_FASTER_UP_TO_N
+    assert n == 1024
+    for d in (16, 64):
+        for causal in (False, True):
+            assert default_deterministic(True, d, False, n, causal) is True
+            assert default_deterministic(True, d, False, 100, causal) is True
+            assert default_deterministic(True, d, False, n + 1, causal) is False
+    assert default_deterministic(True, 128, False, n, True) is True
+    assert default_deterministic(True, 128, False, n, False) is False
+    assert default_deterministic(True, 128, False, n + 1, True) is False

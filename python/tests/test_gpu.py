@@ -112,12 +112,13 @@ def test_deterministic_backward_is_bitwise_reproducible(case):
 
 
 def test_default_backward_follows_torchs_switch():
-    """On CUDA tensors deterministic=None is the fused pass up to D=128,
-    unless torch.use_deterministic_algorithms(True) is in force: then the
-    deterministic one, whose gradients repeat to the bit (at D=256 always)."""
+    """On CUDA tensors deterministic=None is the fused pass up to D=128
+    beyond 1024 keys, unless torch.use_deterministic_algorithms(True) is in
+    force: then the deterministic one, whose gradients repeat to the bit (at
+    D=256 always, and up to 1024 keys at D <= 64 or causal)."""
     from fadsl._attention import resolve_deterministic
     torch.manual_seed(8)
-    q, k, v = (torch.randn(1, 4, 700, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    q, k, v = (torch.randn(1, 4, 1100, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     do = torch.randn_like(q)
     before = torch.are_deterministic_algorithms_enabled()
 
@@ -127,16 +128,20 @@ def test_default_backward_follows_torchs_switch():
         return [t.grad for t in x]
     try:
         torch.use_deterministic_algorithms(False)
-        assert resolve_deterministic(None, q) is False
-        assert resolve_deterministic(True, q) is True
+        assert resolve_deterministic(None, q, k, True) is False
+        assert resolve_deterministic(True, q, k, True) is True
+        # up to 1024 keys at D <= 64 the deterministic pass is the faster
+        short = torch.empty(1, 1, 700, 64, device="cuda", dtype=torch.float16)
+        assert resolve_deterministic(None, short, short, False) is True
+        assert resolve_deterministic(False, short, short, False) is False
         # at D=256 the deterministic pass is the faster, and None takes it
         q256 = torch.empty(1, 1, 16, 256, device="cuda", dtype=torch.float16)
         assert resolve_deterministic(None, q256) is True
         assert resolve_deterministic(False, q256) is False
         fused = grads()
         torch.use_deterministic_algorithms(True, warn_only=True)
-        assert resolve_deterministic(None, q) is True
-        assert resolve_deterministic(False, q) is False
+        assert resolve_deterministic(None, q, k, True) is True
+        assert resolve_deterministic(False, q, k, True) is False
         a, b = grads(), grads()
     finally:
         torch.use_deterministic_algorithms(before)
