@@ -67,7 +67,7 @@ static const KnownSpill known_spills[] = {
        Hopper) at 255 registers: with the causal mask's branches and the
        loop over 4 query heads a group (this test's n_groups) ptxas spills
        up to 96 bytes, 32 with lengths that are multiples of 16; without the
-       mask, none.  It was 1.02 to 1.10 of cuDNN causal on an H100 (run 31,
+       mask, none.  It was 1.02 to 1.10 of cuDNN causal on an H100 (runs 69-70,
        one head a group, the trading day spilling likewise), against 0.94 to
        1.07 for the 64x64 tile it replaced; grouped queries at H >= 4 KVH run
        attn_bwd_heads, which spills none */
