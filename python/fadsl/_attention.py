@@ -113,7 +113,7 @@ def default_deterministic(on_cuda, d_head, torch_deterministic, kv_len=None, cau
     (torch_deterministic); elsewhere (the CPU interpreter, which has no dQ
     accumulator to add into) the deterministic one.  From 4096 keys up to
     D=128 the fused pass is the faster (on an H100 on 2026-12-06, run 72,
-    1.09 to 1.26x the deterministic pass at D=64, 1.07 to 1.17x at D=128,
+    1.05 to 1.26x the deterministic pass at D=64, 1.07 to 1.17x at D=128,
     1.10 and 1.15x on the trading day)."""
     if not on_cuda:
         return True
