@@ -94,7 +94,7 @@ def _host_input(x):
 DETERMINISTIC_FASTER_ABOVE_D = 128
 
 # Up to this many keys the deterministic pass is the faster one too at
-# D <= 64, and with the causal mask at every head dimension: on an H100 at
+# D <= 64, and with the causal mask up to D=128: on an H100 at
 # N=1024 (2026-12-06, bench/results/2026-12-06e-h100 run 72, and
 # 2026-12-06c-h100 run 61) D=64 344.5 and 348.2 TFLOP/s against the fused
 # pass's 333.8 and 329.0, causal 279.6 and 280.2 against 236.4 and 251.1,
