@@ -1004,6 +1004,27 @@ static void set_tma_access(FaAccessPlan *ap, const IrOp *op, FaAccessMethod meth
   ap->tma_refusal_dim = -1;
 }
 
+/* A tile loaded before a loop nest whose software-pipelined loop reads it
+ * first (K and V before the walk over the query heads and their blocks):
+ * the threads wait for it after that loop's first copies are issued, so
+ * that the two loads' latencies overlap instead of adding up.  From `o`,
+ * the statement holding the first reader, down through loops without a
+ * pipeline whose first reader is again a loop: the pipelined loop, or
+ * NULL where the first reader is no such loop (a wait in a loop's body is
+ * done again each iteration, at once after the first, so it moves only
+ * where it buys the overlap). */
+static const IrOp *first_pipelined_reader(Planner *pl, const IrOp *o, const IrValue *x) {
+  if (o->kind != IR_FOR || o->nregions != 1)
+    return NULL;
+  const FaOpPlan *loop = op_find(pl->p->ops, o);
+  if (loop && loop->pipeline)
+    return o;
+  for (const IrOp *b = o->regions[0]->first; b; b = b->next)
+    if (reads_tile_of(pl, b, x))
+      return first_pipelined_reader(pl, b, x);
+  return NULL;
+}
+
 static void plan_tma_load(Planner *pl, const IrOp *op) {
   FaCudaPlan *p = pl->p;
   const IrValue *x = op->results[0];
@@ -1022,10 +1043,17 @@ static void plan_tma_load(Planner *pl, const IrOp *op) {
   FaTmaPlan plan;
   int dim = -1;
   FaTmaRefusal why = fa_plan_tma_view(p, op, vp->tile, op->parent, &map, &plan, &dim);
-  const IrOp *wait = NULL;
+  const IrOp *wait = NULL, *wait_after = NULL;
   for (const IrOp *o = op->next; o && !wait; o = o->next)
     if (reads_tile_of(pl, o, x))
       wait = o;
+  if (wait) {
+    const IrOp *deep = first_pipelined_reader(pl, wait, x);
+    if (deep && deep != wait) {
+      wait_after = wait;
+      wait = deep;
+    }
+  }
   if (why == FA_TMA_OK && (!wait || !(plan.map = intern_tmap(pl, &map)) ||
                            (plan.barrier = add_mbarrier(p, FA_MBAR_LOAD, 1, 1)) < 0))
     why = FA_TMA_LIMIT;
@@ -1037,6 +1065,7 @@ static void plan_tma_load(Planner *pl, const IrOp *op) {
   }
   *t = plan;
   t->wait_before = wait;
+  t->wait_after = wait_after;
   set_tma_access(ap, op, FA_ACCESS_TMA, x->layout, vp->tile, t);
   p->barriers[t->barrier].load = ap;
   vp->tile->fill = FA_FILL_TMA;
@@ -1429,6 +1458,23 @@ static void slice_coordinates(Slicer *s, const FaTmaPlan *t) {
             if (s->pl->p->order[n]->results[r]->id == atom - FA_SYM_VALUE)
               slice_value(s, s->pl->p->order[n]->results[r]);
     }
+}
+
+/* With a producer warp the copies before a loop and the loop's own are
+ * issued by it one after another anyway: the compute warps wait for a
+ * tile loaded before the loop before the statement that holds its first
+ * reader, as without a pipeline (a wait moved into a loop nest costs
+ * registers there and buys nothing). */
+static void unmove_tma_waits(Planner *pl) {
+  FaCudaPlan *p = pl->p;
+  for (int n = 0; p->warp_specialised && n < p->nops; n++) {
+    const FaOpPlan *o = op_find(p->ops, p->order[n]);
+    FaAccessPlan *ap = o ? o->access : NULL;
+    if (ap && ap->method == FA_ACCESS_TMA && ap->tma && ap->tma->wait_after) {
+      ap->tma->wait_before = ap->tma->wait_after;
+      ap->tma->wait_after = NULL;
+    }
+  }
 }
 
 static void plan_warp_specialisation(Planner *pl) {
@@ -3868,6 +3914,8 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
     plan_ring_vectors(&pl);
   if (pl.ok)
     plan_warp_specialisation(&pl);
+  if (pl.ok)
+    unmove_tma_waits(&pl);
   if (pl.ok) {
     plan_fused_adds(&pl, out->fn->body);
     allocate_tiles(&pl);

@@ -259,7 +259,13 @@ typedef struct FaTmaPlan {
   size_t panel_bytes;       /* bytes per copy: rows * swizzle width */
   size_t bytes;             /* per tile: panels * panel_bytes */
   int barrier;              /* a load outside loops: its mbarrier (index into FaCudaPlan.barriers) */
-  const IrOp *wait_before;  /* a load outside loops: the threads wait for it before this op */
+  const IrOp *wait_before;  /* a load outside loops: the threads wait for it before this op (a loop with a
+                               software pipeline: after the copies of its prologue, so that the first
+                               of those are in flight with this one) */
+  const IrOp *wait_after;   /* where wait_before lies in a loop below the load's own statements: the
+                               statement holding that loop, after which the threads wait again (at once
+                               where the loop ran), so that no copy is in flight when the loop ran no
+                               iteration and the tile's memory is used again or the block exits */
   bool reduce;              /* FA_ACCESS_TMA_STORE of an atomic_add: cp.reduce.async.bulk.tensor .add */
   int drain_pending;        /* FA_ACCESS_TMA_STORE: before the staging tile is written, the issuing thread
                                waits until every bulk group but the newest `drain_pending` has read its

@@ -533,6 +533,12 @@ static void print_tma(const FaCudaPlan *p, const FaAccessPlan *ap, StrBuf *out) 
   if (t->wait_before) {
     fa_sb_puts(out, ", waited for before ");
     put_loc(out, t->wait_before->loc);
+    if (t->wait_before->kind == IR_FOR && fa_plan_pipeline(p, t->wait_before) && !p->warp_specialised)
+      fa_sb_puts(out, " (after the loop's first copies)");
+  }
+  if (t->wait_after) {
+    fa_sb_puts(out, " and again after ");
+    put_loc(out, t->wait_after->loc);
   }
 }
 

@@ -980,14 +980,31 @@ static void emit_tma_once(Emitter *em, const FaAccessPlan *ap) {
   line(em, "}");
 }
 
-/* The waits, before op, for the loads outside loops whose first reader it is. */
+static void emit_tma_wait(Emitter *em, const FaAccessPlan *ap, const char *why) {
+  line(em, "fa::mbar_wait(%s, %s);  // %s %s", mbar_address(em, ap->tma->barrier, NULL),
+       em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT ? "fa_tiles_done & 1u" : "0",
+       names_of(em, ap->op->results[0])->name, why);
+}
+
+/* The waits, before op, for the loads outside loops whose first reader it
+ * is (a loop with a software pipeline: emit_for calls this after the
+ * copies of its prologue). */
 static void emit_tma_waits(Emitter *em, const IrOp *op) {
   for (int i = 0; em->producer_mode == false && i < em->plan->naccesses; i++) {
     const FaAccessPlan *ap = em->plan->accesses[i];
     if (ap->method == FA_ACCESS_TMA && !ap->pipeline && ap->tma->wait_before == op)
-      line(em, "fa::mbar_wait(%s, %s);  // %s has landed", mbar_address(em, ap->tma->barrier, NULL),
-           em->plan->schedule.kind == FA_SCHEDULE_PERSISTENT ? "fa_tiles_done & 1u" : "0",
-           names_of(em, ap->op->results[0])->name);
+      emit_tma_wait(em, ap, "has landed");
+  }
+}
+
+/* After op, the waits for the loads whose first reader is a loop below it
+ * (plan_tma_load): done at once where that loop ran, they keep a copy from
+ * being in flight past it where the loop ran no iteration. */
+static void emit_tma_waits_after(Emitter *em, const IrOp *op) {
+  for (int i = 0; em->producer_mode == false && i < em->plan->naccesses; i++) {
+    const FaAccessPlan *ap = em->plan->accesses[i];
+    if (ap->method == FA_ACCESS_TMA && !ap->pipeline && ap->tma->wait_after == op)
+      emit_tma_wait(em, ap, "has landed (at once where the loop above read it)");
   }
 }
 
@@ -2101,6 +2118,8 @@ static void emit_for(Emitter *em, const IrOp *op) {
     line(em, "int %s = 0;", counter);
     emit_pipe_steps(em, pp, pp->prologue, pp->nprologue, PIPE_BEFORE);
   }
+  if (pp)
+    emit_tma_waits(em, op);   /* the tiles loaded before the loop, now that its first copies are in flight */
   const char *cur = NULL, *next = NULL;
   if (pp && pp->rotated && !em->producer_mode)
     cur = emit_rotated_first(em, pp, &next);
@@ -2551,7 +2570,8 @@ static void emit_op(Emitter *em, const IrOp *op) {
     return;
   if (op->kind == IR_CONST || !fa_plan_op_live(em->plan, op))
     return;
-  emit_tma_waits(em, op);
+  if (!(op->kind == IR_FOR && fa_plan_pipeline(em->plan, op)))
+    emit_tma_waits(em, op);
   source_comment(em, op->loc);
   const IrValue *r = op->nresults > 0 ? op->results[0] : NULL;
   const FaProductPlan *dotp = op->kind == IR_DOT ? fa_plan_product(em->plan, op) : NULL;
@@ -2646,6 +2666,7 @@ static void emit_op(Emitter *em, const IrOp *op) {
 static void emit_region(Emitter *em, const IrRegion *r) {
   for (const IrOp *op = r->first; op && em->ok; op = op->next) {
     emit_op(em, op);
+    emit_tma_waits_after(em, op);
     if (releases_tiles_after(em, op) && !releases_tiles_in_loop(em, op))
       emit_tile_release(em);
   }
@@ -2851,11 +2872,15 @@ static void emit_tile_loop_close(Emitter *em, bool compute) {
   line(em, "}");
 }
 
-/* Before the block exits, its bulk stores are complete (their staging
- * tiles read and their writes done). */
+/* Before the block exits, its bulk stores have read their staging tiles
+ * (the shared memory goes to the next block).  Their writes need no wait:
+ * they are done when the grid is, like every other write of the kernel,
+ * and waiting for them kept a block's multiprocessor idle for the time of
+ * a round trip to memory at every block's end. */
 static void emit_stores_complete(Emitter *em) {
   if (em->plan->bulk_stores)
-    line(em, "if (threadIdx.x == 0) fa::bulk_wait<0>();  // the bulk stores are complete before the block exits");
+    line(em, "if (threadIdx.x == 0) fa::bulk_wait_read<0>();  // the bulk stores have read their staging tiles "
+             "before the block exits");
 }
 
 /* The kernel's body split into its two roles, one branch each of a single
