@@ -1693,6 +1693,23 @@ static void tile_lifetime(Planner *pl, FaTilePlan *t, const IrOp *op) {
   }
 }
 
+/* A store outside loops followed by straight-line code alone to the end
+ * of its region (dV's and dK's at a kernel's end): its staging tile is kept
+ * to that end, so that the next such store stages in other memory, free
+ * there since the loops' tiles are dead, instead of waiting until the copy
+ * engine has read this one.  (Not with a producer warp: the tiles it fills
+ * keep their memory for the whole kernel, and the staging tiles would add
+ * to it.) */
+static void keep_to_straight_end(const FaCudaPlan *p, FaTilePlan *t, const IrOp *store) {
+  const IrOp *last = store;
+  for (const IrOp *o = store->next; o; o = o->next) {
+    if (o->nregions > 0)
+      return;
+    last = o;
+  }
+  t->live_end = op_position(p, last) + 1;
+}
+
 /* A staging tile is busy from its store until the copy engine has read it,
  * which the next write of its memory waits for: its own store's, an
  * iteration later, in the loop around it (so no other tile written in that
@@ -1708,6 +1725,8 @@ static void staging_lifetime(const FaCudaPlan *p, FaTilePlan *t, const IrOp *sto
       inner = r->parent_op;
   t->live_start = op_position(p, inner);
   t->live_end = t->live_start + subtree_ops(inner);
+  if (inner == store && !p->warp_specialised)
+    keep_to_straight_end(p, t, store);
 }
 
 /* The staging tile of a bulk store at op, or NULL. */

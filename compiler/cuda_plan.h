@@ -731,7 +731,8 @@ struct FaCudaPlan {
   bool async_proxy_reads;   /* some product reads tiles through the async proxy (wgmma): every
                                tile write is followed by a proxy fence */
   bool bulk_stores;         /* some store is a bulk tensor copy (FA_ACCESS_TMA_STORE): thread 0 issues
-                               them all and waits for their completion before the block exits */
+                               them all and waits until they have read their staging tiles before
+                               the block exits (their writes are done with the grid) */
   FaSmemPlan smem;
   FaWarpRole roles[4];
   int nroles;

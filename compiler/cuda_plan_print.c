@@ -271,8 +271,8 @@ static void print_kernel(const FaCudaPlan *p, StrBuf *out) {
   if (p->async_proxy_reads)
     fa_sb_puts(out, "fence: tiles are read through the async proxy (wgmma): every tile write is fenced\n");
   if (p->bulk_stores)
-    fa_sb_puts(out, "bulk stores: thread 0 issues them (one bulk group each) and waits for their completion before "
-                    "the block exits\n");
+    fa_sb_puts(out, "bulk stores: thread 0 issues them (one bulk group each) and waits until they have read their "
+                    "staging tiles before the block exits\n");
 }
 
 static void print_tile(const FaCudaPlan *p, const FaTilePlan *t, StrBuf *out) {
