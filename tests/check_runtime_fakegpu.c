@@ -864,7 +864,7 @@ START_TEST(test_attention_tma_tensor_maps) {
   st = fadsl_launch(k, a, NULL, &info);
   ck_assert_msg(st == FADSL_SUCCESS, "%s", fadsl_context_last_error(ctx));
   ck_assert_msg(strstr(info.cuda_source, "pipeline tma") && strstr(info.cuda_source, "fa::tma_load<3>") &&
-                    strstr(info.cuda_source, "fa::tma_store<3>(fa_tmap3") && strstr(info.cuda_source, "fa::bulk_wait<0>"),
+                    strstr(info.cuda_source, "fa::tma_store<3>(fa_tmap3") && strstr(info.cuda_source, "fa::bulk_wait_read<0>"),
                 "the kernel was not generated for the bulk copy engine");
   ck_assert_int_eq(fake_int("fake_cuda_tensor_maps"), maps_before + 4);
   Launch l = last_launch();
