@@ -100,7 +100,10 @@ DETERMINISTIC_FASTER_ABOVE_D = 128
 # pass's 333.8 and 329.0, causal 279.6 and 280.2 against 236.4 and 251.1,
 # D=128 causal 296.9 and 301.1 against 289.9 and 290.3; D=128 without the
 # mask the fused pass is ahead (400.3 and 402.3 against 376.7 and 380.6),
-# and at N=4096 it is ahead everywhere.
+# and at N=4096 it is ahead everywhere.  Again after the fused kernel's
+# waits at a program's start and end were cut (2026-12-06f-h100 run 75):
+# D=64 353.9 against 341.2, causal 285.8 against 246.7, D=128 causal 312.3
+# against 289.6, D=128 full 391.3 against 398.5.
 DETERMINISTIC_FASTER_UP_TO_N = 1024
 
 
