@@ -15,9 +15,16 @@
 #   delta   the fused pass with D computed in attn_bwd (--fuse-delta) against
 #           attn_bwd_prep's on four shapes: which the default should be
 #   resources  tests/attn-resources.sh (no GPU needed; for the record)
+#   schedules  the fused pass at D=64 (128x128 tiles on 8 warps) as it is
+#           (tma_async, one block per program) against a producer warpgroup
+#           (tma_ws) in persistent blocks, which loads the next program's K
+#           and V under the end of this one, and on the grid, at the
+#           standard D=64 shapes and the trading day, labels X, WP and WG
+#           in OUTDIR/schedules.jsonl (cuDNN beside: ../shared/bench/
+#           anchors.py in the same call)
 # Logs and records go to OUTDIR.
 set -u
-[ $# -ge 2 ] || { echo "usage: bench/gpu-backward-session.sh OUTDIR tests|bench|delta|resources" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: bench/gpu-backward-session.sh OUTDIR tests|bench|delta|resources|schedules" >&2; exit 2; }
 out=$1 part=$2
 mkdir -p "$out" || exit 2
 build=${FADSL_BUILD:-./build}
@@ -58,8 +65,25 @@ case "$part" in
     ( cd "$build" && srcdir=.. sh ../tests/attn-resources.sh ) > "$out/attn-resources.log" 2>&1 || rc=1
     tail -n 1 "$out/attn-resources.log"
     ;;
+  schedules)
+    ws=attn_bwd:BLOCK_Q=128,BLOCK_K=128,warps=8,stages=2,pipeline=tma_ws
+    for shape in "16,32,32,1024,64" "16,32,32,1024,64 --causal" "4,32,32,4096,64" "4,32,32,4096,64 --causal" \
+                 "1,32,32,16384,64" "1,32,32,16384,64 --causal" "1,12,12,23400,64 --causal"; do
+      for label in X WP WG; do
+        case $label in
+          X) config="" ;;
+          WP) config="--config $ws,schedule=persistent" ;;
+          WG) config="--config $ws,schedule=grid" ;;
+        esac
+        # shellcheck disable=SC2086
+        "$attn" --gpu --shape $shape --bench --fused --min-ms 100 --json "$out/schedules.jsonl" --label $label \
+          --seed 1 $config >> "$out/schedules.log" 2>&1 || rc=1
+      done
+    done
+    grep -E "^backward:.*fused" "$out/schedules.log"
+    ;;
   *)
-    echo "gpu-backward-session: unknown part '$part' (tests, bench, delta or resources)" >&2
+    echo "gpu-backward-session: unknown part '$part' (tests, bench, delta, resources or schedules)" >&2
     exit 2
     ;;
 esac
