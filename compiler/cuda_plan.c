@@ -1043,17 +1043,10 @@ static void plan_tma_load(Planner *pl, const IrOp *op) {
   FaTmaPlan plan;
   int dim = -1;
   FaTmaRefusal why = fa_plan_tma_view(p, op, vp->tile, op->parent, &map, &plan, &dim);
-  const IrOp *wait = NULL, *wait_after = NULL;
+  const IrOp *wait = NULL;
   for (const IrOp *o = op->next; o && !wait; o = o->next)
     if (reads_tile_of(pl, o, x))
       wait = o;
-  if (wait) {
-    const IrOp *deep = first_pipelined_reader(pl, wait, x);
-    if (deep && deep != wait) {
-      wait_after = wait;
-      wait = deep;
-    }
-  }
   if (why == FA_TMA_OK && (!wait || !(plan.map = intern_tmap(pl, &map)) ||
                            (plan.barrier = add_mbarrier(p, FA_MBAR_LOAD, 1, 1)) < 0))
     why = FA_TMA_LIMIT;
@@ -1065,7 +1058,6 @@ static void plan_tma_load(Planner *pl, const IrOp *op) {
   }
   *t = plan;
   t->wait_before = wait;
-  t->wait_after = wait_after;
   set_tma_access(ap, op, FA_ACCESS_TMA, x->layout, vp->tile, t);
   p->barriers[t->barrier].load = ap;
   vp->tile->fill = FA_FILL_TMA;
@@ -1460,19 +1452,23 @@ static void slice_coordinates(Slicer *s, const FaTmaPlan *t) {
     }
 }
 
-/* With a producer warp the copies before a loop and the loop's own are
- * issued by it one after another anyway: the compute warps wait for a
- * tile loaded before the loop before the statement that holds its first
- * reader, as without a pipeline (a wait moved into a loop nest costs
- * registers there and buys nothing). */
-static void unmove_tma_waits(Planner *pl) {
+/* The copies outside loops whose first reader is a loop nest with a
+ * pipelined loop in it: waited for inside the nest, after that loop's
+ * first copies (first_pipelined_reader), and again after the nest.  Not
+ * with a producer warp: it issues these copies and the loop's one after
+ * another anyway, and a wait moved into the nest costs the compute warps
+ * registers there and buys nothing. */
+static void move_tma_waits(Planner *pl) {
   FaCudaPlan *p = pl->p;
-  for (int n = 0; p->warp_specialised && n < p->nops; n++) {
+  for (int n = 0; !p->warp_specialised && n < p->nops; n++) {
     const FaOpPlan *o = op_find(p->ops, p->order[n]);
     FaAccessPlan *ap = o ? o->access : NULL;
-    if (ap && ap->method == FA_ACCESS_TMA && ap->tma && ap->tma->wait_after) {
-      ap->tma->wait_before = ap->tma->wait_after;
-      ap->tma->wait_after = NULL;
+    if (!ap || ap->method != FA_ACCESS_TMA || ap->pipeline || !ap->tma->wait_before)
+      continue;
+    const IrOp *deep = first_pipelined_reader(pl, ap->tma->wait_before, ap->op->results[0]);
+    if (deep && deep != ap->tma->wait_before) {
+      ap->tma->wait_after = ap->tma->wait_before;
+      ap->tma->wait_before = deep;
     }
   }
 }
@@ -3934,7 +3930,7 @@ bool fa_cuda_plan(FaCompiler *fc, const IrKernel *k, FaCudaTarget target, const 
   if (pl.ok)
     plan_warp_specialisation(&pl);
   if (pl.ok)
-    unmove_tma_waits(&pl);
+    move_tma_waits(&pl);
   if (pl.ok) {
     plan_fused_adds(&pl, out->fn->body);
     allocate_tiles(&pl);
