@@ -3702,10 +3702,10 @@ static FaTilePlan *staged_tile_of(Planner *pl, const IrOp *op) {
 }
 
 /* The register-filled tile whose stage's closing barrier can carry the drain
- * of the bulk store ap, or NULL. */
+ * of the bulk store ap, or NULL.  With a producer warp too: thread 0, which
+ * issues and drains the bulk stores, is a compute thread, and the stage's
+ * closing barrier is the compute warps' named barrier. */
 static const FaTilePlan *drain_carrier(Planner *pl, const FaAccessPlan *ap) {
-  if (pl->p->warp_specialised)
-    return NULL;
   for (const IrOp *o = ap->op->prev; o; o = o->prev) {
     if (!fa_plan_op_live(pl->p, o))
       continue;
