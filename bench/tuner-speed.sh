@@ -19,7 +19,9 @@ tune=$build/autotune/fadsl-tune
 [ -x "$tune" ] || { echo "tuner-speed: $tune not found" >&2; exit 2; }
 dir=${TMPDIR:-/tmp}/fadsl-tuner-speed.$$
 mkdir -p "$dir/cache" || exit 2
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 old='prune=fwd_tiles_ok(BLOCK_Q, BLOCK_K, warps, d_head)'
 new='prune=BLOCK_Q % BLOCK_K == 0 and (warps == 4 or BLOCK_Q * BLOCK_K >= 64 * 64 or stages == 2) and (d_head <= 128 or BLOCK_Q <= 64)'
 sed "0,/$old/s//$new/" examples/attention/attention.fa > "$dir/attention.fa"

@@ -16,7 +16,9 @@ srcdir=${srcdir:-.}
 relerr="sh $srcdir/tests/npy-relerr.sh"
 dir=${TMPDIR:-/tmp}/attention-fake-driver.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 FADSL_CUDA_DRIVER_PATH="$(cd "$(dirname "$lib")" && pwd)/libfakecuda.so"
 FADSL_CACHE_DIR=$dir/cache
 export FADSL_CUDA_DRIVER_PATH FADSL_CACHE_DIR

@@ -15,7 +15,9 @@ run=${FADSL_RUN:-$(pwd)/tools/fadsl-run}
 srcdir=${srcdir:-.}
 dir=${TMPDIR:-/tmp}/attention-variants-fake.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0
 fail() {
   echo "FAIL: $*"

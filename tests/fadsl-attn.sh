@@ -13,7 +13,9 @@ fa=$srcdir/examples/attention/attention.fa
 relerr="sh $srcdir/tests/npy-relerr.sh"
 dir=${TMPDIR:-/tmp}/fadsl-attn-test.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0
 
 fail() {

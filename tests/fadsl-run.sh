@@ -9,7 +9,9 @@ srcdir=${srcdir:-.}
 fa=$srcdir/tests/run/fill.fa
 dir=${TMPDIR:-/tmp}/fadsl-run-test.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0
 
 fail() {

@@ -6,7 +6,9 @@ fadslc=${FADSLC:-$(pwd)/fadslc}
 srcdir=${srcdir:-.}
 dir=${TMPDIR:-/tmp}/fa-cli.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0
 
 # check WANT_STATUS STDOUT_PATTERN(or -) STDERR_PATTERN(or -) ARGS...

@@ -9,7 +9,9 @@ fadslc=${FADSLC:-$(pwd)/fadslc}
 srcdir=${srcdir:-.}
 dir=${TMPDIR:-/tmp}/fa-stress.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0
 
 # expect_error NAME MESSAGE: fadslc --check NAME.fa fails with MESSAGE

@@ -18,7 +18,9 @@ attn=${FADSL_ATTN:-$(pwd)/examples/attention/fadsl-attn}
 san=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)}
 dir=${TMPDIR:-/tmp}/gpu-sanitize.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 
 # a GPU? (the runtime decides)
 "$attn" --gpu --shape 1,1,1,1,16 --seed 1 > "$dir/probe" 2>&1

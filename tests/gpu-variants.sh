@@ -18,7 +18,9 @@ srcdir=${srcdir:-.}
 adir=$srcdir/examples/attention
 dir=${TMPDIR:-/tmp}/gpu-variants.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 seed=${FADSL_TEST_SEED:-$(date +%s)}
 echo "seed $seed (FADSL_TEST_SEED=$seed reproduces this run)"
 

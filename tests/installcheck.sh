@@ -23,7 +23,9 @@ libdir=$prefix/lib
 [ -f "$libdir/pkgconfig/fadsl.pc" ] || { echo "FAIL: no fadsl.pc under $prefix"; exit 1; }
 dir=${TMPDIR:-/tmp}/fadsl-installcheck.$$
 mkdir -p "$dir" || exit 1
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export PKG_CONFIG_PATH
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -14,7 +14,9 @@ set -u
 fadslc=${FADSLC:-$(pwd)/fadslc}
 srcdir=${srcdir:-.}
 tmp=${TMPDIR:-/tmp}/fa-ir.$$
-trap 'rm -f "$tmp".*' EXIT INT TERM
+trap 'rm -f "$tmp".*' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0
 count=0
 dirs=${*:-tests/ir tests/plan}

@@ -9,7 +9,9 @@ attn=${FADSL_ATTN:-$(pwd)/examples/attention/fadsl-attn}
 verdict="sh $srcdir/scripts/attention-verdict.sh"
 dir=${TMPDIR:-/tmp}/main-job-verdict.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0
 fail() {
   echo "FAIL: $*"

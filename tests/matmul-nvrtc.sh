@@ -10,7 +10,9 @@ srcdir=${srcdir:-.}
 fa=$srcdir/examples/matmul/matmul.fa
 dir=${TMPDIR:-/tmp}/matmul-nvrtc.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0 n=0
 for arch in sm_90a sm_80; do
   for facts in "--assume M%16,N%16,K%16" ""; do

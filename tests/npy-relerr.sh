@@ -29,7 +29,9 @@ nb=$(( ($(wc -c < "$2") - ob) / 4 ))
 [ "$na" -eq "$nb" ] || { echo "npy-relerr: $1 has $na elements, $2 has $nb" >&2; exit 2; }
 dir=${TMPDIR:-/tmp}/npy-relerr.$$
 mkdir -p "$dir" || exit 2
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 od -A n -v -t f4 -j "$oa" "$1" | tr -s ' ' '\n' | sed '/^$/d' > "$dir/a"
 od -A n -v -t f4 -j "$ob" "$2" | tr -s ' ' '\n' | sed '/^$/d' > "$dir/b"
 paste "$dir/a" "$dir/b" | awk '

@@ -9,7 +9,9 @@ srcdir=${srcdir:-.}
 failures=0
 count=0
 list=${TMPDIR:-/tmp}/fa-roundtrip.$$
-trap 'rm -f "$list"' EXIT INT TERM
+trap 'rm -f "$list"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 find "$srcdir" -name '*.fa' -type f ! -path '*/tests/errors/*' ! -path '*/_build/*' ! -path '*/fuzz*' | sort > "$list"
 while IFS= read -r f; do
   if "$fadslc" --roundtrip "$f" > /dev/null 2> "$list.err"; then

@@ -22,7 +22,9 @@ set -u
 file=${1:?usage: run-case.sh FILE.fa}
 fadslc=${FADSLC:-$(pwd)/fadslc}
 tmp=${TMPDIR:-/tmp}/fa-case.$$
-trap 'rm -f "$tmp".*' EXIT INT TERM
+trap 'rm -f "$tmp".*' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 
 if [ ! -x "$fadslc" ]; then
   echo "run-case.sh: no fadslc at $fadslc" >&2

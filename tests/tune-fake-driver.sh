@@ -17,7 +17,9 @@ lib=tests/.libs/libfakecuda.so
 tune=${FADSL_TUNE:-./autotune/fadsl-tune}
 srcdir=${srcdir:-.}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/tune-fake-driver.XXXXXX") || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 FADSL_CUDA_DRIVER_PATH="$(cd "$(dirname "$lib")" && pwd)/libfakecuda.so"
 FADSL_CACHE_DIR=$dir/cache
 export FADSL_CUDA_DRIVER_PATH FADSL_CACHE_DIR

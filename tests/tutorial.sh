@@ -16,7 +16,9 @@ done
 [ -n "$py" ] || { echo "SKIP: no python3 with NumPy (the tutorial needs it)"; exit 77; }
 dir=${TMPDIR:-/tmp}/tutorial-test.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0
 fail() {
   echo "FAIL: $*"

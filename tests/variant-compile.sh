@@ -17,7 +17,9 @@ srcdir=${srcdir:-.}
 dir=$srcdir/examples/attention
 tmp=${TMPDIR:-/tmp}/fa-variant-compile.$$
 mkdir -p "$tmp" || exit 99
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 archs=${FADSL_VARIANT_ARCHS:-"sm_80 sm_90a"}
 
 now() { date +%s.%N; }

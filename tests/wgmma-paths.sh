@@ -11,7 +11,9 @@ srcdir=${srcdir:-.}
 fa=$srcdir/examples/attention/attention.fa
 dir=${TMPDIR:-/tmp}/wgmma-paths.$$
 mkdir -p "$dir" || exit 99
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT  # a signal ends the script (the EXIT trap cleans up), not only its current command
+trap 'exit 143' TERM
 failures=0 cases=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
