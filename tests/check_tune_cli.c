@@ -172,7 +172,7 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
  * 128x128 on 8 warps with 2 stages (dq_hopper_default); attn_bwd's (the
  * fused pass) tma_ws with 2 stages at 64x128 on 8 warps above d_head 64,
  * tma_async at 128x128 on 8 up to 64 (bwd_hopper_default), one thread block
- * per program (grid comes first on its schedule axis); attn_fwd's 128x128
+ * per program; attn_fwd's 128x128
  * with 2 stages, tma on 4 warps one thread block per program up to d_head
  * 64, tma_ws_pp on 8 in persistent blocks above (fwd_hopper_default). */
 static bool attention_prefer(const char *kernel, const char *pipeline, const char *schedule, long bq, long bk,
@@ -186,7 +186,7 @@ static bool attention_prefer(const char *kernel, const char *pipeline, const cha
   if (!strcmp(kernel, "attn_bwd_dq"))
     return d_head > 64 && bq == 128 && bk == 128 && warps == 8 && stages == 2 && !strcmp(pipeline, "tma_ws_pp");
   if (!strcmp(kernel, "attn_bwd"))
-    return bk == 128 && warps == 8 && stages == 2 &&
+    return bk == 128 && warps == 8 && stages == 2 && (!schedule || !strcmp(schedule, "grid")) &&
            (d_head > 64 ? bq == 64 && !strcmp(pipeline, "tma_ws")
                         : bq == 128 && !strcmp(pipeline, "tma_async"));
   return false;
