@@ -134,12 +134,8 @@ static json_t *result_for(json_t *root, const char *kernel) {
  * stages. */
 static bool attention_prune(const char *kernel, const char *pipeline, const char *schedule, long bq, long bk,
                             long warps, long stages, long d_head) {
-  /* persistent thread blocks only beside a producer warp: attn_fwd's tma_ws_pp
-     (fwd_schedule_ok), attn_bwd's tma_ws on Hopper, the dry runs' target
-     (bwd_schedule_ok) */
-  if (schedule && !strcmp(schedule, "persistent") &&
-      (!strcmp(kernel, "attn_bwd") ? strcmp(pipeline, "tma_ws") != 0 : !strcmp(pipeline, "tma")))
-    return false;
+  /* attn_fwd: persistent thread blocks only beside a producer warp (fwd_schedule_ok) */
+  if (schedule && !strcmp(schedule, "persistent") && !strcmp(pipeline, "tma")) return false;
   bool loop_over_queries = !strcmp(kernel, "attn_bwd_dkdv") || !strcmp(kernel, "attn_bwd");
   bool divides = loop_over_queries ? bk % bq == 0 : bq % bk == 0;
   long big = !strcmp(kernel, "attn_fwd") || !strcmp(kernel, "attn_bwd") ? 128 * 64 : 128 * 128;
@@ -171,8 +167,7 @@ static bool attention_prune(const char *kernel, const char *pipeline, const char
  * 8, as the problem's are); attn_bwd_dq's above d_head 64 is tma_ws_pp at
  * 128x128 on 8 warps with 2 stages (dq_hopper_default); attn_bwd's (the
  * fused pass) tma_ws with 2 stages at 64x128 on 8 warps above d_head 64,
- * tma_async at 128x128 on 8 up to 64 (bwd_hopper_default), one thread block
- * per program; attn_fwd's 128x128
+ * tma_async at 128x128 on 8 up to 64 (bwd_hopper_default); attn_fwd's 128x128
  * with 2 stages, tma on 4 warps one thread block per program up to d_head
  * 64, tma_ws_pp on 8 in persistent blocks above (fwd_hopper_default). */
 static bool attention_prefer(const char *kernel, const char *pipeline, const char *schedule, long bq, long bk,
@@ -186,7 +181,7 @@ static bool attention_prefer(const char *kernel, const char *pipeline, const cha
   if (!strcmp(kernel, "attn_bwd_dq"))
     return d_head > 64 && bq == 128 && bk == 128 && warps == 8 && stages == 2 && !strcmp(pipeline, "tma_ws_pp");
   if (!strcmp(kernel, "attn_bwd"))
-    return bk == 128 && warps == 8 && stages == 2 && (!schedule || !strcmp(schedule, "grid")) &&
+    return bk == 128 && warps == 8 && stages == 2 &&
            (d_head > 64 ? bq == 64 && !strcmp(pipeline, "tma_ws")
                         : bq == 128 && !strcmp(pipeline, "tma_async"));
   return false;
@@ -388,9 +383,7 @@ END_TEST
  * (attn_bwd_dkdv, attn_bwd) admit 32x64 and 64x64 on 8 warps on Hopper only
  * (bwd_wide_tiles_ok), and their prefers and attn_bwd_dq's take a producer
  * warpgroup there: dK/dV 64x64, the fused kernel 32x64, dQ 64x32 on 4 warps;
- * the fused kernel's producer-warpgroup points come again in persistent
- * blocks on Hopper (bwd_schedule_ok).  On sm_80 each keeps the prune's first
- * point.  (`first`: the default.) */
+ * on sm_80 each keeps the prune's first point.  (`first`: the default.) */
 START_TEST(dry_run_d256_spaces) {
   static const struct {
     const char *kernel, *sizes;
@@ -412,10 +405,9 @@ START_TEST(dry_run_d256_spaces) {
       {"attn_bwd_dq", "", 12, 0, "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=32 stages=2 warps=4",
        "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=32 stages=2 warps=4"},
       {"attn_bwd", "--arch sm_80 --size deterministic=False ", 5, 0,
-       "pipeline=tma schedule=grid BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8",
-       "pipeline=tma_ws schedule=grid BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
-      {"attn_bwd", "--size deterministic=False ", 18, 0, "pipeline=tma_ws schedule=grid BLOCK_Q=32 BLOCK_K=64 stages=2 warps=8",
-       "pipeline=tma_ws schedule=persistent BLOCK_Q=64 BLOCK_K=64 stages=2 warps=8"},
+       "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8", "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
+      {"attn_bwd", "--size deterministic=False ", 15, 0, "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=64 stages=2 warps=8",
+       "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=64 stages=2 warps=8"},
   };
   static const char *const fwd_ws[] = {
       "pipeline=tma_ws_pp schedule=grid BLOCK_Q=128 BLOCK_K=64 stages=2 warps=8",
@@ -520,20 +512,19 @@ END_TEST
 /* attn_bwd's default (the fused pass, bwd_hopper_default): on Hopper a
  * producer warpgroup at 64x128 on 8 warps from d_head 65 to 128, products
  * waited for late at 128x128 on 8 up to 64, and at d_head 256 the producer warpgroup at
- * 32x64 on 8 warps; sm_80 keeps the prune's first point.  One thread block
- * per program everywhere: persistent blocks are the tuner's to try. */
+ * 32x64 on 8 warps; sm_80 keeps the prune's first point. */
 START_TEST(dry_run_fused_hopper_default) {
   static const struct {
     const char *args, *want;
   } cases[] = {
-      {"--arch sm_90a --size D=128 --size N=4096", "pipeline=tma_ws schedule=grid BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
-      {"--size D=96 --size N=1000 --size causal=True", "pipeline=tma_ws schedule=grid BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
-      {"--arch sm_90a --size D=64 --size N=4096", "pipeline=tma_async schedule=grid BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8"},
-      {"--size D=64 --size N=23400 --size causal=True", "pipeline=tma_async schedule=grid BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8"},
-      {"--arch sm_90a --size D=32 --size N=100", "pipeline=tma_async schedule=grid BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8"},
-      {"--arch sm_80 --size D=128 --size N=4096", "pipeline=tma schedule=grid BLOCK_Q=32 BLOCK_K=64 stages=2 warps=4"},
-      {"--arch sm_90a --size D=256 --size N=4096", "pipeline=tma_ws schedule=grid BLOCK_Q=32 BLOCK_K=64 stages=2 warps=8"},
-      {"--arch sm_80 --size D=256 --size N=4096", "pipeline=tma schedule=grid BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
+      {"--arch sm_90a --size D=128 --size N=4096", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
+      {"--size D=96 --size N=1000 --size causal=True", "pipeline=tma_ws BLOCK_Q=64 BLOCK_K=128 stages=2 warps=8"},
+      {"--arch sm_90a --size D=64 --size N=4096", "pipeline=tma_async BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8"},
+      {"--size D=64 --size N=23400 --size causal=True", "pipeline=tma_async BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8"},
+      {"--arch sm_90a --size D=32 --size N=100", "pipeline=tma_async BLOCK_Q=128 BLOCK_K=128 stages=2 warps=8"},
+      {"--arch sm_80 --size D=128 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=64 stages=2 warps=4"},
+      {"--arch sm_90a --size D=256 --size N=4096", "pipeline=tma_ws BLOCK_Q=32 BLOCK_K=64 stages=2 warps=8"},
+      {"--arch sm_80 --size D=256 --size N=4096", "pipeline=tma BLOCK_Q=32 BLOCK_K=32 stages=2 warps=8"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char args[300];

@@ -141,7 +141,6 @@ helper attention_core.dkdv_hopper_default
 helper attention_core.dq_hopper_default
 helper attention_core.fwd_hopper_default
 helper attention_core.bwd_hopper_default
-helper attention_core.bwd_schedule_ok
 kernel attn_fwd
 kernel attn_bwd_d
 kernel attn_bwd_dkdv
